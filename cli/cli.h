@@ -1,0 +1,17 @@
+/*
+ * cli.h: the gensee subcommands. Each returns the process exit status.
+ */
+#ifndef GENSEE_CLI_H
+#define GENSEE_CLI_H
+
+struct json_object;
+
+int cmd_run(int argc, char **argv);
+int cmd_status(int argc, char **argv);
+int cmd_watch(int argc, char **argv);
+int cmd_operation(int argc, char **argv);
+
+/* Print a json object to stdout, pretty. */
+void cli_print_json(struct json_object *o);
+
+#endif

@@ -1,0 +1,113 @@
+/*
+ * client.c: blocking request/reply over a Unix socket.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <json-c/json.h>
+
+#include "client.h"
+#include "frame.h"
+#include "proto.h"
+#include "util.h"
+
+const char *
+client_runtime_dir(void)
+{
+	const char *d = getenv("GENSEE_RUNTIME_DIR");
+	return d != NULL && *d != '\0' ? d : CLIENT_DEFAULT_RUNTIME_DIR;
+}
+
+int
+client_connect(const char *name, char **cause)
+{
+	struct sockaddr_un sun;
+	int fd;
+
+	memset(&sun, 0, sizeof(sun));
+	sun.sun_family = AF_UNIX;
+	if ((size_t)snprintf(sun.sun_path, sizeof(sun.sun_path), "%s/%s", client_runtime_dir(),
+		name) >= sizeof(sun.sun_path)) {
+		util_cause(cause, "socket path too long");
+		return -1;
+	}
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		util_cause(cause, "socket: %s", strerror(errno));
+		return -1;
+	}
+	if (connect(fd, (struct sockaddr *)&sun, sizeof(sun)) != 0) {
+		util_cause(cause, "%s: %s", sun.sun_path, strerror(errno));
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+static void
+client_fail(struct client_error *err, const char *code, char *msg)
+{
+	err->ce_code = strdup(code);
+	err->ce_message = msg != NULL ? msg : strdup(code);
+}
+
+int
+client_call(const char *name, const char *method, struct json_object *params,
+    struct json_object **result, struct client_error *err)
+{
+	static int64_t next_id = 1;
+	struct json_object *req, *reply = NULL, *v;
+	char *cause = NULL;
+	int fd;
+
+	memset(err, 0, sizeof(*err));
+	*result = NULL;
+	fd = client_connect(name, &cause);
+	if (fd < 0) {
+		json_object_put(params);
+		client_fail(err, "unavailable", cause);
+		return -1;
+	}
+	int64_t id = next_id++;
+	req = proto_request_new(id, method, params);
+	if (frame_write_fd(fd, req, &cause) != 0 ||
+	    frame_read_fd(fd, FRAME_MAX_DEFAULT, CLIENT_TIMEOUT_MS, &reply, &cause) != 0) {
+		json_object_put(req);
+		close(fd);
+		client_fail(err, "unavailable", cause);
+		return -1;
+	}
+	json_object_put(req);
+	close(fd);
+	if (json_object_object_get_ex(reply, "error", &v) && v != NULL) {
+		const char *code = json_object_get_string(json_object_object_get(v, "code"));
+		const char *msg = json_object_get_string(json_object_object_get(v, "message"));
+		err->ce_code = strdup(code ? code : "protocol");
+		err->ce_message = strdup(msg ? msg : "error without message");
+		json_object_put(reply);
+		return -1;
+	}
+	if (!json_object_object_get_ex(reply, "result", &v) || v == NULL ||
+	    !json_object_is_type(v, json_type_object) ||
+	    json_object_get_int64(json_object_object_get(reply, "id")) != id) {
+		json_object_put(reply);
+		client_fail(err, "protocol", strdup("malformed reply"));
+		return -1;
+	}
+	*result = json_object_get(v);
+	json_object_put(reply);
+	return 0;
+}
+
+void
+client_error_clear(struct client_error *err)
+{
+	free(err->ce_code);
+	free(err->ce_message);
+	err->ce_code = err->ce_message = NULL;
+}

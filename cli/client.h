@@ -1,0 +1,31 @@
+/*
+ * client.h: the CLI's side of the wire protocol (blocking, one request per
+ * connection).
+ */
+#ifndef GENSEE_CLIENT_H
+#define GENSEE_CLIENT_H
+
+struct json_object;
+
+#define CLIENT_TIMEOUT_MS 10000
+#define CLIENT_DEFAULT_RUNTIME_DIR "/run/gensee"
+
+struct client_error {
+	char *ce_code;    /* stable code from the daemon, or "unavailable" / "protocol" */
+	char *ce_message;
+};
+
+/* $GENSEE_RUNTIME_DIR or /run/gensee. */
+const char *client_runtime_dir(void);
+/* Connect to RUNTIME_DIR/name; -1 with *cause on failure. */
+int client_connect(const char *name, char **cause);
+/*
+ * Send one request on socket name and wait for the reply. Returns 0 and
+ * *result (caller puts), or -1 with err filled (caller frees with
+ * client_error_clear).
+ */
+int client_call(const char *name, const char *method, struct json_object *params,
+    struct json_object **result, struct client_error *err);
+void client_error_clear(struct client_error *err);
+
+#endif

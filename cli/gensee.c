@@ -1,0 +1,70 @@
+/*
+ * gensee.c: the unprivileged CLI. It parses arguments, launches agents as
+ * their parent and prints results; everything privileged is a request to a
+ * daemon.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include <json-c/json.h>
+
+#include "cli.h"
+#include "ids.h"
+
+static void
+usage(FILE *f)
+{
+	fprintf(f,
+	    "usage: gensee COMMAND [ARGS...]\n"
+	    "\n"
+	    "  run [--timeout SECONDS] [--json] -- CMD [ARGS...]\n"
+	    "                            launch CMD as a supervised operation\n"
+	    "  status [--json]           host capabilities and which daemons answer\n"
+	    "  watch --pid PID [--duration-seconds N] [--json]\n"
+	    "                            exec events of a running process tree\n"
+	    "  operation inspect ID [--json]\n"
+	    "  operation list [--json]\n"
+	    "\n"
+	    "Sockets are found in $GENSEE_RUNTIME_DIR (default /run/gensee).\n");
+}
+
+void
+cli_print_json(struct json_object *o)
+{
+	printf("%s\n", json_object_to_json_string_ext(o,
+	    JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED | JSON_C_TO_STRING_NOSLASHESCAPE));
+}
+
+int
+main(int argc, char **argv)
+{
+	static const struct {
+		const char *name;
+		int (*fn)(int, char **);
+	} cmds[] = {
+		{ "run", cmd_run },
+		{ "status", cmd_status },
+		{ "watch", cmd_watch },
+		{ "operation", cmd_operation },
+	};
+
+	if (argc < 2) {
+		usage(stderr);
+		return 2;
+	}
+	if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0 ||
+	    strcmp(argv[1], "help") == 0) {
+		usage(stdout);
+		return 0;
+	}
+	if (ids_init() != 0) {
+		fprintf(stderr, "gensee: libsodium initialisation failed\n");
+		return 1;
+	}
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
+		if (strcmp(argv[1], cmds[i].name) == 0)
+			return cmds[i].fn(argc - 1, argv + 1);
+	fprintf(stderr, "gensee: unknown command '%s'\n", argv[1]);
+	usage(stderr);
+	return 2;
+}

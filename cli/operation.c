@@ -1,0 +1,154 @@
+/*
+ * operation.c: `gensee operation inspect ID` and `gensee operation list`.
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <json-c/json.h>
+
+#include "cli.h"
+#include "client.h"
+#include "schema.h"
+
+static const char *
+str_or(struct json_object *o, const char *key, const char *dflt)
+{
+	const char *s = schema_string(o, key);
+	return s != NULL ? s : dflt;
+}
+
+static void
+print_exit(struct json_object *ex)
+{
+	if (ex == NULL)
+		printf("-");
+	else if (schema_child(ex, "signal") != NULL)
+		printf("signal %lld", (long long)schema_int(ex, "signal", 0));
+	else
+		printf("code %lld", (long long)schema_int(ex, "code", 0));
+}
+
+static void
+print_record(struct json_object *rec)
+{
+	struct json_object *life = schema_child(rec, "lifecycle");
+	struct json_object *root = schema_child(rec, "root_process");
+	struct json_object *cg = schema_child(rec, "cgroup");
+	struct json_object *lin = schema_child(rec, "lineage");
+	struct json_object *rh = schema_child(rec, "recovery_health");
+
+	printf("operation   %s\n", str_or(rec, "operation_id", "?"));
+	printf("state       %s", str_or(life, "state", "?"));
+	if (schema_string(life, "end_reason") != NULL)
+		printf(" (%s)", schema_string(life, "end_reason"));
+	printf("\nexit        ");
+	print_exit(schema_child(life, "exit"));
+	printf("\ncreated     %s\n", str_or(life, "created_at", "-"));
+	printf("ended       %s\n", str_or(life, "ended_at", "-"));
+	printf("root        pid %lld start %lld %s\n", (long long)schema_int(root, "pid", 0),
+	    (long long)schema_int(root, "start_time_ticks", 0), str_or(root, "executable", "?"));
+	printf("cgroup      %s (id %lld) %s, cleanup %s\n", str_or(cg, "path", "?"),
+	    (long long)schema_int(cg, "id", 0), str_or(cg, "attachment", "?"),
+	    str_or(schema_child(cg, "cleanup"), "state", "?"));
+	printf("recovery    %s\n", str_or(rh, "status", "?"));
+	printf("lineage     %zu process(es)\n", lin ? json_object_array_length(lin) : 0);
+	for (size_t i = 0; lin != NULL && i < json_object_array_length(lin); i++) {
+		struct json_object *e = json_object_array_get_idx(lin, i);
+		printf("  pid %-7lld ppid %-7lld start %-10lld %s%s%s\n",
+		    (long long)schema_int(e, "pid", 0), (long long)schema_int(e, "ppid", 0),
+		    (long long)schema_int(e, "start_time_ticks", 0), str_or(e, "executable", "?"),
+		    schema_child(e, "exited_at") ? " exited" : "",
+		    schema_bool(e, "killed_by_supervisor", 0) ? " killed" : "");
+	}
+}
+
+static int
+parse_json_flag(int argc, char **argv, int *json)
+{
+	static const struct option longopts[] = {
+		{ "json", no_argument, NULL, 'j' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int ch;
+	optind = 1;
+	while ((ch = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+		if (ch != 'j')
+			return -1;
+		*json = 1;
+	}
+	return 0;
+}
+
+static int
+report_error(const char *what, struct client_error *err)
+{
+	fprintf(stderr, "gensee operation %s: %s: %s\n", what, err->ce_code, err->ce_message);
+	client_error_clear(err);
+	return 1;
+}
+
+static int
+op_inspect(int argc, char **argv)
+{
+	struct client_error err;
+	struct json_object *p, *res;
+	int json = 0;
+
+	if (parse_json_flag(argc, argv, &json) != 0 || optind != argc - 1) {
+		fprintf(stderr, "usage: gensee operation inspect ID [--json]\n");
+		return 2;
+	}
+	p = json_object_new_object();
+	json_object_object_add(p, "operation_id", json_object_new_string(argv[optind]));
+	if (client_call("client.sock", "operation.inspect", p, &res, &err) != 0)
+		return report_error("inspect", &err);
+	if (json)
+		cli_print_json(schema_child(res, "record"));
+	else
+		print_record(schema_child(res, "record"));
+	json_object_put(res);
+	return 0;
+}
+
+static int
+op_list(int argc, char **argv)
+{
+	struct client_error err;
+	struct json_object *res, *ops;
+	int json = 0;
+
+	if (parse_json_flag(argc, argv, &json) != 0 || optind != argc) {
+		fprintf(stderr, "usage: gensee operation list [--json]\n");
+		return 2;
+	}
+	if (client_call("client.sock", "operation.list", json_object_new_object(), &res, &err) != 0)
+		return report_error("list", &err);
+	ops = schema_child(res, "operations");
+	if (json) {
+		cli_print_json(ops);
+	} else {
+		printf("%-35s %-10s %-24s %-12s %s\n", "OPERATION", "STATE", "CREATED", "EXIT",
+		    "COMMAND");
+		for (size_t i = 0; i < json_object_array_length(ops); i++) {
+			struct json_object *o = json_object_array_get_idx(ops, i);
+			printf("%-35s %-10s %-24s ", str_or(o, "operation_id", "?"),
+			    str_or(o, "state", "?"), str_or(o, "created_at", "-"));
+			print_exit(schema_child(o, "exit"));
+			printf("  %s\n", str_or(o, "executable", "?"));
+		}
+	}
+	json_object_put(res);
+	return 0;
+}
+
+int
+cmd_operation(int argc, char **argv)
+{
+	if (argc >= 2 && strcmp(argv[1], "inspect") == 0)
+		return op_inspect(argc - 1, argv + 1);
+	if (argc >= 2 && strcmp(argv[1], "list") == 0)
+		return op_list(argc - 1, argv + 1);
+	fprintf(stderr, "usage: gensee operation inspect ID [--json] | list [--json]\n");
+	return 2;
+}

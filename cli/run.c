@@ -1,0 +1,281 @@
+/*
+ * run.c: `gensee run [--timeout SECONDS] [--json] -- CMD [ARGS...]`
+ *
+ * The CLI is the parent of the agent. It forks the child and holds it on a
+ * pipe before exec, asks boundaryd to create the operation (boundaryd checks
+ * that the held process really is our child and moves it into the
+ * operation's cgroup), then releases it with GENSEE_OPERATION_ID set. If the
+ * operation cannot be created the child never runs the command: there is no
+ * unsupervised fallback.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <json-c/json.h>
+
+#include "cli.h"
+#include "client.h"
+#include "proc.h"
+#include "schema.h"
+#include "util.h"
+
+#define RUN_EXIT_TIMEOUT 124
+#define RUN_EXIT_GENSEE 125
+#define RUN_EXIT_NOEXEC 126
+#define RUN_EXIT_NOTFOUND 127
+/* The launcher's own last-resort timeout, if boundaryd is gone at the deadline. */
+#define RUN_FALLBACK_GRACE_MS 5000
+
+static volatile sig_atomic_t run_forward_sig;
+
+static void
+run_on_signal(int sig)
+{
+	run_forward_sig = sig;
+}
+
+/* In the held child: wait for the operation id, then exec. Never returns. */
+static void __attribute__((noreturn))
+run_child(int go_fd, int status_fd, char **cmd)
+{
+	char buf[128];
+	size_t got = 0;
+
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (getppid() == 1)
+		_exit(RUN_EXIT_GENSEE);
+	while (got < sizeof(buf) - 1) {
+		ssize_t n = read(go_fd, buf + got, sizeof(buf) - 1 - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+		if (memchr(buf, '\n', got) != NULL)
+			break;
+	}
+	buf[got] = '\0';
+	char *nl = strchr(buf, '\n');
+	if (nl == NULL)
+		_exit(RUN_EXIT_GENSEE); /* the launcher gave up: never run unsupervised */
+	*nl = '\0';
+	close(go_fd);
+	if (setenv("GENSEE_OPERATION_ID", buf, 1) != 0)
+		_exit(RUN_EXIT_GENSEE);
+	signal(SIGINT, SIG_DFL);
+	signal(SIGQUIT, SIG_DFL);
+	signal(SIGTERM, SIG_DFL);
+	signal(SIGHUP, SIG_DFL);
+	prctl(PR_SET_PDEATHSIG, 0);
+	execvp(cmd[0], cmd);
+	int e = errno;
+	if (write(status_fd, &e, sizeof(e)) != (ssize_t)sizeof(e))
+		_exit(RUN_EXIT_GENSEE);
+	_exit(e == ENOENT ? RUN_EXIT_NOTFOUND : RUN_EXIT_NOEXEC);
+}
+
+static void
+run_usage(void)
+{
+	fprintf(stderr, "usage: gensee run [--timeout SECONDS] [--json] -- CMD [ARGS...]\n");
+	exit(2);
+}
+
+/* Tell boundaryd how the child ended; retried while it restarts. */
+static struct json_object *
+run_report_end(const char *opid, int status)
+{
+	struct client_error err;
+	struct json_object *res = NULL;
+
+	for (int attempt = 0; attempt < 50; attempt++) {
+		struct json_object *p = json_object_new_object();
+		json_object_object_add(p, "operation_id", json_object_new_string(opid));
+		if (WIFEXITED(status))
+			json_object_object_add(p, "exit_code",
+			    json_object_new_int(WEXITSTATUS(status)));
+		else if (WIFSIGNALED(status))
+			json_object_object_add(p, "exit_signal", json_object_new_int(WTERMSIG(status)));
+		if (client_call("client.sock", "operation.end", p, &res, &err) == 0)
+			return res;
+		int retry = strcmp(err.ce_code, "unavailable") == 0;
+		if (!retry || attempt == 49)
+			fprintf(stderr, "gensee: cannot report the end of %s: %s: %s\n", opid,
+			    err.ce_code, err.ce_message);
+		client_error_clear(&err);
+		if (!retry)
+			break;
+		usleep(200000);
+	}
+	return NULL;
+}
+
+int
+cmd_run(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "timeout", required_argument, NULL, 't' },
+		{ "json", no_argument, NULL, 'j' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int64_t timeout = 0;
+	int json = 0, ch, go[2], st[2], status;
+	struct proc_stat ps;
+	struct client_error err;
+	struct json_object *params, *res = NULL;
+	char opid[128];
+	pid_t child;
+
+	optind = 1;
+	while ((ch = getopt_long(argc, argv, "+", longopts, NULL)) != -1) {
+		switch (ch) {
+		case 't':
+			if (util_parse_i64(optarg, 1, 7 * 24 * 3600, &timeout) != 0) {
+				fprintf(stderr, "gensee run: --timeout: expected 1..604800 seconds\n");
+				return 2;
+			}
+			break;
+		case 'j':
+			json = 1;
+			break;
+		default:
+			run_usage();
+		}
+	}
+	if (optind >= argc)
+		run_usage();
+	char **cmd = argv + optind;
+
+	if (pipe2(go, O_CLOEXEC) != 0 || pipe2(st, O_CLOEXEC) != 0) {
+		perror("gensee run: pipe");
+		return RUN_EXIT_GENSEE;
+	}
+	fflush(NULL);
+	child = fork();
+	if (child < 0) {
+		perror("gensee run: fork");
+		return RUN_EXIT_GENSEE;
+	}
+	if (child == 0) {
+		close(go[1]);
+		close(st[0]);
+		run_child(go[0], st[1], cmd);
+	}
+	close(go[0]);
+	close(st[1]);
+
+	if (proc_read_stat(child, &ps) != 0) {
+		perror("gensee run: reading the child's start time");
+		kill(child, SIGKILL);
+		waitpid(child, NULL, 0);
+		return RUN_EXIT_GENSEE;
+	}
+	params = json_object_new_object();
+	json_object_object_add(params, "pid", json_object_new_int(child));
+	json_object_object_add(params, "start_time_ticks",
+	    json_object_new_int64((int64_t)ps.ps_start_ticks));
+	if (timeout > 0)
+		json_object_object_add(params, "timeout_seconds", json_object_new_int64(timeout));
+	if (client_call("client.sock", "operation.create", params, &res, &err) != 0) {
+		fprintf(stderr, "gensee run: cannot create the operation: %s: %s\n", err.ce_code,
+		    err.ce_message);
+		client_error_clear(&err);
+		close(go[1]); /* the child sees EOF and exits without running cmd */
+		waitpid(child, NULL, 0);
+		return RUN_EXIT_GENSEE;
+	}
+	util_strlcpy(opid, schema_string(res, "operation_id"), sizeof(opid));
+	if (!json)
+		fprintf(stderr, "gensee: operation %s: running %s (pid %d)\n", opid, cmd[0],
+		    (int)child);
+	json_object_put(res);
+
+	/* Like system(3): the terminal's signals reach the child; we stay to report. */
+	struct sigaction sa = { .sa_handler = run_on_signal };
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	signal(SIGINT, SIG_IGN);
+	signal(SIGQUIT, SIG_IGN);
+
+	char line[160];
+	int len = snprintf(line, sizeof(line), "%s\n", opid);
+	if (util_write_all(go[1], line, (size_t)len) != 0) {
+		perror("gensee run: releasing the child");
+		kill(child, SIGKILL);
+	}
+	close(go[1]);
+
+	int64_t fallback = timeout > 0 ? util_monotonic_ms() + timeout * 1000 + RUN_FALLBACK_GRACE_MS : 0;
+	int fallback_fired = 0;
+	for (;;) {
+		pid_t w = waitpid(child, &status, fallback ? WNOHANG : 0);
+		if (w == child)
+			break;
+		if (w < 0 && errno != EINTR) {
+			perror("gensee run: waitpid");
+			return RUN_EXIT_GENSEE;
+		}
+		if (run_forward_sig) {
+			kill(child, run_forward_sig);
+			run_forward_sig = 0;
+		}
+		if (fallback && !fallback_fired && util_monotonic_ms() > fallback) {
+			/* boundaryd should have ended it; do not let it outlive the timeout. */
+			fprintf(stderr, "gensee: supervisor did not end %s at its timeout; "
+			    "killing the root process\n", opid);
+			kill(child, SIGKILL);
+			fallback_fired = 1;
+		}
+		if (fallback)
+			usleep(20000);
+	}
+	int exec_errno = 0;
+	if (read(st[0], &exec_errno, sizeof(exec_errno)) == (ssize_t)sizeof(exec_errno))
+		fprintf(stderr, "gensee run: %s: %s\n", cmd[0], strerror(exec_errno));
+	close(st[0]);
+
+	res = run_report_end(opid, status);
+	const char *state = res ? schema_string(res, "state") : NULL;
+	int rc;
+	if ((state != NULL && strcmp(state, "timed_out") == 0) || fallback_fired)
+		rc = RUN_EXIT_TIMEOUT;
+	else if (WIFEXITED(status))
+		rc = WEXITSTATUS(status);
+	else if (WIFSIGNALED(status))
+		rc = 128 + WTERMSIG(status);
+	else
+		rc = RUN_EXIT_GENSEE;
+	if (json) {
+		struct json_object *out = json_object_new_object();
+		json_object_object_add(out, "operation_id", json_object_new_string(opid));
+		json_object_object_add(out, "state", state ? json_object_new_string(state) : NULL);
+		json_object_object_add(out, "exit_status", json_object_new_int(rc));
+		if (res != NULL) {
+			json_object_object_add(out, "exit",
+			    json_object_get(schema_child(res, "exit")));
+			json_object_object_add(out, "processes",
+			    json_object_get(schema_child(res, "processes")));
+			json_object_object_add(out, "record",
+			    json_object_get(schema_child(res, "record")));
+		}
+		printf("%s\n", json_object_to_json_string_ext(out, JSON_C_TO_STRING_PRETTY |
+		    JSON_C_TO_STRING_NOSLASHESCAPE));
+		json_object_put(out);
+	} else {
+		int64_t nproc = res ? schema_int(res, "processes", 0) : 0;
+		fprintf(stderr, "gensee: operation %s: %s, exit status %d, %lld process%s recorded\n",
+		    opid, state ? state : "unknown", rc, (long long)nproc, nproc == 1 ? "" : "es");
+	}
+	json_object_put(res);
+	return rc;
+}

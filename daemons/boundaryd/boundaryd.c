@@ -1,0 +1,239 @@
+/*
+ * boundaryd.c: gensee-boundaryd entry point.
+ *
+ * Startup order matters: refuse to run unless root; check the state root
+ * and runtime dir before touching anything in them; reconcile what a
+ * previous instance left; open the sockets; drop capabilities; serve.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+#include <json-c/json.h>
+
+#include "boundaryd.h"
+#include "log.h"
+#include "safefs.h"
+#include "sandbox.h"
+#include "util.h"
+
+static void
+usage(void)
+{
+	fprintf(stderr, "usage: " BOUNDARYD_NAME
+	    " --state-root DIR --runtime-dir DIR [--foreground] [--debug] [--ocsf]\n");
+	exit(2);
+}
+
+void
+boundaryd_status(struct boundaryd *bd, struct op_reply *r)
+{
+	struct json_object *o = json_object_new_object();
+	struct json_object *cg = json_object_new_object();
+	struct json_object *rh = json_object_new_object();
+	struct json_object *ops = json_object_new_object();
+
+	json_object_object_add(o, "daemon", json_object_new_string(BOUNDARYD_NAME));
+	json_object_object_add(o, "version", json_object_new_string(GENSEE_VERSION));
+	json_object_object_add(o, "proto", json_object_new_int(PROTO_VERSION));
+	json_object_object_add(o, "pid", json_object_new_int((int)getpid()));
+	json_object_object_add(o, "instance", json_object_new_string(bd->bd_instance));
+	json_object_object_add(o, "started_at", json_object_new_string(bd->bd_started_at));
+	json_object_object_add(o, "uptime_ms",
+	    json_object_new_int64(util_monotonic_ms() - bd->bd_started_ms));
+	json_object_object_add(ops, "active", json_object_new_int(operation_count(bd)));
+	json_object_object_add(o, "operations", ops);
+	json_object_object_add(cg, "available", json_object_new_boolean(bd->bd_have_cgroup));
+	json_object_object_add(cg, "mount",
+	    bd->bd_have_cgroup ? json_object_new_string(bd->bd_cgroup_mount) : NULL);
+	json_object_object_add(o, "cgroup", cg);
+	json_object_object_add(rh, "status", json_object_new_string(
+	    json_object_array_length(bd->bd_recovery) ? "degraded" : "ok"));
+	json_object_object_add(rh, "entries", json_object_get(bd->bd_recovery));
+	json_object_object_add(o, "recovery_health", rh);
+	json_object_object_add(o, "connections", json_object_new_int(bd->bd_nconns));
+	json_object_object_add(o, "log_dropped", json_object_new_int64((int64_t)log_dropped()));
+	r->or_result = o;
+}
+
+void
+boundaryd_shutdown(struct boundaryd *bd)
+{
+	struct timeval tv = { 0, 50000 };
+	bd->bd_shutdown = 1;
+	/* Leave the loop shortly, so the reply to system.shutdown is written. */
+	event_base_loopexit(bd->bd_base, &tv);
+}
+
+static void
+boundaryd_signal_cb(evutil_socket_t sig, short what, void *arg)
+{
+	(void)what;
+	log_info("signal %d: shutting down (running operations stay contained)", (int)sig);
+	boundaryd_shutdown(arg);
+}
+
+/*
+ * Without --foreground, fork and return in the parent only once the child
+ * is serving, so "gensee-boundaryd ...; gensee status" works in scripts.
+ */
+static int
+boundaryd_background(int *ready_fd)
+{
+	int p[2];
+	pid_t pid;
+	char c;
+
+	if (pipe2(p, O_CLOEXEC) != 0)
+		fatal("pipe");
+	pid = fork();
+	if (pid < 0)
+		fatal("fork");
+	if (pid > 0) {
+		close(p[1]);
+		ssize_t n = read(p[0], &c, 1);
+		_exit(n == 1 ? 0 : 1);
+	}
+	close(p[0]);
+	if (setsid() < 0)
+		fatal("setsid");
+	*ready_fd = p[1];
+	return 0;
+}
+
+int
+main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "state-root", required_argument, NULL, 's' },
+		{ "runtime-dir", required_argument, NULL, 'r' },
+		{ "foreground", no_argument, NULL, 'f' },
+		{ "debug", no_argument, NULL, 'd' },
+		{ "ocsf", no_argument, NULL, 'o' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct boundaryd bd;
+	const char *state_root = NULL, *runtime_dir = NULL;
+	int foreground = 0, logflags = LOG_F_ASYNC, ch, ready_fd = -1;
+	char *cause = NULL;
+
+	while ((ch = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+		switch (ch) {
+		case 's':
+			state_root = optarg;
+			break;
+		case 'r':
+			runtime_dir = optarg;
+			break;
+		case 'f':
+			foreground = 1;
+			break;
+		case 'd':
+			logflags |= LOG_F_DEBUG;
+			break;
+		case 'o':
+			logflags |= LOG_F_OCSF;
+			break;
+		default:
+			usage();
+		}
+	}
+	if (optind != argc || state_root == NULL || runtime_dir == NULL)
+		usage();
+	/* Ambient configuration is the caller's, not ours: never read it. */
+	unsetenv("GENSEE_HOME");
+	log_init(BOUNDARYD_NAME, 0);
+	if (geteuid() != 0 || getuid() != 0)
+		fatalx("must run as root");
+	umask(077);
+
+	memset(&bd, 0, sizeof(bd));
+	TAILQ_INIT(&bd.bd_ops);
+	TAILQ_INIT(&bd.bd_conns);
+	if (ids_init() != 0)
+		fatalx("libsodium initialisation failed");
+	/* Paths are checked as given: a symlink anywhere in them is refused. */
+	if ((bd.bd_state_fd = safefs_open_root(state_root, &cause)) < 0)
+		fatalx("refusing state root: %s", cause);
+	if ((bd.bd_runtime_fd = safefs_open_root(runtime_dir, &cause)) < 0)
+		fatalx("refusing runtime dir: %s", cause);
+	util_strlcpy(bd.bd_state_root, state_root, sizeof(bd.bd_state_root));
+	util_strlcpy(bd.bd_runtime_dir, runtime_dir, sizeof(bd.bd_runtime_dir));
+	if (mkdirat(bd.bd_state_fd, "operations", 0700) != 0 && errno != EEXIST)
+		fatal("mkdir %s/operations", state_root);
+	if ((bd.bd_ops_fd = safefs_opendir(bd.bd_state_fd, "operations")) < 0)
+		fatal("open %s/operations", state_root);
+	/*
+	 * The v2 root directory is mode 0555: creating gensee/ needs
+	 * CAP_DAC_OVERRIDE, which is dropped below, so it is made now. Its
+	 * children are created in this root-owned 0755 directory later.
+	 */
+	if (cgroup_find_mount(bd.bd_cgroup_mount, sizeof(bd.bd_cgroup_mount), &cause) == 0 &&
+	    cgroup_ensure_base(bd.bd_cgroup_mount, &cause) == 0) {
+		bd.bd_have_cgroup = 1;
+	} else {
+		log_warnx("%s: operations will be refused (cgroup_unavailable)", cause);
+		free(cause);
+		cause = NULL;
+	}
+	ids_new("bd_", bd.bd_instance, sizeof(bd.bd_instance));
+	bd.bd_started_ms = util_monotonic_ms();
+	util_now_rfc3339(bd.bd_started_at, sizeof(bd.bd_started_at));
+	bd.bd_recovery = json_object_new_array();
+
+	if (!foreground)
+		boundaryd_background(&ready_fd);
+	signal(SIGPIPE, SIG_IGN);
+	log_init(BOUNDARYD_NAME, logflags);
+	bd.bd_base = event_base_new();
+	if (bd.bd_base == NULL)
+		fatalx("event_base_new failed");
+
+	recover_operations(&bd);
+	if (control_listen(&bd, &bd.bd_boundary, "boundary.sock", PS_BOUNDARY, 0600) != 0 ||
+	    control_listen(&bd, &bd.bd_client, "client.sock", PS_CLIENT, 0666) != 0)
+		fatalx("cannot open sockets in %s", runtime_dir);
+	if (sandbox_boundaryd(&cause) != 0)
+		fatalx("sandbox: %s", cause);
+
+	struct event *sigterm = evsignal_new(bd.bd_base, SIGTERM, boundaryd_signal_cb, &bd);
+	struct event *sigint = evsignal_new(bd.bd_base, SIGINT, boundaryd_signal_cb, &bd);
+	if (sigterm == NULL || sigint == NULL || event_add(sigterm, NULL) != 0 ||
+	    event_add(sigint, NULL) != 0)
+		fatalx("cannot install signal handlers");
+
+	log_info("serving on %s/{boundary,client}.sock, state %s, cgroup %s, instance %s",
+	    runtime_dir, state_root, bd.bd_have_cgroup ? bd.bd_cgroup_mount : "(none)",
+	    bd.bd_instance);
+	if (ready_fd >= 0) {
+		if (write(ready_fd, "1", 1) != 1)
+			log_warn("readiness pipe");
+		close(ready_fd);
+	}
+	event_base_dispatch(bd.bd_base);
+
+	control_close(&bd.bd_boundary);
+	control_close(&bd.bd_client);
+	unlinkat(bd.bd_runtime_fd, "boundary.sock", 0);
+	unlinkat(bd.bd_runtime_fd, "client.sock", 0);
+	control_close_all(&bd);
+	operation_free_all(&bd);
+	event_free(sigterm);
+	event_free(sigint);
+	event_base_free(bd.bd_base);
+	json_object_put(bd.bd_recovery);
+	close(bd.bd_ops_fd);
+	close(bd.bd_state_fd);
+	close(bd.bd_runtime_fd);
+	log_info("stopped");
+	log_shutdown();
+	return 0;
+}

@@ -1,0 +1,136 @@
+/*
+ * boundaryd.h: gensee-boundaryd, the root authority daemon.
+ *
+ * Trust model: boundaryd is the only component with authority. Every peer
+ * (the CLI, later the mediator and sensors) is untrusted input: identities
+ * come from SO_PEERCRED and /proc, never from what a request claims, and
+ * every request is checked against the method table before it runs.
+ */
+#ifndef GENSEE_BOUNDARYD_H
+#define GENSEE_BOUNDARYD_H
+
+#include <limits.h>
+#include <stdint.h>
+#include <sys/queue.h>
+#include <sys/types.h>
+
+#include "cgroup.h"
+#include "ids.h"
+#include "peer.h"
+#include "proto.h"
+
+struct event_base;
+struct event;
+struct json_object;
+struct evconnlistener;
+
+#define BOUNDARYD_NAME "gensee-boundaryd"
+#define CONTROL_MAX_CONNS 256
+#define CONTROL_FRAME_DEADLINE_SEC 5
+#define CONTROL_IDLE_SEC 60
+#define CONTROL_OUTPUT_MAX (8u * 1024u * 1024u)
+#define OP_POLL_MS 100
+#define OP_REAP_POLL_MS 20
+#define OP_REAP_MAX_MS 5000
+
+struct lineage_entry {
+	pid_t le_pid;
+	pid_t le_ppid;
+	uint64_t le_start;
+	int le_gone;
+	char le_exe[256];
+};
+
+enum op_phase {
+	OP_RUNNING,	/* supervised */
+	OP_FINISHING,	/* terminal state decided; waiting for the cgroup to drain */
+};
+
+struct operation {
+	TAILQ_ENTRY(operation) op_entry;
+	struct boundaryd *op_bd;
+	char op_id[ID_MAX_LEN];
+	uid_t op_uid;
+	int op_dirfd;
+	pid_t op_root_pid;
+	uint64_t op_root_start;
+	int op_pidfd;
+	int op_root_gone;
+	struct cgroup op_cg;
+	int op_cg_valid;
+	enum op_phase op_phase;
+	int64_t op_deadline_ms; /* wall clock; 0: no timeout */
+	int64_t op_reap_started;
+	struct event *op_pidfd_ev;
+	struct event *op_poll_ev;
+	struct event *op_timeout_ev;
+	struct event *op_reap_ev;
+	struct lineage_entry *op_lin;
+	size_t op_nlin, op_caplin;
+};
+TAILQ_HEAD(operation_list, operation);
+struct conn;
+TAILQ_HEAD(conn_list, conn);
+
+struct listener {
+	struct boundaryd *l_bd;
+	struct evconnlistener *l_ev;
+	enum proto_socket l_kind;
+	char l_path[PATH_MAX];
+};
+
+struct boundaryd {
+	struct event_base *bd_base;
+	int bd_state_fd;
+	int bd_ops_fd;
+	int bd_runtime_fd;
+	char bd_state_root[PATH_MAX];
+	char bd_runtime_dir[PATH_MAX];
+	char bd_cgroup_mount[PATH_MAX];
+	int bd_have_cgroup;
+	char bd_instance[ID_MAX_LEN];
+	int64_t bd_started_ms;
+	char bd_started_at[40];
+	struct listener bd_boundary;
+	struct listener bd_client;
+	int bd_nconns;
+	struct conn_list bd_conns;
+	struct operation_list bd_ops;
+	struct json_object *bd_recovery; /* array: what startup could not validate */
+	int bd_shutdown;
+};
+
+/* control.c */
+int control_listen(struct boundaryd *bd, struct listener *l, const char *name,
+    enum proto_socket kind, mode_t mode);
+void control_close(struct listener *l);
+void control_close_all(struct boundaryd *bd);
+
+/* operation.c: method handlers fill *result or (*code, *msg). */
+struct op_reply {
+	struct json_object *or_result;
+	const char *or_code;
+	char *or_msg;
+};
+void operation_create(struct boundaryd *bd, const struct peer *p, struct json_object *params,
+    struct op_reply *r);
+void operation_inspect(struct boundaryd *bd, const struct peer *p, struct json_object *params,
+    struct op_reply *r);
+void operation_list(struct boundaryd *bd, const struct peer *p, struct json_object *params,
+    struct op_reply *r);
+void operation_end(struct boundaryd *bd, const struct peer *p, struct json_object *params,
+    struct op_reply *r);
+struct operation *operation_adopt(struct boundaryd *bd, const char *id, int dirfd,
+    struct json_object *rec, char **cause);
+void operation_finish(struct operation *op, const char *state, const char *reason);
+int operation_count(struct boundaryd *bd);
+void operation_free_all(struct boundaryd *bd);
+
+/* recover.c */
+void recover_operations(struct boundaryd *bd);
+
+/* boundaryd.c */
+void boundaryd_status(struct boundaryd *bd, struct op_reply *r);
+void boundaryd_shutdown(struct boundaryd *bd);
+
+#endif

@@ -1,0 +1,310 @@
+/*
+ * control.c: boundaryd's sockets, connections and request dispatch.
+ *
+ * Trust model: anything that arrives on client.sock comes from an arbitrary
+ * local user. The kernel tells us who connected (SO_PEERCRED at accept);
+ * nothing in a request can change that. A connection that breaks the frame
+ * rules is closed without affecting any other one, a half-sent frame is cut
+ * off after CONTROL_FRAME_DEADLINE_SEC, and the connection count is capped
+ * before anything is allocated, so no client can stall the event loop or
+ * the requests of others.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <event2/listener.h>
+#include <json-c/json.h>
+
+#include "boundaryd.h"
+#include "frame.h"
+#include "log.h"
+#include "util.h"
+
+struct conn {
+	TAILQ_ENTRY(conn) c_entry;
+	struct boundaryd *c_bd;
+	struct bufferevent *c_bev;
+	struct event *c_deadline;
+	enum proto_socket c_kind;
+	struct peer c_peer;
+	int c_deadline_armed;
+};
+
+static void control_conn_free(struct conn *c);
+
+static void
+control_reply(struct conn *c, struct json_object *msg)
+{
+	struct evbuffer *out = bufferevent_get_output(c->c_bev);
+
+	if (frame_encode_evbuffer(out, msg) != 0)
+		log_warnx("cannot encode reply for pid %d", (int)c->c_peer.pr_pid);
+	json_object_put(msg);
+}
+
+static void
+control_dispatch(struct conn *c, struct json_object *msg)
+{
+	struct boundaryd *bd = c->c_bd;
+	struct proto_request req;
+	struct schema_error err;
+	struct op_reply r;
+	const char *code = NULL;
+
+	memset(&err, 0, sizeof(err));
+	memset(&r, 0, sizeof(r));
+	if (proto_parse_request(msg, &req, &code, &err) != 0) {
+		control_reply(c, proto_error_new(req.pr_id, code, err.se_message));
+		return;
+	}
+	/* The method table decides who may call; handlers scope to the caller. */
+	if (!proto_authorized(req.pr_info, c->c_kind, c->c_peer.pr_uid)) {
+		log_info("refused %s from uid %u on %s", req.pr_info->pmi_name,
+		    (unsigned)c->c_peer.pr_uid,
+		    c->c_kind == PS_BOUNDARY ? "boundary.sock" : "client.sock");
+		control_reply(c, proto_error_new(req.pr_id, PE_NOT_AUTHORIZED,
+		    "this method is not available to the caller"));
+		return;
+	}
+	if (bd->bd_shutdown && req.pr_info->pmi_method != PM_SYSTEM_STATUS) {
+		control_reply(c, proto_error_new(req.pr_id, PE_SHUTTING_DOWN, "shutting down"));
+		return;
+	}
+	switch (req.pr_info->pmi_method) {
+	case PM_SYSTEM_STATUS:
+		boundaryd_status(bd, &r);
+		break;
+	case PM_SYSTEM_SHUTDOWN:
+		r.or_result = json_object_new_object();
+		json_object_object_add(r.or_result, "shutting_down", json_object_new_boolean(1));
+		boundaryd_shutdown(bd);
+		break;
+	case PM_OPERATION_CREATE:
+		operation_create(bd, &c->c_peer, req.pr_params, &r);
+		break;
+	case PM_OPERATION_INSPECT:
+		operation_inspect(bd, &c->c_peer, req.pr_params, &r);
+		break;
+	case PM_OPERATION_LIST:
+		operation_list(bd, &c->c_peer, req.pr_params, &r);
+		break;
+	case PM_OPERATION_END:
+		operation_end(bd, &c->c_peer, req.pr_params, &r);
+		break;
+	case PM__COUNT:
+		r.or_code = PE_INTERNAL;
+		break;
+	}
+	if (r.or_code != NULL)
+		control_reply(c, proto_error_new(req.pr_id, r.or_code,
+		    r.or_msg != NULL ? r.or_msg : r.or_code));
+	else
+		control_reply(c, proto_result_new(req.pr_id, r.or_result));
+	free(r.or_msg);
+}
+
+static void
+control_deadline_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct conn *c = arg;
+	(void)fd;
+	(void)what;
+	log_info("closing connection of pid %d: frame not completed within %ds",
+	    (int)c->c_peer.pr_pid, CONTROL_FRAME_DEADLINE_SEC);
+	control_conn_free(c);
+}
+
+static void
+control_read_cb(struct bufferevent *bev, void *arg)
+{
+	struct conn *c = arg;
+	struct evbuffer *in = bufferevent_get_input(bev);
+
+	for (;;) {
+		struct json_object *msg = NULL;
+		int st = frame_decode_evbuffer(in, FRAME_MAX_DEFAULT, &msg);
+		if (st == FRAME_NEED_MORE)
+			break;
+		if (st != FRAME_OK) {
+			log_info("closing connection of pid %d: %s", (int)c->c_peer.pr_pid,
+			    frame_status_code(st));
+			control_conn_free(c);
+			return;
+		}
+		if (c->c_deadline_armed) {
+			event_del(c->c_deadline);
+			c->c_deadline_armed = 0;
+		}
+		control_dispatch(c, msg);
+		json_object_put(msg);
+		if (evbuffer_get_length(bufferevent_get_output(bev)) > CONTROL_OUTPUT_MAX) {
+			log_info("closing connection of pid %d: not reading replies",
+			    (int)c->c_peer.pr_pid);
+			control_conn_free(c);
+			return;
+		}
+	}
+	/* A started frame must complete within the deadline. */
+	if (evbuffer_get_length(in) > 0 && !c->c_deadline_armed) {
+		struct timeval tv = { CONTROL_FRAME_DEADLINE_SEC, 0 };
+		event_add(c->c_deadline, &tv);
+		c->c_deadline_armed = 1;
+	}
+}
+
+static void
+control_event_cb(struct bufferevent *bev, short what, void *arg)
+{
+	struct conn *c = arg;
+	(void)bev;
+	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT))
+		control_conn_free(c);
+}
+
+static void
+control_write_cb(struct bufferevent *bev, void *arg)
+{
+	(void)bev;
+	(void)arg;
+}
+
+static void
+control_conn_free(struct conn *c)
+{
+	if (c->c_deadline != NULL)
+		event_free(c->c_deadline);
+	bufferevent_free(c->c_bev);
+	TAILQ_REMOVE(&c->c_bd->bd_conns, c, c_entry);
+	c->c_bd->bd_nconns--;
+	free(c);
+}
+
+static void
+control_accept_cb(struct evconnlistener *lev, evutil_socket_t fd, struct sockaddr *sa,
+    int salen, void *arg)
+{
+	struct listener *l = arg;
+	struct boundaryd *bd = l->l_bd;
+	struct conn *c;
+	char *cause = NULL;
+
+	(void)lev;
+	(void)sa;
+	(void)salen;
+	/* Refuse before allocating anything for the connection. */
+	if (bd->bd_nconns >= CONTROL_MAX_CONNS) {
+		close(fd);
+		return;
+	}
+	c = calloc(1, sizeof(*c));
+	if (c == NULL) {
+		close(fd);
+		return;
+	}
+	if (peer_identify(fd, &c->c_peer, &cause) != 0) {
+		log_info("refused connection: %s", cause);
+		free(cause);
+		free(c);
+		close(fd);
+		return;
+	}
+	/* The socket mode is not the only check: boundary.sock is root's alone. */
+	if (l->l_kind == PS_BOUNDARY && c->c_peer.pr_uid != 0) {
+		log_info("refused boundary.sock connection from uid %u",
+		    (unsigned)c->c_peer.pr_uid);
+		free(c);
+		close(fd);
+		return;
+	}
+	c->c_bd = bd;
+	c->c_kind = l->l_kind;
+	c->c_bev = bufferevent_socket_new(bd->bd_base, fd, BEV_OPT_CLOSE_ON_FREE);
+	if (c->c_bev == NULL) {
+		free(c);
+		close(fd);
+		return;
+	}
+	c->c_deadline = evtimer_new(bd->bd_base, control_deadline_cb, c);
+	if (c->c_deadline == NULL) {
+		bufferevent_free(c->c_bev);
+		free(c);
+		return;
+	}
+	bd->bd_nconns++;
+	TAILQ_INSERT_TAIL(&bd->bd_conns, c, c_entry);
+	struct timeval idle = { CONTROL_IDLE_SEC, 0 };
+	bufferevent_set_timeouts(c->c_bev, &idle, NULL);
+	bufferevent_setcb(c->c_bev, control_read_cb, control_write_cb, control_event_cb, c);
+	bufferevent_setwatermark(c->c_bev, EV_READ, 0, FRAME_MAX_DEFAULT + FRAME_HEADER_LEN);
+	bufferevent_enable(c->c_bev, EV_READ | EV_WRITE);
+}
+
+int
+control_listen(struct boundaryd *bd, struct listener *l, const char *name,
+    enum proto_socket kind, mode_t mode)
+{
+	struct sockaddr_un sun;
+	int fd;
+
+	memset(&sun, 0, sizeof(sun));
+	sun.sun_family = AF_UNIX;
+	if ((size_t)snprintf(l->l_path, sizeof(l->l_path), "%s/%s", bd->bd_runtime_dir, name) >=
+		sizeof(sun.sun_path)) {
+		log_warnx("socket path %s/%s too long", bd->bd_runtime_dir, name);
+		return -1;
+	}
+	util_strlcpy(sun.sun_path, l->l_path, sizeof(sun.sun_path));
+	l->l_kind = kind;
+	l->l_bd = bd;
+	/* The runtime dir passed the root-only checks, so no one else can plant a name. */
+	if (unlinkat(bd->bd_runtime_fd, name, 0) != 0 && errno != ENOENT) {
+		log_warn("unlink %s", l->l_path);
+		return -1;
+	}
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		log_warn("socket");
+		return -1;
+	}
+	mode_t old = umask(0177);
+	int r = bind(fd, (struct sockaddr *)&sun, sizeof(sun));
+	umask(old);
+	if (r != 0 || fchmodat(bd->bd_runtime_fd, name, mode, 0) != 0 || listen(fd, 128) != 0) {
+		log_warn("bind %s", l->l_path);
+		close(fd);
+		return -1;
+	}
+	l->l_ev = evconnlistener_new(bd->bd_base, control_accept_cb, l,
+	    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, -1, fd);
+	if (l->l_ev == NULL) {
+		log_warnx("evconnlistener_new failed for %s", l->l_path);
+		close(fd);
+		return -1;
+	}
+	return 0;
+}
+
+void
+control_close(struct listener *l)
+{
+	if (l->l_ev != NULL) {
+		evconnlistener_free(l->l_ev);
+		l->l_ev = NULL;
+	}
+}
+
+void
+control_close_all(struct boundaryd *bd)
+{
+	struct conn *c;
+	while ((c = TAILQ_FIRST(&bd->bd_conns)) != NULL)
+		control_conn_free(c);
+}

@@ -1,0 +1,850 @@
+/*
+ * operation.c: the operation supervisor.
+ *
+ * An operation is one supervised process tree: a root process the caller
+ * forked and is holding, a cgroup that contains the whole tree, and a record
+ * on disk. boundaryd polls the tree while it runs, kills the whole cgroup on
+ * timeout, on request, or (for leftover descendants) when the root exits,
+ * and releases the cgroup once it has drained.
+ */
+#include <errno.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+#include <json-c/json.h>
+
+#include "boundaryd.h"
+#include "log.h"
+#include "oprecord.h"
+#include "record.h"
+#include "proc.h"
+#include "safefs.h"
+#include "util.h"
+
+static void op_reap_cb(evutil_socket_t, short, void *);
+
+static void
+reply_error(struct op_reply *r, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void
+reply_error(struct op_reply *r, const char *code, const char *fmt, ...)
+{
+	va_list ap;
+	r->or_code = code;
+	free(r->or_msg);
+	r->or_msg = NULL;
+	va_start(ap, fmt);
+	if (vasprintf(&r->or_msg, fmt, ap) < 0)
+		r->or_msg = NULL;
+	va_end(ap);
+}
+
+int
+operation_count(struct boundaryd *bd)
+{
+	struct operation *op;
+	int n = 0;
+	TAILQ_FOREACH(op, &bd->bd_ops, op_entry)
+		n++;
+	return n;
+}
+
+static struct operation *
+op_find(struct boundaryd *bd, const char *id)
+{
+	struct operation *op;
+	TAILQ_FOREACH(op, &bd->bd_ops, op_entry)
+		if (strcmp(op->op_id, id) == 0)
+			return op;
+	return NULL;
+}
+
+static void
+op_free(struct operation *op)
+{
+	if (op->op_pidfd_ev != NULL)
+		event_free(op->op_pidfd_ev);
+	if (op->op_poll_ev != NULL)
+		event_free(op->op_poll_ev);
+	if (op->op_timeout_ev != NULL)
+		event_free(op->op_timeout_ev);
+	if (op->op_reap_ev != NULL)
+		event_free(op->op_reap_ev);
+	if (op->op_pidfd >= 0)
+		close(op->op_pidfd);
+	if (op->op_dirfd >= 0)
+		close(op->op_dirfd);
+	if (op->op_cg_valid)
+		cgroup_close(&op->op_cg);
+	free(op->op_lin);
+	free(op);
+}
+
+void
+operation_free_all(struct boundaryd *bd)
+{
+	struct operation *op;
+	while ((op = TAILQ_FIRST(&bd->bd_ops)) != NULL) {
+		TAILQ_REMOVE(&bd->bd_ops, op, op_entry);
+		op_free(op);
+	}
+}
+
+/* Has the root process exited? The pidfd turns readable when it does. */
+static int
+op_root_exited(struct operation *op)
+{
+	struct pollfd pfd = { .fd = op->op_pidfd, .events = POLLIN };
+	if (op->op_root_gone)
+		return 1;
+	if (op->op_pidfd < 0)
+		return 1;
+	if (poll(&pfd, 1, 0) > 0)
+		op->op_root_gone = 1;
+	return op->op_root_gone;
+}
+
+static struct lineage_entry *
+op_lin_find(struct operation *op, pid_t pid, uint64_t start)
+{
+	for (size_t i = 0; i < op->op_nlin; i++)
+		if (op->op_lin[i].le_pid == pid && op->op_lin[i].le_start == start)
+			return &op->op_lin[i];
+	return NULL;
+}
+
+static struct lineage_entry *
+op_lin_add(struct operation *op, pid_t pid, pid_t ppid, uint64_t start)
+{
+	if (op->op_nlin == op->op_caplin) {
+		size_t cap = op->op_caplin ? 2 * op->op_caplin : 16;
+		struct lineage_entry *n = realloc(op->op_lin, cap * sizeof(*n));
+		if (n == NULL)
+			return NULL;
+		op->op_lin = n;
+		op->op_caplin = cap;
+	}
+	struct lineage_entry *e = &op->op_lin[op->op_nlin++];
+	memset(e, 0, sizeof(*e));
+	e->le_pid = pid;
+	e->le_ppid = ppid;
+	e->le_start = start;
+	return e;
+}
+
+/*
+ * Refresh the lineage from the cgroup's members. With mark_killed every
+ * current member is recorded as killed by the supervisor (called just
+ * before cgroup.kill). Returns the number of members, or -1.
+ */
+static int
+op_poll_lineage(struct operation *op, int mark_killed)
+{
+	struct oprecord_proc *upd;
+	char (*exes)[256], (*digs)[PROC_DIGEST_HEX];
+	pid_t *pids;
+	size_t n, nupd = 0;
+	char *cause = NULL;
+
+	if (!op->op_cg_valid)
+		return -1;
+	if (cgroup_members(&op->op_cg, &pids, &n, &cause) != 0) {
+		log_warnx("%s: %s", op->op_id, cause);
+		free(cause);
+		return -1;
+	}
+	size_t cap = n + op->op_nlin + 1;
+	upd = calloc(cap, sizeof(*upd));
+	exes = calloc(cap, sizeof(*exes));
+	digs = calloc(cap, sizeof(*digs));
+	if (upd == NULL || exes == NULL || digs == NULL) {
+		free(upd);
+		free(exes);
+		free(digs);
+		free(pids);
+		return -1;
+	}
+	/* Which cached entries are still members: mark all, then clear seen. */
+	int *seen = calloc(op->op_nlin + 1, sizeof(int));
+	size_t nlin_before = op->op_nlin;
+	for (size_t i = 0; i < n; i++) {
+		struct proc_stat st;
+		if (proc_read_stat(pids[i], &st) != 0)
+			continue; /* exited between the list and the read */
+		struct oprecord_proc *u = &upd[nupd];
+		struct lineage_entry *e = op_lin_find(op, st.ps_pid, st.ps_start_ticks);
+		char exe[256];
+		proc_read_exe(st.ps_pid, exe, sizeof(exe));
+		int report = mark_killed;
+		if (e == NULL) {
+			e = op_lin_add(op, st.ps_pid, st.ps_ppid, st.ps_start_ticks);
+			if (e == NULL)
+				continue;
+			util_strlcpy(e->le_exe, exe, sizeof(e->le_exe));
+			report = 1;
+		} else {
+			if (seen != NULL && (size_t)(e - op->op_lin) < nlin_before)
+				seen[e - op->op_lin] = 1;
+			if (strcmp(e->le_exe, exe) != 0) {
+				util_strlcpy(e->le_exe, exe, sizeof(e->le_exe));
+				report = 1;
+			}
+		}
+		if (!report)
+			continue;
+		util_strlcpy(exes[nupd], exe, sizeof(exes[nupd]));
+		proc_argv_digest(st.ps_pid, digs[nupd]);
+		u->op_pid = st.ps_pid;
+		u->op_ppid = st.ps_ppid;
+		u->op_start = st.ps_start_ticks;
+		u->op_exe = exes[nupd];
+		u->op_argv_digest = digs[nupd];
+		u->op_killed = mark_killed;
+		nupd++;
+	}
+	for (size_t i = 0; i < nlin_before; i++) {
+		struct lineage_entry *e = &op->op_lin[i];
+		if (e->le_gone || (seen != NULL && seen[i]))
+			continue;
+		e->le_gone = 1;
+		struct oprecord_proc *u = &upd[nupd++];
+		u->op_pid = e->le_pid;
+		u->op_ppid = e->le_ppid;
+		u->op_start = e->le_start;
+		u->op_exited = 1;
+	}
+	free(seen);
+	if (nupd > 0) {
+		struct oprecord_lineage lin = { upd, nupd };
+		if (oprecord_update(op->op_dirfd, op->op_id, oprecord_mut_lineage, &lin, NULL,
+			&cause) != 0) {
+			log_warnx("%s: lineage update: %s", op->op_id, cause);
+			free(cause);
+		}
+	}
+	free(upd);
+	free(exes);
+	free(digs);
+	free(pids);
+	return (int)n;
+}
+
+/*
+ * Decide the terminal state, then make the tree go away: the state is
+ * written before cgroup.kill so that the launcher, woken by its child's
+ * death, already reads the reason.
+ */
+void
+operation_finish(struct operation *op, const char *state, const char *reason)
+{
+	struct oprecord_lifecycle l = { .ol_state = state, .ol_reason = reason };
+	char *cause = NULL;
+
+	if (op->op_phase != OP_RUNNING)
+		return;
+	op->op_phase = OP_FINISHING;
+	if (op->op_poll_ev != NULL)
+		event_del(op->op_poll_ev);
+	if (op->op_timeout_ev != NULL)
+		event_del(op->op_timeout_ev);
+	op_poll_lineage(op, 0);
+	if (oprecord_update(op->op_dirfd, op->op_id, oprecord_mut_lifecycle, &l, NULL, &cause) != 0) {
+		log_warnx("%s: lifecycle %s: %s", op->op_id, state, cause);
+		free(cause);
+		cause = NULL;
+	}
+	log_info("%s: %s (%s)", op->op_id, state, reason);
+	if (op->op_cg_valid && cgroup_populated(&op->op_cg) != 0) {
+		int n = op_poll_lineage(op, 1);
+		if (cgroup_kill(&op->op_cg, &cause) != 0) {
+			log_warnx("%s: %s", op->op_id, cause);
+			free(cause);
+			cause = NULL;
+		}
+		if (n > 0) {
+			struct oprecord_cgroup c = { .ocg_killed_leftovers = n };
+			if (oprecord_update(op->op_dirfd, op->op_id, oprecord_mut_cgroup, &c, NULL,
+				&cause) != 0) {
+				log_warnx("%s: %s", op->op_id, cause);
+				free(cause);
+			}
+		}
+	}
+	op->op_reap_started = util_monotonic_ms();
+	op->op_reap_ev = evtimer_new(op->op_bd->bd_base, op_reap_cb, op);
+	struct timeval tv = { 0, OP_REAP_POLL_MS * 1000 };
+	if (op->op_reap_ev != NULL)
+		evtimer_add(op->op_reap_ev, &tv);
+}
+
+/* Wait for the root to exit and the cgroup to drain, then release it. */
+static void
+op_reap_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct operation *op = arg;
+	struct boundaryd *bd = op->op_bd;
+	char *cause = NULL;
+	int populated = op->op_cg_valid ? cgroup_populated(&op->op_cg) : 0;
+	int64_t waited = util_monotonic_ms() - op->op_reap_started;
+
+	(void)fd;
+	(void)what;
+	if ((populated != 0 || !op_root_exited(op)) && waited < OP_REAP_MAX_MS) {
+		if (populated > 0 && waited > OP_REAP_MAX_MS / 2 && op->op_cg_valid)
+			cgroup_kill(&op->op_cg, NULL);
+		struct timeval tv = { 0, OP_REAP_POLL_MS * 1000 };
+		evtimer_add(op->op_reap_ev, &tv);
+		return;
+	}
+	struct oprecord_cgroup c = { 0 };
+	if (populated == 0 && op->op_cg_valid) {
+		op_poll_lineage(op, 0); /* every member is gone now */
+		if (cgroup_remove(&op->op_cg, &cause) == 0) {
+			op->op_cg_valid = 0;
+			c.ocg_attachment = "released";
+			c.ocg_cleanup = "removed";
+		} else {
+			c.ocg_cleanup = "failed";
+			c.ocg_detail = cause;
+		}
+	} else if (op->op_cg_valid) {
+		c.ocg_cleanup = "failed";
+		c.ocg_detail = "cgroup still populated after kill";
+	} else {
+		c.ocg_cleanup = "removed";
+	}
+	char *cause2 = NULL;
+	if (oprecord_update(op->op_dirfd, op->op_id, oprecord_mut_cgroup, &c, NULL, &cause2) != 0) {
+		log_warnx("%s: %s", op->op_id, cause2);
+		free(cause2);
+	}
+	if (c.ocg_detail != NULL)
+		log_warnx("%s: cgroup cleanup failed: %s", op->op_id, c.ocg_detail);
+	free(cause);
+	TAILQ_REMOVE(&bd->bd_ops, op, op_entry);
+	op_free(op);
+}
+
+static void
+op_pidfd_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct operation *op = arg;
+	(void)fd;
+	(void)what;
+	op->op_root_gone = 1;
+	operation_finish(op, OPSTATE_EXITED, "root_exited");
+}
+
+static void
+op_timeout_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	operation_finish(arg, OPSTATE_TIMED_OUT, "timeout");
+}
+
+static void
+op_poll_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	op_poll_lineage(arg, 0);
+}
+
+/* Create the events that supervise a running operation. */
+static int
+op_arm(struct operation *op)
+{
+	struct event_base *base = op->op_bd->bd_base;
+	struct timeval poll_tv = { 0, OP_POLL_MS * 1000 };
+
+	op->op_pidfd_ev = event_new(base, op->op_pidfd, EV_READ, op_pidfd_cb, op);
+	op->op_poll_ev = event_new(base, -1, EV_PERSIST, op_poll_cb, op);
+	op->op_timeout_ev = evtimer_new(base, op_timeout_cb, op);
+	if (op->op_pidfd_ev == NULL || op->op_poll_ev == NULL || op->op_timeout_ev == NULL)
+		return -1;
+	if (event_add(op->op_pidfd_ev, NULL) != 0 || event_add(op->op_poll_ev, &poll_tv) != 0)
+		return -1;
+	if (op->op_deadline_ms > 0) {
+		int64_t left = op->op_deadline_ms - util_now_ms();
+		if (left < 0)
+			left = 0;
+		struct timeval tv = { left / 1000, (left % 1000) * 1000 };
+		if (evtimer_add(op->op_timeout_ev, &tv) != 0)
+			return -1;
+	}
+	return 0;
+}
+
+static struct operation *
+op_alloc(struct boundaryd *bd)
+{
+	struct operation *op = calloc(1, sizeof(*op));
+	if (op == NULL)
+		return NULL;
+	op->op_bd = bd;
+	op->op_pidfd = -1;
+	op->op_dirfd = -1;
+	op->op_phase = OP_RUNNING;
+	return op;
+}
+
+/*
+ * Verify that pid is the caller's held child: its parent is the caller,
+ * it runs as the caller's uid, it has the start time the caller named, and
+ * the pidfd we hold refers to it (so a pid reused after a race is refused).
+ */
+static int
+op_verify_child(const struct peer *p, const struct proto_operation_create *c, int *pidfd,
+    struct op_reply *r)
+{
+	struct proc_stat st;
+	uid_t uids[4];
+
+	*pidfd = proc_pidfd_open(c->oc_pid);
+	if (*pidfd < 0) {
+		reply_error(r, PE_NOT_CHILD, "process %d does not exist", (int)c->oc_pid);
+		return -1;
+	}
+	if (proc_read_stat(c->oc_pid, &st) != 0 || st.ps_start_ticks != c->oc_start_ticks) {
+		reply_error(r, PE_IDENTITY, "process %d does not have start time %llu",
+		    (int)c->oc_pid, (unsigned long long)c->oc_start_ticks);
+		return -1;
+	}
+	if (st.ps_ppid != p->pr_pid || peer_alive(p) != 0) {
+		reply_error(r, PE_NOT_CHILD, "process %d is not a child of the caller",
+		    (int)c->oc_pid);
+		return -1;
+	}
+	if (proc_read_uids(c->oc_pid, uids) != 0 || uids[0] != p->pr_uid ||
+	    uids[1] != p->pr_uid || uids[2] != p->pr_uid || uids[3] != p->pr_uid) {
+		reply_error(r, PE_IDENTITY, "process %d does not run as uid %u", (int)c->oc_pid,
+		    (unsigned)p->pr_uid);
+		return -1;
+	}
+	if (proc_pidfd_signal(*pidfd, 0) != 0) {
+		reply_error(r, PE_IDENTITY, "process %d exited during verification",
+		    (int)c->oc_pid);
+		return -1;
+	}
+	return 0;
+}
+
+static void
+op_fail_create(struct operation *op, const char *reason)
+{
+	struct oprecord_lifecycle l = { .ol_state = OPSTATE_FAILED, .ol_reason = reason };
+	char *cause = NULL;
+
+	if (op->op_dirfd >= 0 &&
+	    oprecord_update(op->op_dirfd, op->op_id, oprecord_mut_lifecycle, &l, NULL, &cause) != 0) {
+		log_warnx("%s: %s", op->op_id, cause);
+		free(cause);
+		cause = NULL;
+	}
+	if (op->op_cg_valid) {
+		struct oprecord_cgroup c = { .ocg_attachment = "failed" };
+		if (cgroup_populated(&op->op_cg) > 0)
+			cgroup_kill(&op->op_cg, NULL);
+		for (int i = 0; i < 250 && cgroup_populated(&op->op_cg) > 0; i++)
+			usleep(2000);
+		if (cgroup_remove(&op->op_cg, &cause) == 0) {
+			op->op_cg_valid = 0;
+			c.ocg_cleanup = "removed";
+		} else {
+			c.ocg_cleanup = "failed";
+			c.ocg_detail = cause;
+		}
+		if (op->op_dirfd >= 0)
+			oprecord_update(op->op_dirfd, op->op_id, oprecord_mut_cgroup, &c, NULL, NULL);
+		free(cause);
+	}
+	op_free(op);
+}
+
+void
+operation_create(struct boundaryd *bd, const struct peer *p, struct json_object *params,
+    struct op_reply *r)
+{
+	struct proto_operation_create c;
+	struct schema_error err;
+	struct operation *op;
+	char rel[256], cgname[256], exe[256], dig[PROC_DIGEST_HEX], *cause = NULL;
+	int pidfd = -1;
+
+	if (proto_parse_operation_create(params, &c, &err) != 0) {
+		reply_error(r, PE_INVALID_PARAMS, "%s", err.se_message);
+		return;
+	}
+	if (!bd->bd_have_cgroup) {
+		reply_error(r, PE_CGROUP, "this host has no cgroup v2 mount");
+		return;
+	}
+	if (op_verify_child(p, &c, &pidfd, r) != 0) {
+		if (pidfd >= 0)
+			close(pidfd);
+		return;
+	}
+	/*
+	 * A process already inside an operation may not be moved into a new
+	 * one: that would let a supervised agent lift part of its tree out of
+	 * its own cgroup (and later out of that cgroup's network policy).
+	 */
+	if (cgroup_of_pid(c.oc_pid, cgname, sizeof(cgname)) != 0) {
+		reply_error(r, PE_IDENTITY, "cannot read the cgroup of process %d", (int)c.oc_pid);
+		close(pidfd);
+		return;
+	}
+	if (strncmp(cgname, CGROUP_BASE "/", strlen(CGROUP_BASE) + 1) == 0 ||
+	    strstr(cgname, "/" CGROUP_BASE "/op_") != NULL) {
+		reply_error(r, PE_CONFLICT, "process %d is already inside a supervised operation",
+		    (int)c.oc_pid);
+		close(pidfd);
+		return;
+	}
+	if ((op = op_alloc(bd)) == NULL) {
+		close(pidfd);
+		reply_error(r, PE_INTERNAL, "out of memory");
+		return;
+	}
+	op->op_pidfd = pidfd;
+	op->op_uid = p->pr_uid;
+	op->op_root_pid = c.oc_pid;
+	op->op_root_start = c.oc_start_ticks;
+	if (ids_new("op_", op->op_id, sizeof(op->op_id)) != 0 ||
+	    mkdirat(bd->bd_ops_fd, op->op_id, 0700) != 0 ||
+	    (op->op_dirfd = safefs_opendir(bd->bd_ops_fd, op->op_id)) < 0) {
+		reply_error(r, PE_STATE, "cannot create the operation directory: %s",
+		    strerror(errno));
+		op_free(op);
+		return;
+	}
+	snprintf(rel, sizeof(rel), "%s/%s", CGROUP_BASE, op->op_id);
+	if (cgroup_create(bd->bd_cgroup_mount, rel, &op->op_cg, &cause) != 0) {
+		reply_error(r, PE_CGROUP, "%s", cause);
+		free(cause);
+		op_free(op);
+		return;
+	}
+	op->op_cg_valid = 1;
+	proc_read_exe(c.oc_pid, exe, sizeof(exe));
+	proc_argv_digest(c.oc_pid, dig);
+	struct oprecord_init in = {
+		.oi_id = op->op_id,
+		.oi_source_run = c.oc_source_run,
+		.oi_action_class = c.oc_action_class,
+		.oi_uid = p->pr_uid,
+		.oi_gid = p->pr_gid,
+		.oi_launcher_pid = p->pr_pid,
+		.oi_launcher_start = p->pr_start_ticks,
+		.oi_root_pid = c.oc_pid,
+		.oi_root_start = c.oc_start_ticks,
+		.oi_root_exe = exe,
+		.oi_root_argv_digest = dig,
+		.oi_timeout_seconds = c.oc_timeout_seconds,
+		.oi_cgroup_path = op->op_cg.cg_path,
+		.oi_cgroup_id = op->op_cg.cg_id,
+		.oi_instance = bd->bd_instance,
+	};
+	struct json_object *rec = oprecord_new(&in);
+	op->op_deadline_ms = schema_int(schema_child(rec, "lifecycle"), "deadline_unix_ms", 0);
+	if (record_create(op->op_dirfd, OPRECORD_FILE, rec, &cause) != 0) {
+		json_object_put(rec);
+		reply_error(r, PE_STATE, "%s", cause);
+		free(cause);
+		op_fail_create(op, "record_create_failed");
+		return;
+	}
+	json_object_put(rec);
+
+	/* Attach, then prove the process we verified is the one that moved. */
+	if (cgroup_attach(&op->op_cg, c.oc_pid, &cause) != 0 ||
+	    cgroup_of_pid(c.oc_pid, cgname, sizeof(cgname)) != 0 || strcmp(cgname, rel) != 0 ||
+	    proc_identity_matches(c.oc_pid, c.oc_start_ticks) != 0 ||
+	    proc_pidfd_signal(op->op_pidfd, 0) != 0) {
+		reply_error(r, PE_CGROUP, "cannot attach process %d: %s", (int)c.oc_pid,
+		    cause ? cause : "identity changed during attach");
+		free(cause);
+		op_fail_create(op, "attach_failed");
+		return;
+	}
+	struct oprecord_lifecycle l = { .ol_state = OPSTATE_RUNNING };
+	struct oprecord_cgroup cg = { .ocg_attachment = "attached" };
+	if (oprecord_update(op->op_dirfd, op->op_id, oprecord_mut_lifecycle, &l, NULL, &cause) != 0 ||
+	    oprecord_update(op->op_dirfd, op->op_id, oprecord_mut_cgroup, &cg, NULL, &cause) != 0 ||
+	    op_arm(op) != 0) {
+		reply_error(r, PE_STATE, "%s", cause ? cause : "cannot arm supervision");
+		free(cause);
+		op_fail_create(op, "supervision_failed");
+		return;
+	}
+	TAILQ_INSERT_TAIL(&bd->bd_ops, op, op_entry);
+	op_poll_lineage(op, 0);
+	log_info("%s: created for uid %u, root %d, cgroup %s (id %llu)", op->op_id,
+	    (unsigned)op->op_uid, (int)op->op_root_pid, op->op_cg.cg_path,
+	    (unsigned long long)op->op_cg.cg_id);
+
+	r->or_result = json_object_new_object();
+	json_object_object_add(r->or_result, "operation_id", json_object_new_string(op->op_id));
+	json_object_object_add(r->or_result, "state", json_object_new_string(OPSTATE_RUNNING));
+	json_object_object_add(r->or_result, "cgroup_path",
+	    json_object_new_string(op->op_cg.cg_path));
+	json_object_object_add(r->or_result, "cgroup_id",
+	    json_object_new_int64((int64_t)op->op_cg.cg_id));
+	json_object_object_add(r->or_result, "timeout_seconds",
+	    c.oc_timeout_seconds > 0 ? json_object_new_int64(c.oc_timeout_seconds) : NULL);
+	char path[PATH_MAX + 128];
+	snprintf(path, sizeof(path), "%s/operations/%s/%s", bd->bd_state_root, op->op_id,
+	    OPRECORD_FILE);
+	json_object_object_add(r->or_result, "record_path", json_object_new_string(path));
+}
+
+/*
+ * Load a record the caller may see. Another user's operation answers
+ * not_found, exactly like a missing one, so ids of others do not leak.
+ */
+static struct json_object *
+op_load_visible(struct boundaryd *bd, const struct peer *p, const char *id, int *dirfd_out,
+    struct op_reply *r)
+{
+	struct json_object *rec;
+	char *cause = NULL;
+	int dirfd;
+
+	if (!ids_valid("op_", id)) {
+		reply_error(r, PE_INVALID_PARAMS, "operation_id: malformed id");
+		return NULL;
+	}
+	dirfd = safefs_opendir(bd->bd_ops_fd, id);
+	if (dirfd < 0) {
+		reply_error(r, PE_NOT_FOUND, "no such operation");
+		return NULL;
+	}
+	if (oprecord_read(dirfd, id, &rec, &cause) != 0) {
+		reply_error(r, PE_STATE, "%s", cause);
+		free(cause);
+		close(dirfd);
+		return NULL;
+	}
+	if (p->pr_uid != 0 &&
+	    schema_int(schema_child(rec, "source"), "uid", -1) != (int64_t)p->pr_uid) {
+		json_object_put(rec);
+		close(dirfd);
+		reply_error(r, PE_NOT_FOUND, "no such operation");
+		return NULL;
+	}
+	if (dirfd_out != NULL)
+		*dirfd_out = dirfd;
+	else
+		close(dirfd);
+	return rec;
+}
+
+void
+operation_inspect(struct boundaryd *bd, const struct peer *p, struct json_object *params,
+    struct op_reply *r)
+{
+	struct json_object *rec = op_load_visible(bd, p, schema_string(params, "operation_id"),
+	    NULL, r);
+	if (rec == NULL)
+		return;
+	r->or_result = json_object_new_object();
+	json_object_object_add(r->or_result, "record", rec);
+}
+
+static struct json_object *
+op_summary(struct json_object *rec)
+{
+	struct json_object *s = json_object_new_object();
+	struct json_object *life = schema_child(rec, "lifecycle");
+	struct json_object *root = schema_child(rec, "root_process");
+	static const char *const keys[] = { "state", "created_at", "ended_at", "end_reason" };
+
+	json_object_object_add(s, "operation_id",
+	    json_object_new_string(schema_string(rec, "operation_id")));
+	for (size_t i = 0; i < nitems(keys); i++)
+		json_object_object_add(s, keys[i], json_object_get(schema_child(life, keys[i])));
+	json_object_object_add(s, "exit", json_object_get(schema_child(life, "exit")));
+	json_object_object_add(s, "uid",
+	    json_object_get(schema_child(schema_child(rec, "source"), "uid")));
+	json_object_object_add(s, "root_pid", json_object_get(schema_child(root, "pid")));
+	json_object_object_add(s, "executable",
+	    json_object_get(schema_child(root, "executable")));
+	json_object_object_add(s, "processes",
+	    json_object_new_int64((int64_t)json_object_array_length(schema_child(rec, "lineage"))));
+	return s;
+}
+
+static int
+op_summary_cmp(const void *a, const void *b)
+{
+	struct json_object *const *x = a, *const *y = b;
+	const char *sx = schema_string(*x, "created_at"), *sy = schema_string(*y, "created_at");
+	return strcmp(sx ? sx : "", sy ? sy : "");
+}
+
+void
+operation_list(struct boundaryd *bd, const struct peer *p, struct json_object *params,
+    struct op_reply *r)
+{
+	const char *state = schema_string(params, "state");
+	int64_t limit = schema_int(params, "limit", 1000);
+	struct json_object *arr = json_object_new_array();
+	int fd = dup(bd->bd_ops_fd);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	struct dirent *de;
+
+	if (d == NULL) {
+		if (fd >= 0)
+			close(fd);
+		json_object_put(arr);
+		reply_error(r, PE_STATE, "cannot read operations: %s", strerror(errno));
+		return;
+	}
+	rewinddir(d);
+	while ((de = readdir(d)) != NULL) {
+		struct op_reply ignore = { 0 };
+		if (!ids_valid("op_", de->d_name))
+			continue;
+		struct json_object *rec = op_load_visible(bd, p, de->d_name, NULL, &ignore);
+		free(ignore.or_msg);
+		if (rec == NULL)
+			continue;
+		if (state == NULL ||
+		    strcmp(schema_string(schema_child(rec, "lifecycle"), "state"), state) == 0)
+			json_object_array_add(arr, op_summary(rec));
+		json_object_put(rec);
+	}
+	closedir(d);
+	json_object_array_sort(arr, op_summary_cmp);
+	while ((int64_t)json_object_array_length(arr) > limit)
+		json_object_array_del_idx(arr, 0, 1); /* keep the newest */
+	r->or_result = json_object_new_object();
+	json_object_object_add(r->or_result, "operations", arr);
+}
+
+void
+operation_end(struct boundaryd *bd, const struct peer *p, struct json_object *params,
+    struct op_reply *r)
+{
+	struct proto_operation_end e;
+	struct schema_error err;
+	struct operation *op;
+	struct json_object *rec;
+	char *cause = NULL;
+	int dirfd;
+
+	memset(&err, 0, sizeof(err));
+	if (proto_parse_operation_end(params, &e, &err) != 0) {
+		reply_error(r, PE_INVALID_PARAMS, "%s", err.se_message);
+		return;
+	}
+	rec = op_load_visible(bd, p, e.oe_id, &dirfd, r);
+	if (rec == NULL)
+		return;
+	json_object_put(rec);
+	op = op_find(bd, e.oe_id);
+	if (op != NULL && op->op_phase == OP_RUNNING) {
+		if (e.oe_has_exit && !e.oe_kill) {
+			/* An exit report is only believable once the root is gone. */
+			if (!op_root_exited(op)) {
+				close(dirfd);
+				reply_error(r, PE_STATE,
+				    "the root process is still running; use kill to end it");
+				return;
+			}
+			operation_finish(op, OPSTATE_EXITED, "root_exited");
+		} else {
+			operation_finish(op, OPSTATE_ENDED, "ended_by_request");
+		}
+	}
+	if (e.oe_has_exit) {
+		struct oprecord_lifecycle l = {
+			.ol_has_exit = 1,
+			.ol_exit_code = e.oe_exit_code,
+			.ol_exit_signal = e.oe_exit_signal,
+			.ol_reported_by = p->pr_uid == 0 ? "root" : "launcher",
+		};
+		if (oprecord_update(dirfd, e.oe_id, oprecord_mut_lifecycle, &l, NULL, &cause) != 0) {
+			reply_error(r, PE_STATE, "%s", cause);
+			free(cause);
+			close(dirfd);
+			return;
+		}
+	}
+	if (oprecord_read(dirfd, e.oe_id, &rec, &cause) != 0) {
+		reply_error(r, PE_STATE, "%s", cause);
+		free(cause);
+		close(dirfd);
+		return;
+	}
+	close(dirfd);
+	r->or_result = op_summary(rec);
+	json_object_object_add(r->or_result, "record", rec);
+}
+
+struct operation *
+operation_adopt(struct boundaryd *bd, const char *id, int dirfd, struct json_object *rec,
+    char **cause)
+{
+	struct json_object *root = schema_child(rec, "root_process");
+	struct json_object *lineage = schema_child(rec, "lineage");
+	struct operation *op = op_alloc(bd);
+	char rel[256];
+
+	if (op == NULL) {
+		util_cause(cause, "out of memory");
+		return NULL;
+	}
+	util_strlcpy(op->op_id, id, sizeof(op->op_id));
+	op->op_dirfd = dirfd;
+	op->op_uid = (uid_t)schema_int(schema_child(rec, "source"), "uid", -1);
+	op->op_root_pid = (pid_t)schema_int(root, "pid", 0);
+	op->op_root_start = (uint64_t)schema_int(root, "start_time_ticks", 0);
+	op->op_deadline_ms = schema_int(schema_child(rec, "lifecycle"), "deadline_unix_ms", 0);
+	/* The cgroup name comes from the validated id, never from the file. */
+	snprintf(rel, sizeof(rel), "%s/%s", CGROUP_BASE, id);
+	if (bd->bd_have_cgroup && cgroup_open(bd->bd_cgroup_mount, rel, &op->op_cg, NULL) == 0)
+		op->op_cg_valid = 1;
+	op->op_pidfd = proc_pidfd_open(op->op_root_pid);
+	if (op->op_pidfd >= 0 &&
+	    (proc_identity_matches(op->op_root_pid, op->op_root_start) != 0 ||
+		proc_pidfd_signal(op->op_pidfd, 0) != 0)) {
+		close(op->op_pidfd); /* the pid now names another process */
+		op->op_pidfd = -1;
+	}
+	if (op->op_pidfd < 0)
+		op->op_root_gone = 1;
+	for (size_t i = 0; lineage != NULL && i < json_object_array_length(lineage); i++) {
+		struct json_object *le = json_object_array_get_idx(lineage, i);
+		struct lineage_entry *ent = op_lin_add(op, (pid_t)schema_int(le, "pid", 0),
+		    (pid_t)schema_int(le, "ppid", 0), (uint64_t)schema_int(le, "start_time_ticks", 0));
+		if (ent == NULL)
+			break;
+		ent->le_gone = schema_child(le, "exited_at") != NULL;
+		const char *x = schema_string(le, "executable");
+		util_strlcpy(ent->le_exe, x ? x : "", sizeof(ent->le_exe));
+	}
+	oprecord_update(dirfd, id, oprecord_mut_instance, bd->bd_instance, NULL, NULL);
+	TAILQ_INSERT_TAIL(&bd->bd_ops, op, op_entry);
+	if (op->op_root_gone) {
+		/* The root ended while no supervisor watched: clean up what is left. */
+		operation_finish(op, OPSTATE_LOST, "root_exited_while_supervisor_down");
+		return op;
+	}
+	if (op_arm(op) != 0) {
+		operation_finish(op, OPSTATE_ENDED, "supervision_failed_after_restart");
+		return op;
+	}
+	log_info("%s: adopted running operation (root %d)", id, (int)op->op_root_pid);
+	return op;
+}

@@ -1,0 +1,51 @@
+/*
+ * cgroup.h: cgroup v2 membership, kill and cleanup.
+ *
+ * The v2 mount is found in /proc/self/mountinfo (it may be /sys/fs/cgroup or
+ * /sys/fs/cgroup/unified on hybrid hosts). Operations live in
+ * MOUNT/gensee/op_<id>. Only membership, cgroup.kill and the cgroup id are
+ * used; no controller is needed.
+ */
+#ifndef GENSEE_CGROUP_H
+#define GENSEE_CGROUP_H
+
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#define CGROUP_BASE "gensee"
+
+struct cgroup {
+	char cg_path[PATH_MAX];	/* absolute path */
+	char cg_rel[256];	/* below the mount, e.g. gensee/op_... */
+	int cg_dirfd;		/* O_DIRECTORY fd of the cgroup */
+	uint64_t cg_id;		/* directory inode = kernel cgroup id */
+};
+
+/* Parse mountinfo text for the first cgroup2 mount point. */
+int cgroup_parse_mountinfo(FILE *f, char *buf, size_t len);
+/* Find the cgroup2 mount of this process. */
+int cgroup_find_mount(char *buf, size_t len, char **cause);
+
+/* Make MOUNT/gensee (root-owned, 0755) if it is missing. */
+int cgroup_ensure_base(const char *mount, char **cause);
+/* mkdir MOUNT/rel (parents as needed) and open it. EEXIST is an error. */
+int cgroup_create(const char *mount, const char *rel, struct cgroup *cg, char **cause);
+/* Open an existing cgroup. */
+int cgroup_open(const char *mount, const char *rel, struct cgroup *cg, char **cause);
+void cgroup_close(struct cgroup *cg);
+
+int cgroup_attach(struct cgroup *cg, pid_t pid, char **cause);
+/* The pids in cgroup.procs (caller frees *pids). */
+int cgroup_members(struct cgroup *cg, pid_t **pids, size_t *n, char **cause);
+/* 1 populated, 0 empty, -1 error (from cgroup.events). */
+int cgroup_populated(struct cgroup *cg);
+/* SIGKILL every process in the cgroup and its descendants (cgroup.kill). */
+int cgroup_kill(struct cgroup *cg, char **cause);
+/* rmdir the cgroup (must be empty) and close it. */
+int cgroup_remove(struct cgroup *cg, char **cause);
+/* The cgroup (relative to the v2 root) that pid is in, from /proc/PID/cgroup. */
+int cgroup_of_pid(pid_t pid, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,31 @@
+/*
+ * safefs.h: filesystem access that cannot be redirected.
+ *
+ * Authority state lives under a root that only root controls. Everything
+ * below it is opened relative to a directory fd with openat2(2)
+ * RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS, so a
+ * symlink or ".." planted anywhere in a path fails the open instead of
+ * steering a root write elsewhere.
+ */
+#ifndef GENSEE_SAFEFS_H
+#define GENSEE_SAFEFS_H
+
+#include <sys/types.h>
+
+/*
+ * Check that path is absolute, a directory, owned by root and not writable
+ * by group or others, and that every ancestor is a root-owned directory that
+ * only root can change (a world-writable ancestor must be sticky, like /tmp),
+ * with no symlink anywhere. Returns an O_PATH|O_DIRECTORY fd of the root, or
+ * -1 with *cause set.
+ */
+int safefs_open_root(const char *path, char **cause);
+
+/* openat2 beneath dirfd with no symlinks; mode is used with O_CREAT. */
+int safefs_openat(int dirfd, const char *rel, int flags, mode_t mode);
+/* Make rel (one or more components) beneath dirfd, each with mode. */
+int safefs_mkdirs(int dirfd, const char *rel, mode_t mode);
+/* Open an existing directory beneath dirfd (O_DIRECTORY, no symlinks). */
+int safefs_opendir(int dirfd, const char *rel);
+
+#endif

@@ -1,0 +1,166 @@
+/*
+ * util.c: small helpers.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "util.h"
+
+void
+util_now_rfc3339(char *buf, size_t len)
+{
+	struct timespec ts;
+	struct tm tm;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	gmtime_r(&ts.tv_sec, &tm);
+	snprintf(buf, len, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ", tm.tm_year + 1900,
+	    tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+	    ts.tv_nsec / 1000000);
+}
+
+int64_t
+util_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int64_t
+util_monotonic_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+size_t
+util_strlcpy(char *dst, const char *src, size_t size)
+{
+	size_t n = strlen(src);
+	if (size > 0) {
+		size_t c = n < size - 1 ? n : size - 1;
+		memcpy(dst, src, c);
+		dst[c] = '\0';
+	}
+	return n;
+}
+
+void
+util_cause(char **cause, const char *fmt, ...)
+{
+	va_list ap;
+	if (cause == NULL)
+		return;
+	free(*cause);
+	*cause = NULL;
+	va_start(ap, fmt);
+	if (vasprintf(cause, fmt, ap) < 0)
+		*cause = NULL;
+	va_end(ap);
+	if (*cause == NULL)
+		*cause = strdup("out of memory");
+}
+
+int
+util_read_fd(int fd, size_t max, char **out, size_t *outlen)
+{
+	size_t cap = 4096, len = 0;
+	char *buf = malloc(cap + 1);
+
+	if (buf == NULL)
+		return -1;
+	for (;;) {
+		if (len == cap) {
+			if (cap >= max + 1) {
+				free(buf);
+				errno = EFBIG;
+				return -1;
+			}
+			cap *= 2;
+			if (cap > max + 1)
+				cap = max + 1;
+			char *nb = realloc(buf, cap + 1);
+			if (nb == NULL) {
+				free(buf);
+				return -1;
+			}
+			buf = nb;
+		}
+		ssize_t n = read(fd, buf + len, cap - len);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			int e = errno;
+			free(buf);
+			errno = e;
+			return -1;
+		}
+		if (n == 0)
+			break;
+		len += (size_t)n;
+	}
+	if (len > max) {
+		free(buf);
+		errno = EFBIG;
+		return -1;
+	}
+	buf[len] = '\0';
+	*out = buf;
+	if (outlen != NULL)
+		*outlen = len;
+	return 0;
+}
+
+int
+util_read_path(const char *path, size_t max, char **out, size_t *outlen)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return -1;
+	int r = util_read_fd(fd, max, out, outlen);
+	int e = errno;
+	close(fd);
+	errno = e;
+	return r;
+}
+
+int
+util_write_all(int fd, const void *buf, size_t len)
+{
+	const char *p = buf;
+	while (len > 0) {
+		ssize_t n = write(fd, p, len);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+int
+util_parse_i64(const char *s, int64_t min, int64_t max, int64_t *out)
+{
+	char *end;
+	long long v;
+
+	if (s == NULL || *s == '\0')
+		return -1;
+	errno = 0;
+	v = strtoll(s, &end, 10);
+	if (errno != 0 || *end != '\0' || v < min || v > max)
+		return -1;
+	*out = v;
+	return 0;
+}

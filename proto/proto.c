@@ -1,0 +1,236 @@
+/*
+ * proto.c: method table, schemas and request parsing.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include <json-c/json.h>
+
+#include "ids.h"
+#include "proto.h"
+#include "util.h"
+
+static const struct schema_field envelope_fields[] = {
+	{ "proto", SCHEMA_INT, SCHEMA_REQUIRED, 0, 1000, 0 },
+	{ "id", SCHEMA_INT, SCHEMA_REQUIRED, 0, (int64_t)1 << 53, 0 },
+	{ "method", SCHEMA_STRING, SCHEMA_REQUIRED, 1, 64, 0 },
+	{ "params", SCHEMA_OBJECT, 0, 0, 0, 0 },
+};
+
+static const struct schema_field no_params[] = {
+	{ "", SCHEMA_BOOL, 0, 0, 0, 0 }, /* placeholder so the array is not empty */
+};
+
+static const struct schema_field operation_create_params[] = {
+	{ "pid", SCHEMA_INT, SCHEMA_REQUIRED, 1, 4194304, 0 },
+	{ "start_time_ticks", SCHEMA_INT, SCHEMA_REQUIRED, 0, INT64_MAX, 0 },
+	{ "timeout_seconds", SCHEMA_INT, 0, 0, PROTO_TIMEOUT_MAX, 0 },
+	{ "action_class", SCHEMA_STRING, 0, 1, 64, 0 },
+	{ "source_run", SCHEMA_STRING, 0, 1, 64, 0 },
+};
+
+static const struct schema_field operation_id_params[] = {
+	{ "operation_id", SCHEMA_STRING, SCHEMA_REQUIRED, 1, ID_MAX_LEN, 0 },
+};
+
+static const struct schema_field operation_list_params[] = {
+	{ "state", SCHEMA_STRING, 0, 1, 32, 0 },
+	{ "limit", SCHEMA_INT, 0, 1, 10000, 0 },
+};
+
+static const struct schema_field operation_end_params[] = {
+	{ "operation_id", SCHEMA_STRING, SCHEMA_REQUIRED, 1, ID_MAX_LEN, 0 },
+	{ "exit_code", SCHEMA_INT, 0, 0, 255, 0 },
+	{ "exit_signal", SCHEMA_INT, 0, 1, 64, 0 },
+	{ "kill", SCHEMA_BOOL, 0, 0, 0, 0 },
+};
+
+/*
+ * The access table. A method absent from a socket's mask is refused there;
+ * PA_ANY_USER methods scope what they touch to the caller's uid.
+ */
+static const struct proto_method_info proto_methods[PM__COUNT] = {
+	{ PM_SYSTEM_STATUS, "system.status", PS_BOUNDARY | PS_CLIENT, PA_ANY_USER, no_params, 0 },
+	{ PM_SYSTEM_SHUTDOWN, "system.shutdown", PS_BOUNDARY, PA_ROOT, no_params, 0 },
+	{ PM_OPERATION_CREATE, "operation.create", PS_BOUNDARY | PS_CLIENT, PA_ANY_USER,
+	    operation_create_params, nitems(operation_create_params) },
+	{ PM_OPERATION_INSPECT, "operation.inspect", PS_BOUNDARY | PS_CLIENT, PA_ANY_USER,
+	    operation_id_params, nitems(operation_id_params) },
+	{ PM_OPERATION_LIST, "operation.list", PS_BOUNDARY | PS_CLIENT, PA_ANY_USER,
+	    operation_list_params, nitems(operation_list_params) },
+	{ PM_OPERATION_END, "operation.end", PS_BOUNDARY | PS_CLIENT, PA_ANY_USER,
+	    operation_end_params, nitems(operation_end_params) },
+};
+
+const struct proto_method_info *
+proto_method_lookup(const char *name)
+{
+	for (size_t i = 0; i < PM__COUNT; i++)
+		if (strcmp(proto_methods[i].pmi_name, name) == 0)
+			return &proto_methods[i];
+	return NULL;
+}
+
+const struct proto_method_info *
+proto_method_info(enum proto_method m)
+{
+	return (size_t)m < PM__COUNT ? &proto_methods[m] : NULL;
+}
+
+int
+proto_authorized(const struct proto_method_info *info, enum proto_socket sock, uid_t uid)
+{
+	if (!(info->pmi_sockets & (int)sock))
+		return 0;
+	switch (info->pmi_access) {
+	case PA_ROOT:
+		return uid == 0 && sock == PS_BOUNDARY;
+	case PA_ANY_USER:
+		return 1;
+	}
+	return 0;
+}
+
+int
+proto_parse_request(struct json_object *msg, struct proto_request *req, const char **code,
+    struct schema_error *err)
+{
+	static struct json_object *empty;
+	struct json_object *params;
+	const char *name;
+
+	memset(req, 0, sizeof(*req));
+	req->pr_id = -1;
+	if (json_object_is_type(msg, json_type_object)) {
+		struct json_object *id = schema_child(msg, "id");
+		if (id != NULL && json_object_is_type(id, json_type_int) &&
+		    json_object_get_int64(id) >= 0 && json_object_get_int64(id) <= ((int64_t)1 << 53))
+			req->pr_id = json_object_get_int64(id);
+	}
+	if (schema_validate(msg, envelope_fields, nitems(envelope_fields), err) != 0) {
+		*code = PE_INVALID_REQUEST;
+		return -1;
+	}
+	if (schema_int(msg, "proto", 0) != PROTO_VERSION) {
+		*code = PE_UNSUPPORTED_PROTO;
+		err->se_code = PE_UNSUPPORTED_PROTO;
+		util_strlcpy(err->se_field, "proto", sizeof(err->se_field));
+		snprintf(err->se_message, sizeof(err->se_message), "protocol version %d expected",
+		    PROTO_VERSION);
+		return -1;
+	}
+	name = schema_string(msg, "method");
+	req->pr_info = proto_method_lookup(name);
+	if (req->pr_info == NULL) {
+		*code = PE_UNKNOWN_METHOD;
+		err->se_code = PE_UNKNOWN_METHOD;
+		util_strlcpy(err->se_field, "method", sizeof(err->se_field));
+		snprintf(err->se_message, sizeof(err->se_message), "unknown method");
+		return -1;
+	}
+	params = schema_child(msg, "params");
+	if (params == NULL) {
+		if (empty == NULL)
+			empty = json_object_new_object();
+		params = empty;
+	}
+	if (schema_validate(params, req->pr_info->pmi_params, req->pr_info->pmi_nparams, err) != 0) {
+		*code = PE_INVALID_PARAMS;
+		return -1;
+	}
+	req->pr_params = params;
+	return 0;
+}
+
+int
+proto_parse_operation_create(struct json_object *params, struct proto_operation_create *out,
+    struct schema_error *err)
+{
+	(void)err;
+	memset(out, 0, sizeof(*out));
+	out->oc_pid = (pid_t)schema_int(params, "pid", 0);
+	out->oc_start_ticks = (uint64_t)schema_int(params, "start_time_ticks", 0);
+	out->oc_timeout_seconds = schema_int(params, "timeout_seconds", 0);
+	out->oc_action_class = schema_string(params, "action_class");
+	if (out->oc_action_class == NULL)
+		out->oc_action_class = "local_process";
+	out->oc_source_run = schema_string(params, "source_run");
+	if (out->oc_source_run == NULL)
+		out->oc_source_run = "gensee run";
+	return 0;
+}
+
+int
+proto_parse_operation_end(struct json_object *params, struct proto_operation_end *out,
+    struct schema_error *err)
+{
+	memset(out, 0, sizeof(*out));
+	out->oe_id = schema_string(params, "operation_id");
+	if (!ids_valid("op_", out->oe_id)) {
+		err->se_code = SCHEMA_E_STRING;
+		util_strlcpy(err->se_field, "operation_id", sizeof(err->se_field));
+		snprintf(err->se_message, sizeof(err->se_message), "operation_id: malformed id");
+		return -1;
+	}
+	if (schema_child(params, "exit_code") != NULL && schema_child(params, "exit_signal") != NULL) {
+		err->se_code = SCHEMA_E_RANGE;
+		util_strlcpy(err->se_field, "exit_signal", sizeof(err->se_field));
+		snprintf(err->se_message, sizeof(err->se_message),
+		    "exit_code and exit_signal are exclusive");
+		return -1;
+	}
+	if (schema_child(params, "exit_code") != NULL) {
+		out->oe_has_exit = 1;
+		out->oe_exit_code = (int)schema_int(params, "exit_code", 0);
+	} else if (schema_child(params, "exit_signal") != NULL) {
+		out->oe_has_exit = 1;
+		out->oe_exit_code = -1;
+		out->oe_exit_signal = (int)schema_int(params, "exit_signal", 0);
+	}
+	out->oe_kill = schema_bool(params, "kill", 0);
+	return 0;
+}
+
+struct json_object *
+proto_request_new(int64_t id, const char *method, struct json_object *params)
+{
+	struct json_object *o = json_object_new_object();
+	json_object_object_add(o, "proto", json_object_new_int(PROTO_VERSION));
+	json_object_object_add(o, "id", json_object_new_int64(id));
+	json_object_object_add(o, "method", json_object_new_string(method));
+	json_object_object_add(o, "params", params != NULL ? params : json_object_new_object());
+	return o;
+}
+
+struct json_object *
+proto_result_new(int64_t id, struct json_object *result)
+{
+	struct json_object *o = json_object_new_object();
+	json_object_object_add(o, "proto", json_object_new_int(PROTO_VERSION));
+	json_object_object_add(o, "id", id >= 0 ? json_object_new_int64(id) : NULL);
+	json_object_object_add(o, "result", result != NULL ? result : json_object_new_object());
+	return o;
+}
+
+struct json_object *
+proto_error_new(int64_t id, const char *code, const char *message)
+{
+	struct json_object *o = json_object_new_object();
+	struct json_object *e = json_object_new_object();
+	json_object_object_add(o, "proto", json_object_new_int(PROTO_VERSION));
+	json_object_object_add(o, "id", id >= 0 ? json_object_new_int64(id) : NULL);
+	json_object_object_add(e, "code", json_object_new_string(code));
+	json_object_object_add(e, "message", json_object_new_string(message ? message : code));
+	json_object_object_add(o, "error", e);
+	return o;
+}
+
+struct json_object *
+proto_event_new(const char *event, struct json_object *params)
+{
+	struct json_object *o = json_object_new_object();
+	json_object_object_add(o, "proto", json_object_new_int(PROTO_VERSION));
+	json_object_object_add(o, "event", json_object_new_string(event));
+	json_object_object_add(o, "params", params != NULL ? params : json_object_new_object());
+	return o;
+}

@@ -1,0 +1,117 @@
+/*
+ * proto.h: the wire protocol between gensee processes.
+ *
+ * Every message type is in the one enum below; every method has a schema
+ * and one row in the access table. PROTO_VERSION goes in every message:
+ * bump it on any incompatible change.
+ */
+#ifndef GENSEE_PROTO_H
+#define GENSEE_PROTO_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "schema.h"
+
+struct json_object;
+
+#define PROTO_VERSION 1
+
+/* Stable error codes in replies. */
+#define PE_INVALID_REQUEST "invalid_request"
+#define PE_UNSUPPORTED_PROTO "unsupported_proto"
+#define PE_UNKNOWN_METHOD "unknown_method"
+#define PE_INVALID_PARAMS "invalid_params"
+#define PE_NOT_AUTHORIZED "not_authorized"
+#define PE_NOT_FOUND "not_found"
+#define PE_NOT_CHILD "not_caller_child"
+#define PE_IDENTITY "identity_mismatch"
+#define PE_CGROUP "cgroup_unavailable"
+#define PE_STATE "state_error"
+#define PE_CONFLICT "conflict"
+#define PE_INTERNAL "internal_error"
+#define PE_SHUTTING_DOWN "shutting_down"
+
+enum proto_method {
+	PM_SYSTEM_STATUS,
+	PM_SYSTEM_SHUTDOWN,
+	PM_OPERATION_CREATE,
+	PM_OPERATION_INSPECT,
+	PM_OPERATION_LIST,
+	PM_OPERATION_END,
+	PM__COUNT
+};
+
+/* Which socket a request arrived on. */
+enum proto_socket {
+	PS_BOUNDARY = 0x01, /* boundary.sock: root only */
+	PS_CLIENT = 0x02,   /* client.sock: any local user */
+};
+
+/* Who may call: root only, or any user (the handler scopes to the caller). */
+enum proto_access {
+	PA_ROOT,
+	PA_ANY_USER,
+};
+
+struct proto_method_info {
+	enum proto_method pmi_method;
+	const char *pmi_name;
+	int pmi_sockets;		/* mask of enum proto_socket */
+	enum proto_access pmi_access;
+	const struct schema_field *pmi_params;
+	size_t pmi_nparams;
+};
+
+const struct proto_method_info *proto_method_lookup(const char *name);
+const struct proto_method_info *proto_method_info(enum proto_method m);
+
+struct proto_request {
+	int64_t pr_id;
+	const struct proto_method_info *pr_info;
+	struct json_object *pr_params; /* borrowed from the request; never NULL */
+};
+
+/*
+ * Validate the envelope and the method's params. On failure fills *code
+ * and err and returns -1; pr_id is set whenever the id was readable so the
+ * error reply can carry it.
+ */
+int proto_parse_request(struct json_object *msg, struct proto_request *req,
+    const char **code, struct schema_error *err);
+
+/* Is this caller (uid, socket) allowed to call this method at all? */
+int proto_authorized(const struct proto_method_info *info, enum proto_socket sock, uid_t uid);
+
+/* Message builders. */
+struct json_object *proto_request_new(int64_t id, const char *method, struct json_object *params);
+struct json_object *proto_result_new(int64_t id, struct json_object *result);
+struct json_object *proto_error_new(int64_t id, const char *code, const char *message);
+struct json_object *proto_event_new(const char *event, struct json_object *params);
+
+/* Typed params. */
+#define PROTO_ARGV_MAX 256
+#define PROTO_ARG_LEN_MAX 4096
+#define PROTO_TIMEOUT_MAX (7 * 24 * 3600)
+
+struct proto_operation_create {
+	pid_t oc_pid;
+	uint64_t oc_start_ticks;
+	int64_t oc_timeout_seconds;
+	const char *oc_action_class;
+	const char *oc_source_run;
+};
+int proto_parse_operation_create(struct json_object *params, struct proto_operation_create *out,
+    struct schema_error *err);
+
+struct proto_operation_end {
+	const char *oe_id;
+	int oe_has_exit;
+	int oe_exit_code;
+	int oe_exit_signal;
+	int oe_kill;
+};
+int proto_parse_operation_end(struct json_object *params, struct proto_operation_end *out,
+    struct schema_error *err);
+
+#endif
