@@ -33,6 +33,15 @@ struct evconnlistener;
 #define OP_REAP_POLL_MS 20
 #define OP_REAP_MAX_MS 5000
 
+/* A request whose reply waits for an operation's cleanup. */
+struct op_waiter {
+	TAILQ_ENTRY(op_waiter) ow_entry;
+	struct conn *ow_conn;
+	int64_t ow_id;
+	uid_t ow_uid;
+};
+TAILQ_HEAD(op_waiter_list, op_waiter);
+
 struct lineage_entry {
 	pid_t le_pid;
 	pid_t le_ppid;
@@ -67,6 +76,7 @@ struct operation {
 	struct event *op_reap_ev;
 	struct lineage_entry *op_lin;
 	size_t op_nlin, op_caplin;
+	struct op_waiter_list op_waiters;
 };
 TAILQ_HEAD(operation_list, operation);
 struct conn;
@@ -105,12 +115,14 @@ int control_listen(struct boundaryd *bd, struct listener *l, const char *name,
     enum proto_socket kind, mode_t mode);
 void control_close(struct listener *l);
 void control_close_all(struct boundaryd *bd);
+void control_send(struct conn *c, struct json_object *msg);
 
 /* operation.c: method handlers fill *result or (*code, *msg). */
 struct op_reply {
 	struct json_object *or_result;
 	const char *or_code;
 	char *or_msg;
+	int or_deferred; /* the handler replies later through control_send() */
 };
 void operation_create(struct boundaryd *bd, const struct peer *p, struct json_object *params,
     struct op_reply *r);
@@ -118,8 +130,9 @@ void operation_inspect(struct boundaryd *bd, const struct peer *p, struct json_o
     struct op_reply *r);
 void operation_list(struct boundaryd *bd, const struct peer *p, struct json_object *params,
     struct op_reply *r);
-void operation_end(struct boundaryd *bd, const struct peer *p, struct json_object *params,
-    struct op_reply *r);
+void operation_end(struct boundaryd *bd, struct conn *c, const struct peer *p,
+    int64_t reqid, struct json_object *params, struct op_reply *r);
+void operation_forget_conn(struct boundaryd *bd, struct conn *c);
 struct operation *operation_adopt(struct boundaryd *bd, const char *id, int dirfd,
     struct json_object *rec, char **cause);
 void operation_finish(struct operation *op, const char *state, const char *reason);

@@ -40,8 +40,8 @@ struct conn {
 
 static void control_conn_free(struct conn *c);
 
-static void
-control_reply(struct conn *c, struct json_object *msg)
+void
+control_send(struct conn *c, struct json_object *msg)
 {
 	struct evbuffer *out = bufferevent_get_output(c->c_bev);
 
@@ -62,7 +62,7 @@ control_dispatch(struct conn *c, struct json_object *msg)
 	memset(&err, 0, sizeof(err));
 	memset(&r, 0, sizeof(r));
 	if (proto_parse_request(msg, &req, &code, &err) != 0) {
-		control_reply(c, proto_error_new(req.pr_id, code, err.se_message));
+		control_send(c, proto_error_new(req.pr_id, code, err.se_message));
 		return;
 	}
 	/* The method table decides who may call; handlers scope to the caller. */
@@ -70,12 +70,12 @@ control_dispatch(struct conn *c, struct json_object *msg)
 		log_info("refused %s from uid %u on %s", req.pr_info->pmi_name,
 		    (unsigned)c->c_peer.pr_uid,
 		    c->c_kind == PS_BOUNDARY ? "boundary.sock" : "client.sock");
-		control_reply(c, proto_error_new(req.pr_id, PE_NOT_AUTHORIZED,
+		control_send(c, proto_error_new(req.pr_id, PE_NOT_AUTHORIZED,
 		    "this method is not available to the caller"));
 		return;
 	}
 	if (bd->bd_shutdown && req.pr_info->pmi_method != PM_SYSTEM_STATUS) {
-		control_reply(c, proto_error_new(req.pr_id, PE_SHUTTING_DOWN, "shutting down"));
+		control_send(c, proto_error_new(req.pr_id, PE_SHUTTING_DOWN, "shutting down"));
 		return;
 	}
 	switch (req.pr_info->pmi_method) {
@@ -97,17 +97,19 @@ control_dispatch(struct conn *c, struct json_object *msg)
 		operation_list(bd, &c->c_peer, req.pr_params, &r);
 		break;
 	case PM_OPERATION_END:
-		operation_end(bd, &c->c_peer, req.pr_params, &r);
+		operation_end(bd, c, &c->c_peer, req.pr_id, req.pr_params, &r);
 		break;
 	case PM__COUNT:
 		r.or_code = PE_INTERNAL;
 		break;
 	}
+	if (r.or_deferred)
+		return;
 	if (r.or_code != NULL)
-		control_reply(c, proto_error_new(req.pr_id, r.or_code,
+		control_send(c, proto_error_new(req.pr_id, r.or_code,
 		    r.or_msg != NULL ? r.or_msg : r.or_code));
 	else
-		control_reply(c, proto_result_new(req.pr_id, r.or_result));
+		control_send(c, proto_result_new(req.pr_id, r.or_result));
 	free(r.or_msg);
 }
 
@@ -179,6 +181,7 @@ control_write_cb(struct bufferevent *bev, void *arg)
 static void
 control_conn_free(struct conn *c)
 {
+	operation_forget_conn(c->c_bd, c);
 	if (c->c_deadline != NULL)
 		event_free(c->c_deadline);
 	bufferevent_free(c->c_bev);

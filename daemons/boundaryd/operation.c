@@ -30,6 +30,7 @@
 #include "util.h"
 
 static void op_reap_cb(evutil_socket_t, short, void *);
+static void op_answer_waiters(struct operation *);
 
 static void
 reply_error(struct op_reply *r, const char *code, const char *fmt, ...)
@@ -71,6 +72,11 @@ op_find(struct boundaryd *bd, const char *id)
 static void
 op_free(struct operation *op)
 {
+	struct op_waiter *w;
+	while ((w = TAILQ_FIRST(&op->op_waiters)) != NULL) {
+		TAILQ_REMOVE(&op->op_waiters, w, ow_entry);
+		free(w);
+	}
 	if (op->op_pidfd_ev != NULL)
 		event_free(op->op_pidfd_ev);
 	if (op->op_poll_ev != NULL)
@@ -330,6 +336,7 @@ op_reap_cb(evutil_socket_t fd, short what, void *arg)
 	if (c.ocg_detail != NULL)
 		log_warnx("%s: cgroup cleanup failed: %s", op->op_id, c.ocg_detail);
 	free(cause);
+	op_answer_waiters(op);
 	TAILQ_REMOVE(&bd->bd_ops, op, op_entry);
 	op_free(op);
 }
@@ -395,6 +402,7 @@ op_alloc(struct boundaryd *bd)
 	op->op_pidfd = -1;
 	op->op_dirfd = -1;
 	op->op_phase = OP_RUNNING;
+	TAILQ_INIT(&op->op_waiters);
 	return op;
 }
 
@@ -732,9 +740,55 @@ operation_list(struct boundaryd *bd, const struct peer *p, struct json_object *p
 	json_object_object_add(r->or_result, "operations", arr);
 }
 
+/* The reply to operation.end: a summary plus the whole record. */
+static struct json_object *
+op_end_result(int dirfd, const char *id, char **cause)
+{
+	struct json_object *rec, *res;
+	if (oprecord_read(dirfd, id, &rec, cause) != 0)
+		return NULL;
+	res = op_summary(rec);
+	json_object_object_add(res, "record", rec);
+	return res;
+}
+
+/* Answer every operation.end that waited for this operation's cleanup. */
+static void
+op_answer_waiters(struct operation *op)
+{
+	struct op_waiter *w;
+	while ((w = TAILQ_FIRST(&op->op_waiters)) != NULL) {
+		char *cause = NULL;
+		struct json_object *res = op_end_result(op->op_dirfd, op->op_id, &cause);
+		TAILQ_REMOVE(&op->op_waiters, w, ow_entry);
+		if (res != NULL)
+			control_send(w->ow_conn, proto_result_new(w->ow_id, res));
+		else
+			control_send(w->ow_conn, proto_error_new(w->ow_id, PE_STATE, cause));
+		free(cause);
+		free(w);
+	}
+}
+
 void
-operation_end(struct boundaryd *bd, const struct peer *p, struct json_object *params,
-    struct op_reply *r)
+operation_forget_conn(struct boundaryd *bd, struct conn *c)
+{
+	struct operation *op;
+	struct op_waiter *w, *next;
+	TAILQ_FOREACH(op, &bd->bd_ops, op_entry) {
+		for (w = TAILQ_FIRST(&op->op_waiters); w != NULL; w = next) {
+			next = TAILQ_NEXT(w, ow_entry);
+			if (w->ow_conn == c) {
+				TAILQ_REMOVE(&op->op_waiters, w, ow_entry);
+				free(w);
+			}
+		}
+	}
+}
+
+void
+operation_end(struct boundaryd *bd, struct conn *c, const struct peer *p, int64_t reqid,
+    struct json_object *params, struct op_reply *r)
 {
 	struct proto_operation_end e;
 	struct schema_error err;
@@ -781,15 +835,25 @@ operation_end(struct boundaryd *bd, const struct peer *p, struct json_object *pa
 			return;
 		}
 	}
-	if (oprecord_read(dirfd, e.oe_id, &rec, &cause) != 0) {
+	/* Reply once the tree is gone and the cgroup released (bounded by the reap). */
+	if (op != NULL && op->op_phase == OP_FINISHING) {
+		struct op_waiter *w = calloc(1, sizeof(*w));
+		if (w != NULL) {
+			w->ow_conn = c;
+			w->ow_id = reqid;
+			w->ow_uid = p->pr_uid;
+			TAILQ_INSERT_TAIL(&op->op_waiters, w, ow_entry);
+			r->or_deferred = 1;
+			close(dirfd);
+			return;
+		}
+	}
+	r->or_result = op_end_result(dirfd, e.oe_id, &cause);
+	if (r->or_result == NULL) {
 		reply_error(r, PE_STATE, "%s", cause);
 		free(cause);
-		close(dirfd);
-		return;
 	}
 	close(dirfd);
-	r->or_result = op_summary(rec);
-	json_object_object_add(r->or_result, "record", rec);
 }
 
 struct operation *

@@ -1,0 +1,348 @@
+"""Integration harness: real daemons, real kernel, driven only through the
+CLI and the sockets.
+
+Every case gets a private state root and runtime dir, a boundaryd started
+from the build tree, and an unprivileged test user to run the CLI as. All
+kernel state a case creates (cgroups, processes) is removed when it ends,
+even when it fails.
+"""
+
+import json
+import os
+import pwd
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+
+BUILD = os.environ.get("GENSEE_BUILD_ROOT") or sys.exit("GENSEE_BUILD_ROOT is not set")
+SOURCE = os.environ.get("GENSEE_SOURCE_ROOT", os.path.dirname(os.path.dirname(
+    os.path.dirname(os.path.abspath(__file__)))))
+TEST_USER = "gensee-test"
+
+
+class Failure(Exception):
+    pass
+
+
+def check(cond, msg):
+    if not cond:
+        raise Failure(msg)
+
+
+def cgroup2_mount():
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            left, _, right = line.partition(" - ")
+            if right.split()[0] == "cgroup2":
+                return left.split()[4].replace("\\040", " ")
+    raise Failure("no cgroup2 mount")
+
+
+def ensure_test_user():
+    try:
+        pw = pwd.getpwnam(TEST_USER)
+    except KeyError:
+        subprocess.run(["useradd", "--system", "--no-create-home", "--home-dir", "/nonexistent",
+                        "--shell", "/usr/sbin/nologin", TEST_USER], check=True)
+        pw = pwd.getpwnam(TEST_USER)
+    return pw.pw_uid, pw.pw_gid
+
+
+def encode_frame(obj):
+    data = json.dumps(obj).encode()
+    return struct.pack(">I", len(data)) + data
+
+
+def recv_exact(sock, n):
+    buf = b""
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            raise ConnectionError("closed after %d of %d bytes" % (len(buf), n))
+        buf += chunk
+    return buf
+
+
+def read_frame(sock):
+    (n,) = struct.unpack(">I", recv_exact(sock, 4))
+    return json.loads(recv_exact(sock, n))
+
+
+def call(path, method, params=None, timeout=10):
+    """One request on a fresh connection; returns the whole reply object."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(timeout)
+    s.connect(path)
+    try:
+        s.sendall(encode_frame({"proto": 1, "id": 1, "method": method, "params": params or {}}))
+        return read_frame(s)
+    finally:
+        s.close()
+
+
+# Runs as the test user: the same request, printed as JSON (or the error).
+USER_CALL = r"""
+import json, socket, struct, sys
+path, method, params = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+try:
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM); s.settimeout(10); s.connect(path)
+    d = json.dumps({"proto": 1, "id": 1, "method": method, "params": params}).encode()
+    s.sendall(struct.pack(">I", len(d)) + d)
+    def rx(n):
+        b = b""
+        while len(b) < n:
+            c = s.recv(n - len(b))
+            if not c: raise ConnectionError("closed")
+            b += c
+        return b
+    (n,) = struct.unpack(">I", rx(4)); print(json.dumps(json.loads(rx(n))))
+except OSError as e:
+    print(json.dumps({"oserror": e.__class__.__name__, "errno": e.errno}))
+"""
+
+
+class Env:
+    """A private boundaryd plus the test user; use as a context manager."""
+
+    def __init__(self):
+        self.uid, self.gid = ensure_test_user()
+        self.cgmount = cgroup2_mount()
+        self.state = tempfile.mkdtemp(prefix="gensee-it-state.")
+        self.runtime = tempfile.mkdtemp(prefix="gensee-it-run.")
+        os.chmod(self.runtime, 0o755)
+        # The CLI must be executable by the test user wherever the build is.
+        self.bindir = tempfile.mkdtemp(prefix="gensee-it-bin.")
+        os.chmod(self.bindir, 0o755)
+        self.cli = os.path.join(self.bindir, "gensee")
+        shutil.copy2(os.path.join(BUILD, "cli", "gensee"), self.cli)
+        os.chmod(self.cli, 0o755)
+        self.boundaryd = os.path.join(BUILD, "daemons", "boundaryd", "gensee-boundaryd")
+        self.proc = None
+        self.logs = []
+        self.children = []
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.cleanup()
+        return False
+
+    @property
+    def client_sock(self):
+        return os.path.join(self.runtime, "client.sock")
+
+    @property
+    def boundary_sock(self):
+        return os.path.join(self.runtime, "boundary.sock")
+
+    def start(self, state=None, runtime=None, expect_fail=False):
+        log = tempfile.NamedTemporaryFile(prefix="gensee-it-bd.", suffix=".log", delete=False)
+        self.logs.append(log.name)
+        argv = [self.boundaryd, "--foreground", "--state-root", state or self.state,
+                "--runtime-dir", runtime or self.runtime]
+        proc = subprocess.Popen(argv, stdout=log, stderr=log)
+        if expect_fail:
+            try:
+                rc = proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+                raise Failure("boundaryd started with %r" % (argv,))
+            return rc, open(log.name).read()
+        self.proc = proc
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise Failure("boundaryd exited %d:\n%s" % (proc.returncode, open(log.name).read()))
+            try:
+                if "result" in call(self.client_sock, "system.status", timeout=1):
+                    return proc
+            except OSError:
+                pass
+            time.sleep(0.05)
+        raise Failure("boundaryd did not answer in time")
+
+    def stop(self):
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        rc = self.proc.returncode if self.proc is not None else None
+        self.proc = None
+        return rc
+
+    def kill9(self):
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait()
+        self.proc = None
+
+    def user_env(self, extra=None):
+        env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "GENSEE_RUNTIME_DIR": self.runtime,
+               "HOME": "/nonexistent", "LANG": "C.UTF-8"}
+        env.update(extra or {})
+        # Sanitizer builds: the CLI's reports should fail the test, not be lost.
+        for k in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS"):
+            if k in os.environ:
+                env[k] = os.environ[k]
+        return env
+
+    def gensee(self, *args, as_root=False, timeout=60, env=None):
+        """Run the CLI (as the test user unless as_root) and wait for it."""
+        kw = {} if as_root else {"user": self.uid, "group": self.gid, "extra_groups": []}
+        r = subprocess.run([self.cli] + list(args), capture_output=True, text=True,
+                           timeout=timeout, env=self.user_env(env), cwd="/", **kw)
+        no_sanitizer_report(r.stderr)
+        return r
+
+    def finish(self, p, timeout=60):
+        """Wait for a background CLI; returns (rc, stdout, stderr)."""
+        out, err = p.communicate(timeout=timeout)
+        no_sanitizer_report(err)
+        return p.returncode, out, err
+
+    def gensee_bg(self, *args, as_root=False, env=None):
+        kw = {} if as_root else {"user": self.uid, "group": self.gid, "extra_groups": []}
+        p = subprocess.Popen([self.cli] + list(args), stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, env=self.user_env(env),
+                             cwd="/", **kw)
+        self.children.append(p)
+        return p
+
+    def user_call(self, path, method, params=None):
+        r = subprocess.run(["/usr/bin/python3", "-c", USER_CALL, path, method,
+                            json.dumps(params or {})], capture_output=True, text=True,
+                           timeout=30, user=self.uid, group=self.gid, extra_groups=[],
+                           env=self.user_env(), cwd="/")
+        check(r.returncode == 0, "user call failed: %s" % r.stderr)
+        return json.loads(r.stdout)
+
+    def root_call(self, method, params=None):
+        return call(self.boundary_sock, method, params)
+
+    def record(self, opid):
+        reply = self.root_call("operation.inspect", {"operation_id": opid})
+        check("result" in reply, "inspect %s: %r" % (opid, reply))
+        return reply["result"]["record"]
+
+    def wait_for(self, what, fn, timeout=15, interval=0.05):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            v = fn()
+            if v:
+                return v
+            time.sleep(interval)
+        raise Failure("timed out waiting for " + what)
+
+    def running_ops(self):
+        reply = self.root_call("operation.list", {"state": "running"})
+        return [o["operation_id"] for o in reply["result"]["operations"]]
+
+    def op_cgroups(self):
+        base = os.path.join(self.cgmount, "gensee")
+        if not os.path.isdir(base):
+            return []
+        mine = set(os.listdir(os.path.join(self.state, "operations"))) if os.path.isdir(
+            os.path.join(self.state, "operations")) else set()
+        return [d for d in os.listdir(base) if d in mine]
+
+    def cleanup(self):
+        for p in self.children:
+            if p.poll() is None:
+                p.kill()
+                try:
+                    p.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    pass
+        if self.proc is not None:
+            try:
+                self.stop()
+            except Exception:
+                traceback.print_exc()
+        # Kill and remove any cgroup this case's operations left behind.
+        base = os.path.join(self.cgmount, "gensee")
+        for d in self.op_cgroups():
+            path = os.path.join(base, d)
+            try:
+                with open(os.path.join(path, "cgroup.kill"), "w") as f:
+                    f.write("1")
+                for _ in range(200):
+                    with open(os.path.join(path, "cgroup.events")) as f:
+                        if "populated 0" in f.read():
+                            break
+                    time.sleep(0.02)
+                os.rmdir(path)
+            except OSError as e:
+                print("cleanup: %s: %s" % (path, e))
+        try:
+            os.rmdir(base)  # only when empty: another instance may use it
+        except OSError:
+            pass
+        for d in (self.state, self.runtime, self.bindir):
+            shutil.rmtree(d, ignore_errors=True)
+        for name in self.logs:
+            try:
+                os.unlink(name)
+            except OSError:
+                pass
+
+    def daemon_log(self):
+        return "".join(open(n).read() for n in self.logs if os.path.exists(n))
+
+
+def no_sanitizer_report(text):
+    for bad in ("AddressSanitizer", "runtime error:", "LeakSanitizer"):
+        check(bad not in (text or ""), "sanitizer report:\n" + (text or ""))
+
+
+def pids_with_cmdline(needle):
+    """Processes whose argv is exactly needle (b"sleep 301" means argv
+    ["sleep", "301"]), so a CLI whose arguments mention it does not count."""
+    want = needle.replace(b" ", b"\0") + b"\0"
+    found = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % d, "rb") as f:
+                if f.read() == want:
+                    found.append(int(d))
+        except OSError:
+            pass
+    return found
+
+
+def main(cases):
+    if os.geteuid() != 0:
+        print("integration tests need root (they use cgroups and start boundaryd)")
+        sys.exit(1)
+    if len(sys.argv) != 2 or sys.argv[1] not in cases:
+        print("usage: %s CASE\ncases: %s" % (sys.argv[0], " ".join(sorted(cases))))
+        sys.exit(2)
+    name = sys.argv[1]
+    env = Env()
+    try:
+        cases[name](env)
+    except Exception as e:
+        traceback.print_exc()
+        print("--- boundaryd log ---\n" + env.daemon_log())
+        env.cleanup()
+        print("FAIL %s: %s" % (name, e))
+        sys.exit(1)
+    log = env.daemon_log()
+    env.cleanup()
+    for bad in ("AddressSanitizer", "runtime error:", "LeakSanitizer"):
+        if bad in log:
+            print("--- boundaryd log ---\n" + log)
+            print("FAIL %s: sanitizer report in boundaryd log" % name)
+            sys.exit(1)
+    print("PASS %s" % name)

@@ -1,0 +1,208 @@
+"""The wire protocol and boundaryd's front door: authorization, bad frames,
+stalled clients, unsafe state roots, the systemd unit."""
+
+import json
+import os
+import socket
+import struct
+import subprocess
+import tempfile
+import time
+
+from harness import SOURCE, Failure, call, check, encode_frame, main, read_frame
+
+
+def root_only_method_refused(env):
+    env.start()
+    # The test user on client.sock: the method table refuses system.shutdown.
+    reply = env.user_call(env.client_sock, "system.shutdown", {})
+    check(reply.get("error", {}).get("code") == "not_authorized", "%r" % reply)
+    # boundary.sock does not even accept the test user's connection.
+    reply = env.user_call(env.boundary_sock, "system.status", {})
+    check(reply.get("oserror") == "PermissionError", "%r" % reply)
+    # Even root may not shut down through client.sock.
+    reply = call(env.client_sock, "system.shutdown")
+    check(reply.get("error", {}).get("code") == "not_authorized", "%r" % reply)
+    # Unknown methods and bad params get stable codes; the daemon keeps serving.
+    reply = env.user_call(env.client_sock, "no.such.method", {})
+    check(reply["error"]["code"] == "unknown_method", "%r" % reply)
+    reply = env.user_call(env.client_sock, "operation.create", {"pid": "1", "start_time_ticks": 0})
+    check(reply["error"]["code"] == "invalid_params", "%r" % reply)
+    reply = env.user_call(env.client_sock, "operation.list", {"bogus": 1})
+    check(reply["error"]["code"] == "invalid_params" and "bogus" in reply["error"]["message"], "%r" % reply)
+    reply = env.user_call(env.client_sock, "system.status", {})
+    check(reply["result"]["daemon"] == "gensee-boundaryd", "%r" % reply)
+    # Root on boundary.sock may, and the daemon then exits cleanly.
+    reply = env.root_call("system.shutdown")
+    check(reply["result"]["shutting_down"] is True, "%r" % reply)
+    check(env.proc.wait(timeout=10) == 0, "boundaryd exit status")
+    env.proc = None
+    check(not os.path.exists(env.client_sock), "client.sock left behind")
+
+
+def connect():
+    return socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+
+
+def closed_by_server(s, timeout):
+    """True when the server closes s within timeout seconds."""
+    s.settimeout(timeout)
+    try:
+        return s.recv(1) == b""
+    except socket.timeout:
+        return False
+    except ConnectionResetError:
+        return True
+
+
+def bad_frames_close_only_their_connection(env):
+    env.start()
+    path = env.client_sock
+    cases = {
+        "oversized header": struct.pack(">I", 1024 * 1024 + 1),
+        "zero length": struct.pack(">I", 0),
+        "invalid utf-8": struct.pack(">I", 4) + b'{"\xff"',
+        "not an object": struct.pack(">I", 2) + b"[]",
+        "trailing data": struct.pack(">I", 5) + b"{} {}",
+        "not json": struct.pack(">I", 3) + b"{x}",
+    }
+    # A well-behaved client stays connected throughout.
+    good = connect()
+    good.connect(path)
+    for name, data in cases.items():
+        s = connect()
+        s.connect(path)
+        s.sendall(data)
+        check(closed_by_server(s, 3), "%s: connection not closed" % name)
+        s.close()
+        good.sendall(encode_frame({"proto": 1, "id": 3, "method": "system.status", "params": {}}))
+        good.settimeout(5)
+        reply = read_frame(good)
+        check(reply.get("id") == 3 and "result" in reply, "%s: good client got %r" % (name, reply))
+    # Two requests in one write are both answered, in order.
+    good.sendall(encode_frame({"proto": 1, "id": 10, "method": "system.status"}) +
+                 encode_frame({"proto": 1, "id": 11, "method": "system.status"}))
+    check([read_frame(good)["id"], read_frame(good)["id"]] == [10, 11], "pipelined replies")
+    # A wrong protocol version is an error reply, not a closed connection.
+    good.sendall(encode_frame({"proto": 2, "id": 12, "method": "system.status"}))
+    reply = read_frame(good)
+    check(reply["error"]["code"] == "unsupported_proto", "%r" % reply)
+    good.close()
+
+
+def stalled_client_does_not_delay_others(env):
+    env.start()
+    path = env.client_sock
+    # A client that sends half a frame and stalls ...
+    stall = connect()
+    stall.connect(path)
+    frame = encode_frame({"proto": 1, "id": 1, "method": "system.status", "params": {}})
+    stall.sendall(frame[: len(frame) // 2])
+    # ... and one whose header announces far more than the limit.
+    big = connect()
+    big.connect(path)
+    big.sendall(struct.pack(">I", 64 * 1024 * 1024) + b"{" * 1000)
+    t0 = time.monotonic()
+    for i in range(20):
+        reply = call(path, "system.status")
+        check("result" in reply, "status %d: %r" % (i, reply))
+    served = time.monotonic() - t0
+    check(closed_by_server(big, 1), "oversized client not cut off")
+    # The status requests were all served while the stalled frame was pending
+    # (the server cuts it off only at its 5 s frame deadline).
+    stall.settimeout(0)
+    try:
+        still_open = stall.recv(1) != b""
+    except BlockingIOError:
+        still_open = True
+    check(still_open and served < 5, "status waited for the stalled client (%.2fs)" % served)
+    check(closed_by_server(stall, 10), "stalled client never cut off")
+    reply = call(path, "system.status")
+    check("result" in reply, "%r" % reply)
+
+
+def connection_cap(env):
+    env.start()
+    socks = []
+    try:
+        for _ in range(300):
+            s = connect()
+            s.connect(env.client_sock)
+            socks.append(s)
+        time.sleep(0.5)
+        refused = sum(1 for s in socks if closed_by_server(s, 0.01))
+        check(refused >= 300 - 256, "only %d connections refused past the cap" % refused)
+    finally:
+        for s in socks:
+            s.close()
+    reply = env.wait_for("status after the flood", lambda: call(env.client_sock, "system.status"))
+    check("result" in reply, "%r" % reply)
+
+
+def unsafe_roots_refused(env):
+    good = tempfile.mkdtemp(prefix="gensee-it-good.")
+    link = good + ".link"
+    os.symlink(good, link)
+    gw = tempfile.mkdtemp(prefix="gensee-it-gw.")
+    os.chmod(gw, 0o770)
+    other = tempfile.mkdtemp(prefix="gensee-it-other.")
+    os.chown(other, env.uid, env.gid)
+    parent = tempfile.mkdtemp(prefix="gensee-it-parent.")
+    os.chmod(parent, 0o777)  # writable by others, not sticky
+    inner = os.path.join(parent, "state")
+    os.mkdir(inner, 0o700)
+    try:
+        for state, why in ((link, "is a symlink"), (gw, "group- or other-writable"),
+                           (other, "not owned by root"), (inner, "writable by others and not sticky"),
+                           ("relative/dir", "not an absolute path")):
+            rc, log = env.start(state=state, expect_fail=True)
+            check(rc != 0, "accepted state root %s" % state)
+            check("refusing state root" in log and why in log, "%s: %s" % (state, log))
+            check(not os.path.exists(os.path.join(state, "operations")), "wrote into %s" % state)
+        rc, log = env.start(runtime=link, expect_fail=True)
+        check(rc != 0 and "refusing runtime dir" in log, log)
+        # Not root: refused before anything else.
+        r = subprocess.run([env.boundaryd, "--state-root", good, "--runtime-dir", env.runtime],
+                           capture_output=True, text=True, timeout=10, user=env.uid, group=env.gid,
+                           extra_groups=[])
+        check(r.returncode != 0 and "must run as root" in r.stderr, r.stderr)
+        # GENSEE_HOME in the environment is ignored.
+        os.environ["GENSEE_HOME"] = link
+        try:
+            env.start()
+        finally:
+            del os.environ["GENSEE_HOME"]
+        check(os.path.isdir(os.path.join(env.state, "operations")), "state root not used")
+    finally:
+        os.unlink(link)
+        for d in (good, gw, other, inner, parent):
+            os.rmdir(d) if os.path.isdir(d) and not os.listdir(d) else None
+
+
+def systemd_unit_verifies(env):
+    unit = os.path.join(SOURCE, "systemd", "gensee-boundaryd.service")
+    text = open(unit).read()
+    check("ExecStart=/usr/local/sbin/gensee-boundaryd" in text, "unexpected ExecStart")
+    # Verify the unit as shipped, with ExecStart pointing at this build.
+    d = tempfile.mkdtemp(prefix="gensee-it-unit.")
+    try:
+        path = os.path.join(d, "gensee-boundaryd.service")
+        with open(path, "w") as f:
+            f.write(text.replace("/usr/local/sbin/gensee-boundaryd", env.boundaryd))
+        r = subprocess.run(["systemd-analyze", "verify", path], capture_output=True, text=True,
+                           timeout=60)
+        problems = [l for l in (r.stdout + r.stderr).splitlines() if "gensee" in l]
+        check(r.returncode == 0 and not problems, "systemd-analyze verify:\n" + r.stdout + r.stderr)
+        for key in ("NoNewPrivileges=yes", "CapabilityBoundingSet=", "ProtectSystem=strict",
+                    "SystemCallArchitectures=native", "RestrictAddressFamilies="):
+            check(key in text, "unit lacks " + key)
+    finally:
+        for n in os.listdir(d):
+            os.unlink(os.path.join(d, n))
+        os.rmdir(d)
+
+
+if __name__ == "__main__":
+    main({f.__name__: f for f in (root_only_method_refused, bad_frames_close_only_their_connection,
+                                  stalled_client_does_not_delay_others, connection_cap,
+                                  unsafe_roots_refused, systemd_unit_verifies)})

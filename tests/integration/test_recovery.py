@@ -1,0 +1,97 @@
+"""boundaryd killed with SIGKILL mid-run: what it left is contained, and the
+next instance reconciles it."""
+
+import json
+import os
+import signal
+import time
+
+from harness import Failure, check, main, pids_with_cmdline
+
+
+def cgroup_members(rec):
+    with open(os.path.join(rec["cgroup"]["path"], "cgroup.procs")) as f:
+        return [int(x) for x in f.read().split()]
+
+
+def sigkill_adopt_and_timeout(env):
+    env.start()
+    first = env.root_call("system.status")["result"]["instance"]
+    p = env.gensee_bg("run", "--timeout", "4", "--json", "--", "sh", "-c", "sleep 311 & sleep 312")
+    opid = env.wait_for("operation", lambda: env.running_ops())[0]
+    env.wait_for("lineage", lambda: len(env.record(opid)["lineage"]) >= 3)
+    env.kill9()
+    # With no supervisor the tree is still held in its cgroup.
+    rec = json.load(open(os.path.join(env.state, "operations", opid, "record.json")))
+    members = cgroup_members(rec)
+    check(len(members) >= 3, "tree not contained: %r" % members)
+    check(pids_with_cmdline(b"sleep 311") and pids_with_cmdline(b"sleep 312"), "tree died early")
+    env.start()
+    st = env.root_call("system.status")["result"]
+    check(st["instance"] != first and st["operations"]["active"] == 1, "%r" % st)
+    # The adopted operation keeps its original deadline.
+    rc, out, err = env.finish(p, timeout=30)
+    check(rc == 124, "rc %d: %s" % (rc, err))
+    check(not pids_with_cmdline(b"sleep 311") and not pids_with_cmdline(b"sleep 312"), "survivors")
+    rec = env.record(opid)
+    check(rec["lifecycle"]["state"] == "timed_out", "%r" % rec["lifecycle"])
+    check(rec["supervisor"]["adopted"] is True and rec["supervisor"]["instance"] == st["instance"],
+          "%r" % rec["supervisor"])
+    check(rec["cgroup"]["cleanup"]["state"] == "removed", "%r" % rec["cgroup"])
+    check(rec["recovery_health"]["status"] == "ok", "adoption is not a violation: %r" % rec["recovery_health"])
+    check(rec["counts"]["violations"] == 0, "%r" % rec["counts"])
+
+
+def sigkill_root_gone_is_cleaned(env):
+    env.start()
+    p = env.gensee_bg("run", "--json", "--", "sh", "-c", "sleep 313 & sleep 314")
+    opid = env.wait_for("operation", lambda: env.running_ops())[0]
+    env.wait_for("lineage", lambda: len(env.record(opid)["lineage"]) >= 3)
+    rec = env.record(opid)
+    root = rec["root_process"]["pid"]
+    env.kill9()
+    try:
+        os.kill(root, signal.SIGKILL)  # the root dies while no supervisor watches
+    except ProcessLookupError:
+        raise Failure("root %d already gone; record %r; cli %r" % (root, rec, p.poll()))
+    env.wait_for("root gone", lambda: not os.path.exists("/proc/%d/stat" % root) or
+                 open("/proc/%d/stat" % root).read().split(") ")[1][0] == "Z")
+    check(pids_with_cmdline(b"sleep 313"), "leftover should still be contained")
+    env.start()
+    rec = env.wait_for("cleanup", lambda: (lambda r: r if r["cgroup"]["cleanup"]["state"] == "removed" else None)(env.record(opid)))
+    check(rec["lifecycle"]["state"] == "lost", "%r" % rec["lifecycle"])
+    check(rec["lifecycle"]["end_reason"] == "root_exited_while_supervisor_down", "%r" % rec["lifecycle"])
+    check(not pids_with_cmdline(b"sleep 313"), "leftover survived reconciliation")
+    # The launcher, retrying its end report, reaches the new instance.
+    rc, out, err = env.finish(p, timeout=30)
+    check(rc == 137, "rc %d: %s" % (rc, err))
+    rec = env.record(opid)
+    check(rec["lifecycle"]["exit"]["signal"] == 9, "%r" % rec["lifecycle"])
+
+
+def invalid_record_is_recovery_health(env):
+    env.start()
+    r = env.gensee("run", "--json", "--", "true")
+    good = json.loads(r.stdout)["operation_id"]
+    env.stop()
+    bad = "op_" + "0" * 32
+    d = os.path.join(env.state, "operations", bad)
+    os.mkdir(d, 0o700)
+    with open(os.path.join(d, "record.json"), "w") as f:
+        f.write('{"schema_version": 1, "operation_id": "op_%s"' % ("1" * 32))  # truncated, wrong id
+    before = open(os.path.join(d, "record.json")).read()
+    env.start()
+    st = env.root_call("system.status")["result"]
+    rh = st["recovery_health"]
+    check(rh["status"] == "degraded", "%r" % rh)
+    check([e["operation_id"] for e in rh["entries"]] == [bad], "%r" % rh)
+    check(rh["entries"][0]["reason"] == "invalid_record", "%r" % rh)
+    check(open(os.path.join(d, "record.json")).read() == before, "invalid record was rewritten")
+    # The good, ended operation is untouched and still visible.
+    rec = env.record(good)
+    check(rec["lifecycle"]["state"] == "exited" and rec["recovery_health"]["status"] == "ok", "%r" % rec)
+
+
+if __name__ == "__main__":
+    main({f.__name__: f for f in (sigkill_adopt_and_timeout, sigkill_root_gone_is_cleaned,
+                                  invalid_record_is_recovery_health)})
