@@ -149,7 +149,7 @@ log_dropped(void)
 	return d;
 }
 
-static void
+static void __attribute__((format(printf, 4, 0)))
 log_vformat(const char *level, int with_errno, int saved_errno, const char *fmt, va_list ap)
 {
 	char line[LOG_LINE_MAX];
