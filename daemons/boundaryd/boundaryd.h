@@ -67,9 +67,11 @@ struct operation {
 	int op_root_gone;
 	struct cgroup op_cg;
 	int op_cg_valid;
+	int op_cg_missing; /* adopted with no cgroup left to clean up */
 	enum op_phase op_phase;
 	int64_t op_deadline_ms; /* wall clock; 0: no timeout */
 	int64_t op_reap_started;
+	int op_reap_delay_ms;
 	struct event *op_pidfd_ev;
 	struct event *op_poll_ev;
 	struct event *op_timeout_ev;

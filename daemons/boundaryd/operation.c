@@ -147,20 +147,38 @@ op_lin_add(struct operation *op, pid_t pid, pid_t ppid, uint64_t start)
 	return e;
 }
 
+/* Lineage changes collected from one look at the cgroup, not yet written. */
+struct lineage_batch {
+	struct oprecord_proc *lb_procs;
+	char (*lb_exes)[256];
+	char (*lb_digs)[PROC_DIGEST_HEX];
+	size_t lb_n;
+	int lb_members;
+};
+
+static void
+lineage_batch_free(struct lineage_batch *b)
+{
+	free(b->lb_procs);
+	free(b->lb_exes);
+	free(b->lb_digs);
+	memset(b, 0, sizeof(*b));
+}
+
 /*
- * Refresh the lineage from the cgroup's members. With mark_killed every
- * current member is recorded as killed by the supervisor (called just
- * before cgroup.kill). Returns the number of members, or -1.
+ * Compare the cgroup's members with what is known: new processes, execs and
+ * exits become entries of b. With mark_killed every current member is
+ * recorded as killed by the supervisor (used just before cgroup.kill).
+ * Returns the number of members, or -1.
  */
 static int
-op_poll_lineage(struct operation *op, int mark_killed)
+op_collect_lineage(struct operation *op, int mark_killed, struct lineage_batch *b)
 {
-	struct oprecord_proc *upd;
-	char (*exes)[256], (*digs)[PROC_DIGEST_HEX];
 	pid_t *pids;
-	size_t n, nupd = 0;
+	size_t n;
 	char *cause = NULL;
 
+	memset(b, 0, sizeof(*b));
 	if (!op->op_cg_valid)
 		return -1;
 	if (cgroup_members(&op->op_cg, &pids, &n, &cause) != 0) {
@@ -169,26 +187,24 @@ op_poll_lineage(struct operation *op, int mark_killed)
 		return -1;
 	}
 	size_t cap = n + op->op_nlin + 1;
-	upd = calloc(cap, sizeof(*upd));
-	exes = calloc(cap, sizeof(*exes));
-	digs = calloc(cap, sizeof(*digs));
-	if (upd == NULL || exes == NULL || digs == NULL) {
-		free(upd);
-		free(exes);
-		free(digs);
+	size_t nlin_before = op->op_nlin;
+	int *seen = calloc(nlin_before + 1, sizeof(int));
+	b->lb_procs = calloc(cap, sizeof(*b->lb_procs));
+	b->lb_exes = calloc(cap, sizeof(*b->lb_exes));
+	b->lb_digs = calloc(cap, sizeof(*b->lb_digs));
+	if (seen == NULL || b->lb_procs == NULL || b->lb_exes == NULL || b->lb_digs == NULL) {
+		free(seen);
 		free(pids);
+		lineage_batch_free(b);
 		return -1;
 	}
-	/* Which cached entries are still members: mark all, then clear seen. */
-	int *seen = calloc(op->op_nlin + 1, sizeof(int));
-	size_t nlin_before = op->op_nlin;
 	for (size_t i = 0; i < n; i++) {
 		struct proc_stat st;
+		char exe[256];
+
 		if (proc_read_stat(pids[i], &st) != 0)
 			continue; /* exited between the list and the read */
-		struct oprecord_proc *u = &upd[nupd];
 		struct lineage_entry *e = op_lin_find(op, st.ps_pid, st.ps_start_ticks);
-		char exe[256];
 		proc_read_exe(st.ps_pid, exe, sizeof(exe));
 		int report = mark_killed;
 		if (e == NULL) {
@@ -198,61 +214,125 @@ op_poll_lineage(struct operation *op, int mark_killed)
 			util_strlcpy(e->le_exe, exe, sizeof(e->le_exe));
 			report = 1;
 		} else {
-			if (seen != NULL && (size_t)(e - op->op_lin) < nlin_before)
+			if ((size_t)(e - op->op_lin) < nlin_before)
 				seen[e - op->op_lin] = 1;
 			if (strcmp(e->le_exe, exe) != 0) {
 				util_strlcpy(e->le_exe, exe, sizeof(e->le_exe));
-				report = 1;
+				report = 1; /* same process, new image: an execve */
 			}
 		}
 		if (!report)
 			continue;
-		util_strlcpy(exes[nupd], exe, sizeof(exes[nupd]));
-		proc_argv_digest(st.ps_pid, digs[nupd]);
+		struct oprecord_proc *u = &b->lb_procs[b->lb_n];
+		util_strlcpy(b->lb_exes[b->lb_n], exe, sizeof(b->lb_exes[b->lb_n]));
+		proc_argv_digest(st.ps_pid, b->lb_digs[b->lb_n]);
 		u->op_pid = st.ps_pid;
 		u->op_ppid = st.ps_ppid;
 		u->op_start = st.ps_start_ticks;
-		u->op_exe = exes[nupd];
-		u->op_argv_digest = digs[nupd];
+		u->op_exe = b->lb_exes[b->lb_n];
+		u->op_argv_digest = b->lb_digs[b->lb_n];
 		u->op_killed = mark_killed;
-		nupd++;
+		b->lb_n++;
 	}
 	for (size_t i = 0; i < nlin_before; i++) {
 		struct lineage_entry *e = &op->op_lin[i];
-		if (e->le_gone || (seen != NULL && seen[i]))
+		if (e->le_gone || seen[i])
 			continue;
 		e->le_gone = 1;
-		struct oprecord_proc *u = &upd[nupd++];
+		struct oprecord_proc *u = &b->lb_procs[b->lb_n++];
 		u->op_pid = e->le_pid;
 		u->op_ppid = e->le_ppid;
 		u->op_start = e->le_start;
 		u->op_exited = 1;
 	}
 	free(seen);
-	if (nupd > 0) {
-		struct oprecord_lineage lin = { upd, nupd };
-		if (oprecord_update(op->op_dirfd, op->op_id, oprecord_mut_lineage, &lin, NULL,
-			&cause) != 0) {
-			log_warnx("%s: lineage update: %s", op->op_id, cause);
-			free(cause);
-		}
-	}
-	free(upd);
-	free(exes);
-	free(digs);
 	free(pids);
+	b->lb_members = (int)n;
 	return (int)n;
 }
 
 /*
- * Decide the terminal state, then make the tree go away: the state is
- * written before cgroup.kill so that the launcher, woken by its child's
+ * Apply several mutators in one locked update: one reload, one write, one
+ * fsync, instead of one each.
+ */
+struct op_batch {
+	struct {
+		int (*fn)(struct json_object *, void *, char **);
+		void *arg;
+	} ob_items[4];
+	size_t ob_n;
+};
+
+static int
+op_mut_batch(struct json_object *rec, void *arg, char **cause)
+{
+	struct op_batch *b = arg;
+	int changed = 0;
+	for (size_t i = 0; i < b->ob_n; i++) {
+		int r = b->ob_items[i].fn(rec, b->ob_items[i].arg, cause);
+		if (r < 0)
+			return -1;
+		if (r == 0)
+			changed = 1;
+	}
+	return changed ? 0 : 1;
+}
+
+static void
+op_batch_add(struct op_batch *b, int (*fn)(struct json_object *, void *, char **), void *arg)
+{
+	if (b->ob_n < nitems(b->ob_items)) {
+		b->ob_items[b->ob_n].fn = fn;
+		b->ob_items[b->ob_n].arg = arg;
+		b->ob_n++;
+	}
+}
+
+static void
+op_batch_write(struct operation *op, struct op_batch *b, const char *what)
+{
+	char *cause = NULL;
+	if (b->ob_n == 0)
+		return;
+	if (oprecord_update(op->op_dirfd, op->op_id, op_mut_batch, b, NULL, &cause) != 0) {
+		log_warnx("%s: %s: %s", op->op_id, what, cause);
+		free(cause);
+	}
+}
+
+/* Refresh the lineage and write what changed. */
+static void
+op_poll_lineage(struct operation *op)
+{
+	struct lineage_batch lb;
+	struct op_batch b = { .ob_n = 0 };
+	struct oprecord_lineage lin;
+
+	if (op_collect_lineage(op, 0, &lb) < 0)
+		return;
+	if (lb.lb_n > 0) {
+		lin.ol_procs = lb.lb_procs;
+		lin.ol_n = lb.lb_n;
+		op_batch_add(&b, oprecord_mut_lineage, &lin);
+		op_batch_write(op, &b, "lineage");
+	}
+	lineage_batch_free(&lb);
+}
+
+/*
+ * Decide the terminal state, then make the tree go away. The state, the
+ * refreshed lineage and the processes about to be killed are written in one
+ * update before cgroup.kill, so that the launcher, woken by its child's
  * death, already reads the reason.
  */
 void
 operation_finish(struct operation *op, const char *state, const char *reason)
 {
 	struct oprecord_lifecycle l = { .ol_state = state, .ol_reason = reason };
+	struct oprecord_cgroup c = { 0 };
+	struct oprecord_lineage lin;
+	struct lineage_batch lb;
+	struct op_batch b = { .ob_n = 0 };
 	char *cause = NULL;
 
 	if (op->op_phase != OP_RUNNING)
@@ -262,32 +342,30 @@ operation_finish(struct operation *op, const char *state, const char *reason)
 		event_del(op->op_poll_ev);
 	if (op->op_timeout_ev != NULL)
 		event_del(op->op_timeout_ev);
-	op_poll_lineage(op, 0);
-	if (oprecord_update(op->op_dirfd, op->op_id, oprecord_mut_lifecycle, &l, NULL, &cause) != 0) {
-		log_warnx("%s: lifecycle %s: %s", op->op_id, state, cause);
-		free(cause);
-		cause = NULL;
+	int populated = op->op_cg_valid ? cgroup_populated(&op->op_cg) : 0;
+	int members = op_collect_lineage(op, populated != 0, &lb);
+	if (members >= 0 && lb.lb_n > 0) {
+		lin.ol_procs = lb.lb_procs;
+		lin.ol_n = lb.lb_n;
+		op_batch_add(&b, oprecord_mut_lineage, &lin);
 	}
+	op_batch_add(&b, oprecord_mut_lifecycle, &l);
+	if (populated != 0 && members > 0) {
+		c.ocg_killed_leftovers = members;
+		op_batch_add(&b, oprecord_mut_cgroup, &c);
+	}
+	op_batch_write(op, &b, state);
+	if (members >= 0)
+		lineage_batch_free(&lb);
 	log_info("%s: %s (%s)", op->op_id, state, reason);
-	if (op->op_cg_valid && cgroup_populated(&op->op_cg) != 0) {
-		int n = op_poll_lineage(op, 1);
-		if (cgroup_kill(&op->op_cg, &cause) != 0) {
-			log_warnx("%s: %s", op->op_id, cause);
-			free(cause);
-			cause = NULL;
-		}
-		if (n > 0) {
-			struct oprecord_cgroup c = { .ocg_killed_leftovers = n };
-			if (oprecord_update(op->op_dirfd, op->op_id, oprecord_mut_cgroup, &c, NULL,
-				&cause) != 0) {
-				log_warnx("%s: %s", op->op_id, cause);
-				free(cause);
-			}
-		}
+	if (populated != 0 && cgroup_kill(&op->op_cg, &cause) != 0) {
+		log_warnx("%s: %s", op->op_id, cause);
+		free(cause);
 	}
 	op->op_reap_started = util_monotonic_ms();
+	op->op_reap_delay_ms = 0;
 	op->op_reap_ev = evtimer_new(op->op_bd->bd_base, op_reap_cb, op);
-	struct timeval tv = { 0, OP_REAP_POLL_MS * 1000 };
+	struct timeval tv = { 0, 0 };
 	if (op->op_reap_ev != NULL)
 		evtimer_add(op->op_reap_ev, &tv);
 }
@@ -307,13 +385,26 @@ op_reap_cb(evutil_socket_t fd, short what, void *arg)
 	if ((populated != 0 || !op_root_exited(op)) && waited < OP_REAP_MAX_MS) {
 		if (populated > 0 && waited > OP_REAP_MAX_MS / 2 && op->op_cg_valid)
 			cgroup_kill(&op->op_cg, NULL);
-		struct timeval tv = { 0, OP_REAP_POLL_MS * 1000 };
+		/* Back off from 1 ms: most trees are gone within a few. */
+		op->op_reap_delay_ms = op->op_reap_delay_ms ? 2 * op->op_reap_delay_ms : 1;
+		if (op->op_reap_delay_ms > OP_REAP_POLL_MS)
+			op->op_reap_delay_ms = OP_REAP_POLL_MS;
+		struct timeval tv = { 0, op->op_reap_delay_ms * 1000 };
 		evtimer_add(op->op_reap_ev, &tv);
 		return;
 	}
 	struct oprecord_cgroup c = { 0 };
+	struct oprecord_lineage lin;
+	struct lineage_batch lb;
+	struct op_batch b = { .ob_n = 0 };
+	int collected = -1;
 	if (populated == 0 && op->op_cg_valid) {
-		op_poll_lineage(op, 0); /* every member is gone now */
+		collected = op_collect_lineage(op, 0, &lb); /* every member is gone now */
+		if (collected >= 0 && lb.lb_n > 0) {
+			lin.ol_procs = lb.lb_procs;
+			lin.ol_n = lb.lb_n;
+			op_batch_add(&b, oprecord_mut_lineage, &lin);
+		}
 		if (cgroup_remove(&op->op_cg, &cause) == 0) {
 			op->op_cg_valid = 0;
 			c.ocg_attachment = "released";
@@ -325,14 +416,17 @@ op_reap_cb(evutil_socket_t fd, short what, void *arg)
 	} else if (op->op_cg_valid) {
 		c.ocg_cleanup = "failed";
 		c.ocg_detail = "cgroup still populated after kill";
+	} else if (op->op_cg_missing) {
+		c.ocg_attachment = "released";
+		c.ocg_cleanup = "removed"; /* already gone when this instance looked */
 	} else {
-		c.ocg_cleanup = "removed";
+		c.ocg_cleanup = "failed";
+		c.ocg_detail = "cgroup could not be opened";
 	}
-	char *cause2 = NULL;
-	if (oprecord_update(op->op_dirfd, op->op_id, oprecord_mut_cgroup, &c, NULL, &cause2) != 0) {
-		log_warnx("%s: %s", op->op_id, cause2);
-		free(cause2);
-	}
+	op_batch_add(&b, oprecord_mut_cgroup, &c);
+	op_batch_write(op, &b, "cleanup");
+	if (collected >= 0)
+		lineage_batch_free(&lb);
 	if (c.ocg_detail != NULL)
 		log_warnx("%s: cgroup cleanup failed: %s", op->op_id, c.ocg_detail);
 	free(cause);
@@ -364,7 +458,7 @@ op_poll_cb(evutil_socket_t fd, short what, void *arg)
 {
 	(void)fd;
 	(void)what;
-	op_poll_lineage(arg, 0);
+	op_poll_lineage(arg);
 }
 
 /* Create the events that supervise a running operation. */
@@ -587,16 +681,27 @@ operation_create(struct boundaryd *bd, const struct peer *p, struct json_object 
 	}
 	struct oprecord_lifecycle l = { .ol_state = OPSTATE_RUNNING };
 	struct oprecord_cgroup cg = { .ocg_attachment = "attached" };
-	if (oprecord_update(op->op_dirfd, op->op_id, oprecord_mut_lifecycle, &l, NULL, &cause) != 0 ||
-	    oprecord_update(op->op_dirfd, op->op_id, oprecord_mut_cgroup, &cg, NULL, &cause) != 0 ||
-	    op_arm(op) != 0) {
+	struct oprecord_lineage lin;
+	struct lineage_batch lb;
+	struct op_batch b = { .ob_n = 0 };
+	op_batch_add(&b, oprecord_mut_lifecycle, &l);
+	op_batch_add(&b, oprecord_mut_cgroup, &cg);
+	int collected = op_collect_lineage(op, 0, &lb);
+	if (collected >= 0 && lb.lb_n > 0) {
+		lin.ol_procs = lb.lb_procs;
+		lin.ol_n = lb.lb_n;
+		op_batch_add(&b, oprecord_mut_lineage, &lin);
+	}
+	int wr = oprecord_update(op->op_dirfd, op->op_id, op_mut_batch, &b, NULL, &cause);
+	if (collected >= 0)
+		lineage_batch_free(&lb);
+	if (wr != 0 || op_arm(op) != 0) {
 		reply_error(r, PE_STATE, "%s", cause ? cause : "cannot arm supervision");
 		free(cause);
 		op_fail_create(op, "supervision_failed");
 		return;
 	}
 	TAILQ_INSERT_TAIL(&bd->bd_ops, op, op_entry);
-	op_poll_lineage(op, 0);
 	log_info("%s: created for uid %u, root %d, cgroup %s (id %llu)", op->op_id,
 	    (unsigned)op->op_uid, (int)op->op_root_pid, op->op_cg.cg_path,
 	    (unsigned long long)op->op_cg.cg_id);
@@ -879,6 +984,8 @@ operation_adopt(struct boundaryd *bd, const char *id, int dirfd, struct json_obj
 	snprintf(rel, sizeof(rel), "%s/%s", CGROUP_BASE, id);
 	if (bd->bd_have_cgroup && cgroup_open(bd->bd_cgroup_mount, rel, &op->op_cg, NULL) == 0)
 		op->op_cg_valid = 1;
+	else if (errno == ENOENT)
+		op->op_cg_missing = 1;
 	op->op_pidfd = proc_pidfd_open(op->op_root_pid);
 	if (op->op_pidfd >= 0 &&
 	    (proc_identity_matches(op->op_root_pid, op->op_root_start) != 0 ||
