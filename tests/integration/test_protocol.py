@@ -202,7 +202,17 @@ def systemd_unit_verifies(env):
         os.rmdir(d)
 
 
+def apparmor_profile_parses(env):
+    # AppArmor is compiled in but not active here: the profile is checked by
+    # the parser (syntax and semantics) without loading it into the kernel.
+    prof = os.path.join(SOURCE, "apparmor", "usr.local.sbin.gensee-boundaryd")
+    r = subprocess.run(["apparmor_parser", "-Q", "-K", "-T", prof], capture_output=True,
+                       text=True, timeout=60)
+    check(r.returncode == 0, "apparmor_parser: " + r.stderr)
+
+
 if __name__ == "__main__":
     main({f.__name__: f for f in (root_only_method_refused, bad_frames_close_only_their_connection,
                                   stalled_client_does_not_delay_others, connection_cap,
-                                  unsafe_roots_refused, systemd_unit_verifies)})
+                                  unsafe_roots_refused, systemd_unit_verifies,
+                                  apparmor_profile_parses)})
