@@ -29,6 +29,7 @@ struct json_object;
 #define PE_CGROUP "cgroup_unavailable"
 #define PE_STATE "state_error"
 #define PE_CONFLICT "conflict"
+#define PE_LIMIT "limit_exceeded"
 #define PE_INTERNAL "internal_error"
 #define PE_SHUTTING_DOWN "shutting_down"
 

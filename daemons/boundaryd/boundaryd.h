@@ -29,6 +29,8 @@ struct evconnlistener;
 #define CONTROL_FRAME_DEADLINE_SEC 5
 #define CONTROL_IDLE_SEC 60
 #define CONTROL_OUTPUT_MAX (8u * 1024u * 1024u)
+/* Active operations one non-root uid may hold: bounds cgroups and records. */
+#define OP_MAX_PER_UID 64
 #define OP_POLL_MS 100
 #define OP_REAP_POLL_MS 20
 #define OP_REAP_MAX_MS 5000

@@ -591,6 +591,17 @@ operation_create(struct boundaryd *bd, const struct peer *p, struct json_object 
 		reply_error(r, PE_CGROUP, "this host has no cgroup v2 mount");
 		return;
 	}
+	if (p->pr_uid != 0) {
+		struct operation *o;
+		int held = 0;
+		TAILQ_FOREACH(o, &bd->bd_ops, op_entry)
+			held += o->op_uid == p->pr_uid;
+		if (held >= OP_MAX_PER_UID) {
+			reply_error(r, PE_LIMIT, "uid %u already has %d active operations",
+			    (unsigned)p->pr_uid, held);
+			return;
+		}
+	}
 	if (op_verify_child(p, &c, &pidfd, r) != 0) {
 		if (pidfd >= 0)
 			close(pidfd);
