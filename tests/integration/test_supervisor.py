@@ -160,7 +160,19 @@ def users_see_only_their_own(env):
     check(reply.get("error", {}).get("code") == "invalid_params", "%r" % reply)
 
 
+def per_user_limit(env):
+    env.start()
+    for i in range(64):
+        env.gensee_bg("run", "--", "sleep", "307")
+    env.wait_for("64 operations", lambda: len(env.running_ops()) == 64, timeout=60)
+    r = env.gensee("run", "--", "true")
+    check(r.returncode == 125 and "limit_exceeded" in r.stderr, "%d %s" % (r.returncode, r.stderr))
+    # Root is not limited.
+    r = env.gensee("run", "--", "true", as_root=True)
+    check(r.returncode == 0, r.stderr)
+
+
 if __name__ == "__main__":
     main({f.__name__: f for f in (run_exit_code, timeout_kills_tree, leftovers_killed_at_root_exit,
                                   end_by_request, no_supervisor_no_run, nested_run_refused,
-                                  not_child_refused, users_see_only_their_own)})
+                                  not_child_refused, users_see_only_their_own, per_user_limit)})
