@@ -1,11 +1,205 @@
-/* status.c: `gensee status` (host probes land in lib/hostcaps.c). */
+/*
+ * status.c: `gensee status [--json]`: host capabilities (lib/hostcaps.c)
+ * and which daemons answer. The command is informational: a daemon that is
+ * down is reported, not an error.
+ */
+#include <sys/stat.h>
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <json-c/json.h>
+
 #include "cli.h"
+#include "client.h"
+#include "hostcaps.h"
+#include "schema.h"
+
+/*
+ * The daemons and the socket each answers on. DESIGN.md names no socket
+ * of their own for sensord and tcloned (they talk to boundaryd on
+ * boundary.sock); the names here are placeholders until they exist.
+ */
+static const struct {
+	const char *name;
+	const char *socket;
+} status_daemons[] = {
+	{ "gensee-boundaryd", "client.sock" },
+	{ "gensee-httpmediatord", "mediator.sock" },
+	{ "gensee-sensord", "sensord.sock" },
+	{ "gensee-tcloned", "tcloned.sock" },
+};
+
+/* Print the usage line to f. */
+static void
+status_usage(FILE *f)
+{
+	fprintf(f, "usage: gensee status [--json]\n");
+}
+
+/* Fill a daemon entry that does not answer. */
+static void __attribute__((format(printf, 2, 3)))
+status_down(struct json_object *e, const char *fmt, ...)
+{
+	va_list ap;
+	char *s = NULL;
+
+	va_start(ap, fmt);
+	if (vasprintf(&s, fmt, ap) < 0)
+		s = NULL;
+	va_end(ap);
+	json_object_object_add(e, "answering", json_object_new_boolean(0));
+	json_object_object_add(e, "detail", json_object_new_string(s != NULL ? s : "not running"));
+	free(s);
+}
+
+/*
+ * Ask the daemon on socket sock for system.status. A missing socket means
+ * not running; a socket that refuses or a daemon that errors is reported
+ * with the reason, since that is what an administrator has to fix.
+ */
+static struct json_object *
+status_daemon(const char *sock)
+{
+	struct json_object *e = json_object_new_object(), *res;
+	struct client_error err;
+	struct stat st;
+	char path[4096], *cause = NULL;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%s", client_runtime_dir(), sock);
+	json_object_object_add(e, "socket", json_object_new_string(path));
+	if (lstat(path, &st) != 0) {
+		if (errno == ENOENT)
+			status_down(e, "not running");
+		else
+			status_down(e, "not running (%s: %s)", path, strerror(errno));
+		return e;
+	}
+	fd = client_connect(sock, &cause);
+	if (fd < 0) {
+		status_down(e, "not running (%s)", cause != NULL ? cause : "connect failed");
+		free(cause);
+		return e;
+	}
+	if (close(fd) != 0 && errno != EINTR) {
+		status_down(e, "close: %s", strerror(errno));
+		return e;
+	}
+	if (client_call(sock, "system.status", json_object_new_object(), &res, &err) != 0) {
+		status_down(e, "socket connects but system.status failed: %s: %s", err.ce_code,
+		    err.ce_message);
+		client_error_clear(&err);
+		return e;
+	}
+	json_object_object_add(e, "answering", json_object_new_boolean(1));
+	json_object_object_add(e, "status", res);
+	return e;
+}
+
+/* One line summarising a daemon's system.status result. */
+static void
+status_print_summary(struct json_object *st)
+{
+	const char *instance = schema_string(st, "instance");
+	const char *rh = schema_string(schema_child(st, "recovery_health"), "status");
+
+	printf("pid %lld", (long long)schema_int(st, "pid", 0));
+	if (schema_string(st, "version") != NULL)
+		printf(", version %s", schema_string(st, "version"));
+	if (instance != NULL)
+		printf(", instance %s", instance);
+	if (schema_child(st, "uptime_ms") != NULL)
+		printf(", up %llds", (long long)(schema_int(st, "uptime_ms", 0) / 1000));
+	if (schema_child(st, "operations") != NULL)
+		printf(", %lld active operation(s)",
+		    (long long)schema_int(schema_child(st, "operations"), "active", 0));
+	if (rh != NULL)
+		printf(", recovery %s", rh);
+	printf("\n");
+}
+
+/* The readable form: an aligned capability table, then the daemons. */
+static void
+status_print_text(struct json_object *host, struct json_object *daemons)
+{
+	int w = (int)strlen("CAPABILITY");
+
+	json_object_object_foreach(host, k0, v0) {
+		(void)v0;
+		if ((int)strlen(k0) > w)
+			w = (int)strlen(k0);
+	}
+	printf("%-*s  %-9s  %s\n", w, "CAPABILITY", "AVAILABLE", "DETAIL");
+	json_object_object_foreach(host, k1, v1) {
+		printf("%-*s  %-9s  %s\n", w, k1, schema_bool(v1, "available", 0) ? "yes" : "no",
+		    schema_string(v1, "detail") != NULL ? schema_string(v1, "detail") : "");
+	}
+
+	printf("\n%-*s  %-9s  %s\n", w, "DAEMON", "ANSWERING", "DETAIL");
+	json_object_object_foreach(daemons, k2, v2) {
+		int up = schema_bool(v2, "answering", 0);
+		printf("%-*s  %-9s  ", w, k2, up ? "yes" : "no");
+		if (up)
+			status_print_summary(schema_child(v2, "status"));
+		else
+			printf("%s\n", schema_string(v2, "detail") != NULL ?
+			    schema_string(v2, "detail") : "not running");
+	}
+}
+
 int
 cmd_status(int argc, char **argv)
 {
-	(void)argc;
-	(void)argv;
-	fprintf(stderr, "gensee status: not built yet\n");
-	return 1;
+	static const struct option longopts[] = {
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct json_object *out, *host, *daemons;
+	int ch, json = 0;
+
+	optind = 1;
+	while ((ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+		switch (ch) {
+		case 'j':
+			json = 1;
+			break;
+		case 'h':
+			status_usage(stdout);
+			return 0;
+		default:
+			status_usage(stderr);
+			return 2;
+		}
+	}
+	if (optind != argc) {
+		status_usage(stderr);
+		return 2;
+	}
+
+	host = hostcaps_probe();
+	if (host == NULL) {
+		fprintf(stderr, "gensee status: out of memory\n");
+		return 1;
+	}
+	daemons = json_object_new_object();
+	for (size_t i = 0; i < sizeof(status_daemons) / sizeof(status_daemons[0]); i++)
+		json_object_object_add(daemons, status_daemons[i].name,
+		    status_daemon(status_daemons[i].socket));
+	out = json_object_new_object();
+	json_object_object_add(out, "host", host);
+	json_object_object_add(out, "daemons", daemons);
+
+	if (json)
+		cli_print_json(out);
+	else
+		status_print_text(host, daemons);
+	json_object_put(out);
+	return 0;
 }
