@@ -37,6 +37,7 @@
 #include <linux/seccomp.h>
 
 #include <json-c/json.h>
+#include <zlib.h>
 #include <libmnl/libmnl.h>
 #include <libnftnl/chain.h>
 #include <libnftnl/common.h>
@@ -120,6 +121,35 @@ hostcaps_read_trim(const char *path)
 	while (len > 0 && isspace((unsigned char)s[len - 1]))
 		s[--len] = '\0';
 	return s;
+}
+
+/*
+ * The kernel's build configuration for one option ("y", "m" or "n"), from
+ * /proc/config.gz or /boot/config-RELEASE; NULL when neither is readable.
+ */
+static const char *
+hostcaps_kconfig(struct hostcaps_ctx *hc, const char *option)
+{
+	char path[PATH_MAX], line[512];
+	size_t olen = strlen(option);
+	const char *val = NULL;
+	gzFile gz = gzopen("/proc/config.gz", "rb");
+
+	if (gz == NULL) {
+		snprintf(path, sizeof(path), "/boot/config-%s", hc->hc_uts.release);
+		gz = gzopen(path, "rb"); /* zlib reads plain files too */
+	}
+	if (gz == NULL)
+		return NULL;
+	val = "n";
+	while (gzgets(gz, line, (int)sizeof(line)) != NULL) {
+		if (strncmp(line, option, olen) == 0 && line[olen] == '=') {
+			val = line[olen + 1] == 'y' ? "y" : line[olen + 1] == 'm' ? "m" : "n";
+			break;
+		}
+	}
+	gzclose(gz);
+	return val;
 }
 
 /* 1 if path exists (without following a final symlink), else 0. */
@@ -903,9 +933,14 @@ hostcaps_apparmor(struct hostcaps_ctx *hc)
 	flag = hostcaps_read_trim("/sys/module/apparmor/parameters/enabled");
 	if (flag == NULL) {
 		int saved = errno;
+		const char *k = hostcaps_kconfig(hc, "CONFIG_SECURITY_APPARMOR");
 		hostcaps_add(e, "enabled", json_object_new_boolean(0));
-		if (saved == ENOENT)
-			hostcaps_set(e, 0, "not built into this kernel");
+		hostcaps_add(e, "kconfig", k != NULL ? json_object_new_string(k) : NULL);
+		if (saved == ENOENT && k != NULL && strcmp(k, "y") == 0)
+			hostcaps_set(e, 0, "compiled in (CONFIG_SECURITY_APPARMOR=y) but not active");
+		else if (saved == ENOENT)
+			hostcaps_set(e, 0, "not built into this kernel%s",
+			    k != NULL ? " (CONFIG_SECURITY_APPARMOR is not set)" : "");
 		else
 			hostcaps_set(e, 0, "/sys/module/apparmor/parameters/enabled: %s",
 			    strerror(saved));
@@ -950,10 +985,15 @@ hostcaps_selinux(struct hostcaps_ctx *hc)
 		hostcaps_set(e, 1, "enabled; /sys/fs/selinux/enforce: %s", strerror(saved));
 		return e;
 	}
+	const char *k = hostcaps_kconfig(hc, "CONFIG_SECURITY_SELINUX");
 	hostcaps_add(e, "enforcing", json_object_new_boolean(0));
+	hostcaps_add(e, "kconfig", k != NULL ? json_object_new_string(k) : NULL);
 	if (hc->hc_filesystems != NULL && hostcaps_filesystems_has(hc->hc_filesystems,
 	    "selinuxfs"))
 		hostcaps_set(e, 0, "built in but disabled or selinuxfs not mounted");
+	else if (k != NULL && strcmp(k, "y") == 0)
+		hostcaps_set(e, 0, "compiled in (CONFIG_SECURITY_SELINUX=y) but not active "
+		    "(not in the active LSM list)");
 	else
 		hostcaps_set(e, 0, "not built into this kernel");
 	return e;

@@ -28,5 +28,32 @@ def watch_records_descendant_execs(env):
     check(r.returncode != 0, "watch of a missing pid succeeded")
 
 
+def status_reports_host_and_daemons(env):
+    r = env.gensee("status", "--json")
+    check(r.returncode == 0, r.stderr)
+    out = json.loads(r.stdout)
+    check(out["daemons"]["gensee-boundaryd"]["answering"] is False, "answering with no daemon")
+    env.start()
+    for as_root in (False, True):
+        r = env.gensee("status", "--json", as_root=as_root)
+        check(r.returncode == 0, r.stderr)
+        out = json.loads(r.stdout)
+        host = out["host"]
+        for key in ("fanotify_permission_events", "seccomp", "cgroup_v2", "nftables", "landlock",
+                    "bpf_mount", "apparmor", "selinux", "proc_connector", "speculation_backends"):
+            check(isinstance(host[key]["available"], bool), "%s: %r" % (key, host.get(key)))
+        check(host["cgroup_v2"]["mount"] == env.cgmount, "cgroup mount %r" % host["cgroup_v2"])
+        bd = out["daemons"]["gensee-boundaryd"]
+        check(bd["answering"] is True and bd["status"]["daemon"] == "gensee-boundaryd", "%r" % bd)
+        # Permission events need root: as the test user the probe must say so.
+        if not as_root:
+            check(host["fanotify_permission_events"]["available"] is False and
+                  "root" in host["fanotify_permission_events"]["detail"], "%r" % host["fanotify_permission_events"])
+        else:
+            check(host["fanotify_permission_events"]["available"] is True, "%r" % host["fanotify_permission_events"])
+    r = env.gensee("status")
+    check(r.returncode == 0 and "gensee-boundaryd" in r.stdout and "cgroup_v2" in r.stdout, r.stdout)
+
+
 if __name__ == "__main__":
-    main({f.__name__: f for f in (watch_records_descendant_execs,)})
+    main({f.__name__: f for f in (watch_records_descendant_execs, status_reports_host_and_daemons)})
