@@ -1,0 +1,133 @@
+/*
+ * nft.h: nftables generations through libnftnl + libmnl (no nft binary).
+ *
+ * One table per operation (family inet). A generation is one netlink batch,
+ * which the kernel commits atomically: a packet sees either the previous
+ * generation or the new one, never a mix and never no policy. Element
+ * deltas (a lease granted or revoked) are batches too.
+ *
+ * Table layout (the same ruleset in nft syntax is what nft_policy_text()
+ * prints):
+ *
+ *   table inet NAME {
+ *     set allow4 { type ipv4_addr . inet_proto . inet_service; flags interval; }
+ *     set allow6 { type ipv6_addr . inet_proto . inet_service; flags interval; }
+ *     set deny4  { ... same as allow4 ... }
+ *     set deny6  { ... same as allow6 ... }
+ *     chain output  { type filter hook output priority 0; policy accept;       (cgroup subject)
+ *                     socket cgroupv2 level L <cgroup id> jump policy }
+ *     chain forward { type filter hook forward priority 0; policy accept;      (source_address subject)
+ *                     ip[6] saddr SRC jump policy }
+ *     chain input   { type filter hook input priority 0; policy accept;        (source_address subject)
+ *                     ip[6] saddr SRC jump policy }
+ *     chain policy {
+ *       meta nfproto ipv4 ip daddr . meta l4proto . th dport @deny4 jump blocked
+ *       meta nfproto ipv6 ip6 daddr . meta l4proto . th dport @deny6 jump blocked
+ *       meta nfproto ipv4 ip daddr . meta l4proto . th dport @allow4 counter accept   (allowlist)
+ *       meta nfproto ipv6 ip6 daddr . meta l4proto . th dport @allow6 counter accept  (allowlist)
+ *       jump blocked                                                                  (allowlist)
+ *       counter accept                                                                (denylist)
+ *     }
+ *     chain blocked {
+ *       meta nftrace set 1
+ *       meta l4proto tcp counter reject with tcp reset
+ *       counter reject with icmpx admin-prohibited
+ *     }
+ *   }
+ *
+ * No conntrack shortcut: every packet is checked, so removing a grant stops
+ * an established flow too.
+ */
+#ifndef GENSEE_NFT_H
+#define GENSEE_NFT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define NFT_TABLE_PREFIX "gensee_"
+#define NFT_TABLE_NAME_MAX 64
+
+/* One element: an inclusive address range, one protocol, a port range. */
+struct nft_elem {
+	int ne_family;		/* AF_INET or AF_INET6 */
+	uint8_t ne_addr_lo[16];	/* network byte order; first 4 bytes for AF_INET */
+	uint8_t ne_addr_hi[16];
+	uint8_t ne_proto;	/* IPPROTO_TCP or IPPROTO_UDP */
+	uint16_t ne_port_lo;	/* host byte order, inclusive */
+	uint16_t ne_port_hi;
+};
+
+enum nft_subject {
+	NFT_SUBJECT_CGROUP,		/* output of sockets in one cgroup v2 subtree */
+	NFT_SUBJECT_SOURCE_ADDRESS,	/* forward and host input from one address */
+};
+
+enum nft_mode {
+	NFT_MODE_ALLOWLIST,	/* reject everything outside allow (deny checked first) */
+	NFT_MODE_DENYLIST,	/* monitor: reject only deny, accept the rest */
+};
+
+struct nft_policy {
+	const char *np_table;
+	enum nft_subject np_subject;
+	uint64_t np_cgroup_id;		/* cgroup subject: directory inode */
+	int np_cgroup_level;		/* depth below the v2 root (gensee/op_x: 2) */
+	int np_src_family;		/* source_address subject */
+	uint8_t np_src_addr[16];
+	enum nft_mode np_mode;
+	const struct nft_elem *np_allow;
+	size_t np_nallow;
+	const struct nft_elem *np_deny;
+	size_t np_ndeny;
+	uint64_t np_generation;		/* stored in the table's userdata */
+	const char *np_owner;		/* stored in the table's userdata (operation id) */
+};
+
+struct nft_ctx;
+
+int nft_open(struct nft_ctx **ctx, char **cause);
+void nft_close(struct nft_ctx *ctx);
+
+/*
+ * Install a whole generation in one batch: the table is created if absent,
+ * deleted and re-created with every set, element, chain and rule. Every
+ * netlink ack is read; on any error nothing of the batch is applied and
+ * *cause names the failing message and errno.
+ */
+int nft_generation_commit(struct nft_ctx *ctx, const struct nft_policy *p, char **cause);
+
+/*
+ * Add and remove elements of the allow sets in one batch (lease grant or
+ * revocation) and record the new generation in the table's userdata.
+ */
+int nft_elements_update(struct nft_ctx *ctx, const char *table, uint64_t generation,
+    const struct nft_elem *add, size_t nadd, const struct nft_elem *del, size_t ndel,
+    char **cause);
+
+/* Delete a table; a missing table is not an error. */
+int nft_table_delete(struct nft_ctx *ctx, const char *table, char **cause);
+
+struct nft_table_info {
+	char nti_name[NFT_TABLE_NAME_MAX];
+	uint64_t nti_generation;	/* from userdata, 0 if unreadable */
+	char nti_owner[64];		/* from userdata, "" if unreadable */
+};
+/* Every inet table whose name starts with NFT_TABLE_PREFIX (caller frees). */
+int nft_tables_list(struct nft_ctx *ctx, struct nft_table_info **out, size_t *n, char **cause);
+
+struct nft_counters {
+	uint64_t nc_allowed_packets, nc_allowed_bytes;
+	uint64_t nc_blocked_packets, nc_blocked_bytes;
+};
+/* Sum of the allow-rule and reject-rule counters of a table. */
+int nft_counters_read(struct nft_ctx *ctx, const char *table, struct nft_counters *out,
+    char **cause);
+
+/*
+ * The same ruleset in nft(8) syntax (heap string), for `gensee debug
+ * network-plan`, for the benchmark against `nft -f`, and for tests that
+ * compare what the kernel holds after each path.
+ */
+char *nft_policy_text(const struct nft_policy *p, const char *cgroup_path);
+
+#endif
