@@ -103,7 +103,14 @@ frame_parse_payload(const uint8_t *buf, size_t len, struct json_object **out)
 	tok = json_tokener_new_ex(FRAME_JSON_DEPTH);
 	if (tok == NULL)
 		return FRAME_ERR_NOMEM;
-	json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
+	/*
+	 * STRICT alone makes json-c fail the whole parse on any byte after the
+	 * object, so trailing data would be reported as invalid JSON and the
+	 * check below could never fire. ALLOW_TRAILING_CHARS stops the tokener
+	 * after the object; the loop below then rejects what follows.
+	 */
+	json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_ALLOW_TRAILING_CHARS |
+	    JSON_TOKENER_VALIDATE_UTF8);
 	obj = json_tokener_parse_ex(tok, (const char *)buf, (int)len);
 	if (obj == NULL) {
 		json_tokener_free(tok);
