@@ -350,6 +350,13 @@ add_int(struct json_object *o, const char *key, int64_t delta)
 	json_object_object_add(o, key, json_object_new_int64(schema_int(o, key, 0) + delta));
 }
 
+/* Would add_int(o, key, delta) (delta >= 0) pass INT64_MAX? */
+static int
+add_would_overflow(struct json_object *o, const char *key, int64_t delta)
+{
+	return schema_int(o, key, 0) > INT64_MAX - delta;
+}
+
 int
 oprecord_mut_counts(struct json_object *rec, void *arg, char **cause)
 {
@@ -360,6 +367,20 @@ oprecord_mut_counts(struct json_object *rec, void *arg, char **cause)
 	if (c->oc_effects < 0 || c->oc_violations < 0 || c->oc_allowed_packets < 0 ||
 	    c->oc_allowed_bytes < 0 || c->oc_blocked_packets < 0 || c->oc_blocked_bytes < 0) {
 		util_cause(cause, "counts only grow");
+		return -1;
+	}
+	/*
+	 * A sum past INT64_MAX is undefined behaviour and in practice wraps the
+	 * counter negative, which would make it shrink: refuse the whole change
+	 * before touching any field.
+	 */
+	if (add_would_overflow(counts, "effects", c->oc_effects) ||
+	    add_would_overflow(counts, "violations", c->oc_violations) ||
+	    add_would_overflow(net, "allowed_packets", c->oc_allowed_packets) ||
+	    add_would_overflow(net, "allowed_bytes", c->oc_allowed_bytes) ||
+	    add_would_overflow(net, "blocked_packets", c->oc_blocked_packets) ||
+	    add_would_overflow(net, "blocked_bytes", c->oc_blocked_bytes)) {
+		util_cause(cause, "count overflow refused");
 		return -1;
 	}
 	add_int(counts, "effects", c->oc_effects);
