@@ -22,7 +22,12 @@ safefs_openat(int dirfd, const char *rel, int flags, mode_t mode)
 
 	memset(&how, 0, sizeof(how));
 	how.flags = (uint64_t)(flags | O_CLOEXEC | O_NOFOLLOW);
-	if (flags & (O_CREAT | O_TMPFILE))
+	/*
+	 * O_TMPFILE includes the O_DIRECTORY bit, so "flags & O_TMPFILE" is
+	 * also true for a plain O_DIRECTORY open, and openat2 refuses a mode
+	 * without O_CREAT or O_TMPFILE (EINVAL).
+	 */
+	if ((flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE)
 		how.mode = mode;
 	how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
 	for (;;) {
