@@ -1,0 +1,134 @@
+/*
+ * test_sandbox.c: the confinement of boundaryd (lib/sandbox.c).
+ *
+ * sandbox_boundaryd() is irreversible, so it runs in a forked child, which
+ * then checks its own capability sets and tries the things the dropped
+ * capabilities would allow. Needs root (it starts from full capabilities).
+ */
+#include <linux/capability.h>
+#include <sys/prctl.h>
+
+#include "sandbox.h"
+#include "unit.h"
+
+#define KEPT ((1ull << CAP_KILL) | (1ull << CAP_SYS_PTRACE) | (1ull << CAP_DAC_READ_SEARCH) | \
+	(1ull << CAP_NET_ADMIN))
+
+/* Parse one "Name:\tHEX" line of /proc/self/status. */
+static int
+status_hex(const char *status, const char *name, unsigned long long *out)
+{
+	char key[32];
+	snprintf(key, sizeof(key), "\n%s:", name);
+	const char *p = strstr(status, key);
+	if (p == NULL)
+		return -1;
+	return sscanf(p + strlen(key), "%llx", out) == 1 ? 0 : -1;
+}
+
+/* Child side: report the first failed check on fd and exit nonzero. */
+#define CHILD_CHECK(cond, ...)                                 \
+	do {                                                   \
+		if (!(cond)) {                                 \
+			dprintf(rep, __VA_ARGS__);             \
+			_exit(1);                              \
+		}                                              \
+	} while (0)
+
+static void
+child(int rep, const char *dir)
+{
+	char *cause = NULL, *st, path[512];
+	unsigned long long eff, prm, inh, bnd, amb, nnp;
+
+	alarm(20);
+	CHILD_CHECK(sandbox_boundaryd(&cause) == 0, "sandbox_boundaryd: %s", cause);
+	CHILD_CHECK(util_read_path("/proc/self/status", 65536, &st, NULL) == 0, "status: %m");
+	CHILD_CHECK(status_hex(st, "CapEff", &eff) == 0 && status_hex(st, "CapPrm", &prm) == 0 &&
+	    status_hex(st, "CapInh", &inh) == 0 && status_hex(st, "CapBnd", &bnd) == 0 &&
+	    status_hex(st, "CapAmb", &amb) == 0, "cannot parse status");
+	CHILD_CHECK(sscanf(strstr(st, "\nNoNewPrivs:") + 12, "%llu", &nnp) == 1, "no NoNewPrivs");
+	CHILD_CHECK(eff == KEPT, "CapEff %llx, expected %llx", eff, KEPT);
+	CHILD_CHECK(prm == KEPT, "CapPrm %llx, expected %llx", prm, KEPT);
+	CHILD_CHECK(inh == 0, "CapInh %llx", inh);
+	CHILD_CHECK((bnd & ~KEPT) == 0, "CapBnd %llx holds more than the kept set", bnd);
+	CHILD_CHECK(amb == 0, "CapAmb %llx", amb);
+	CHILD_CHECK(nnp == 1, "NoNewPrivs %llu", nnp);
+	CHILD_CHECK(getuid() == 0 && geteuid() == 0, "uid changed");
+
+	/* What the dropped capabilities would have allowed now fails. */
+	snprintf(path, sizeof(path), "%s/theirs", dir);
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	CHILD_CHECK(fd < 0 && errno == EACCES, "wrote another user's 0600 file (no DAC_OVERRIDE)");
+	fd = open(path, O_RDONLY | O_CLOEXEC); /* CAP_DAC_READ_SEARCH is kept */
+	CHILD_CHECK(fd >= 0, "cannot read another user's file: %m");
+	close(fd);
+	snprintf(path, sizeof(path), "%s/mine", dir);
+	CHILD_CHECK(chown(path, 65534, 65534) == -1 && errno == EPERM, "chown worked");
+	CHILD_CHECK(setuid(65534) == -1 && errno == EPERM, "setuid worked");
+	CHILD_CHECK(prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, CAP_SYS_ADMIN, 0, 0) == -1,
+	    "raised CAP_SYS_ADMIN");
+	CHILD_CHECK(prctl(PR_SET_NO_NEW_PRIVS, 0, 0, 0, 0) == -1, "cleared no_new_privs");
+	free(st);
+	_exit(0);
+}
+
+START_TEST(test_boundaryd)
+{
+	unit_require_root();
+	const char *dir = unit_tmpdir("/tmp");
+	char path[512], msg[512] = "";
+	int rep[2], status;
+
+	snprintf(path, sizeof(path), "%s/theirs", dir);
+	unit_write_file(AT_FDCWD, path, "x", 1);
+	ck_assert_int_eq(chown(path, 65534, 65534), 0);
+	ck_assert_int_eq(chmod(path, 0600), 0);
+	snprintf(path, sizeof(path), "%s/mine", dir);
+	unit_write_file(AT_FDCWD, path, "x", 1);
+	ck_assert_int_eq(pipe2(rep, O_CLOEXEC), 0);
+
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		close(rep[0]);
+		child(rep[1], dir);
+	}
+	close(rep[1]);
+	ck_assert_int_eq(unit_wait_pid(pid, 20000, &status), 0);
+	ssize_t n = read(rep[0], msg, sizeof(msg) - 1);
+	if (n > 0)
+		msg[n] = '\0';
+	close(rep[0]);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "sandboxed child: %s (0x%x)",
+	    msg, status);
+}
+END_TEST
+
+static Suite *
+sandbox_suite(void)
+{
+	Suite *s = suite_create("sandbox");
+	TCase *tc = tcase_create("boundaryd");
+
+	tcase_set_timeout(tc, 30);
+	tcase_add_test(tc, test_boundaryd);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int
+main(void)
+{
+	SRunner *sr;
+	int failed;
+
+	unit_init();
+	sr = srunner_create(sandbox_suite());
+	srunner_set_fork_status(sr, CK_FORK);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	unit_cleanup_leftovers();
+	return failed ? 1 : 0;
+}
