@@ -15,12 +15,12 @@
  *     set deny4  { ... same as allow4 ... }
  *     set deny6  { ... same as allow6 ... }
  *     chain output  { type filter hook output priority 0; policy accept;       (cgroup subject)
- *                     socket cgroupv2 level L <cgroup id> jump policy }
+ *                     socket cgroupv2 level L <cgroup id> jump envelope }
  *     chain forward { type filter hook forward priority 0; policy accept;      (source_address subject)
- *                     ip[6] saddr SRC jump policy }
+ *                     ip[6] saddr SRC jump envelope }
  *     chain input   { type filter hook input priority 0; policy accept;        (source_address subject)
- *                     ip[6] saddr SRC jump policy }
- *     chain policy {
+ *                     ip[6] saddr SRC jump envelope }
+ *     chain envelope {
  *       meta nfproto ipv4 ip daddr . meta l4proto . th dport @deny4 jump blocked
  *       meta nfproto ipv6 ip6 daddr . meta l4proto . th dport @deny6 jump blocked
  *       meta nfproto ipv4 ip daddr . meta l4proto . th dport @allow4 counter accept   (allowlist)
@@ -34,6 +34,15 @@
  *       counter reject with icmpx admin-prohibited
  *     }
  *   }
+ *
+ * The table comment (userdata) is "gen=N;owner=ID". The chain is called
+ * envelope, not policy: `policy` is an nft(8) keyword, and a ruleset with a
+ * chain of that name cannot be written in nft syntax.
+ *
+ * The kernel keeps a table's userdata fixed once the table exists, so
+ * nft_elements_update() records its generation in the comment ("gen=N") of
+ * an extra empty chain `generation`, re-created by each update; the next
+ * full commit drops it again.
  *
  * No conntrack shortcut: every packet is checked, so removing a grant stops
  * an established flow too.
@@ -71,7 +80,7 @@ struct nft_policy {
 	const char *np_table;
 	enum nft_subject np_subject;
 	uint64_t np_cgroup_id;		/* cgroup subject: directory inode */
-	int np_cgroup_level;		/* depth below the v2 root (gensee/op_x: 2) */
+	int np_cgroup_level;		/* depth below the v2 root (gensee/op_x: 2), 1-255 */
 	int np_src_family;		/* source_address subject */
 	uint8_t np_src_addr[16];
 	enum nft_mode np_mode;
@@ -80,7 +89,8 @@ struct nft_policy {
 	const struct nft_elem *np_deny;
 	size_t np_ndeny;
 	uint64_t np_generation;		/* stored in the table's userdata */
-	const char *np_owner;		/* stored in the table's userdata (operation id) */
+	const char *np_owner;		/* stored in the table's userdata (operation id,
+					   1-63 of [A-Za-z0-9_.:-]) */
 };
 
 struct nft_ctx;
@@ -98,7 +108,8 @@ int nft_generation_commit(struct nft_ctx *ctx, const struct nft_policy *p, char 
 
 /*
  * Add and remove elements of the allow sets in one batch (lease grant or
- * revocation) and record the new generation in the table's userdata.
+ * revocation) and record the new generation (see the `generation` chain
+ * above). Deleting an element that is not there fails the whole batch.
  */
 int nft_elements_update(struct nft_ctx *ctx, const char *table, uint64_t generation,
     const struct nft_elem *add, size_t nadd, const struct nft_elem *del, size_t ndel,
@@ -109,7 +120,8 @@ int nft_table_delete(struct nft_ctx *ctx, const char *table, char **cause);
 
 struct nft_table_info {
 	char nti_name[NFT_TABLE_NAME_MAX];
-	uint64_t nti_generation;	/* from userdata, 0 if unreadable */
+	uint64_t nti_generation;	/* from the `generation` chain, else the table
+					   userdata; 0 if unreadable */
 	char nti_owner[64];		/* from userdata, "" if unreadable */
 };
 /* Every inet table whose name starts with NFT_TABLE_PREFIX (caller frees). */
@@ -126,7 +138,13 @@ int nft_counters_read(struct nft_ctx *ctx, const char *table, struct nft_counter
 /*
  * The same ruleset in nft(8) syntax (heap string), for `gensee debug
  * network-plan`, for the benchmark against `nft -f`, and for tests that
- * compare what the kernel holds after each path.
+ * compare what the kernel holds after each path. The text replaces the
+ * table in one transaction like nft_generation_commit() does.
+ *
+ * nft(8) names a cgroup only by a path, which it resolves below
+ * /sys/fs/cgroup: cgroup_path is "gensee/op_x" where cgroup2 is mounted
+ * there, "unified/gensee/op_x" on a hybrid host. Returns NULL for an
+ * invalid policy, a cgroup subject without a usable path, or no memory.
  */
 char *nft_policy_text(const struct nft_policy *p, const char *cgroup_path);
 
