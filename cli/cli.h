@@ -10,6 +10,10 @@ int cmd_run(int argc, char **argv);
 int cmd_status(int argc, char **argv);
 int cmd_watch(int argc, char **argv);
 int cmd_operation(int argc, char **argv);
+int cmd_run_network(int argc, char **argv);
+int cmd_run_fault(int argc, char **argv);
+int cmd_debug(int argc, char **argv);
+int cmd_timeline(int argc, char **argv);
 
 /* Print a json object to stdout, pretty. */
 void cli_print_json(struct json_object *o);

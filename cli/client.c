@@ -2,6 +2,8 @@
  * client.c: blocking request/reply over a Unix socket.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,30 +25,66 @@ client_runtime_dir(void)
 	return d != NULL && *d != '\0' ? d : CLIENT_DEFAULT_RUNTIME_DIR;
 }
 
+/*
+ * Connect to an absolute socket path. A path longer than sun_path allows is
+ * reached through an O_PATH fd of its directory (/proc/self/fd/N/name).
+ */
 int
-client_connect(const char *name, char **cause)
+client_connect_path(const char *path, char **cause)
 {
 	struct sockaddr_un sun;
-	int fd;
+	char dir[PATH_MAX];
+	int fd, dfd = -1;
 
 	memset(&sun, 0, sizeof(sun));
 	sun.sun_family = AF_UNIX;
-	if ((size_t)snprintf(sun.sun_path, sizeof(sun.sun_path), "%s/%s", client_runtime_dir(),
-		name) >= sizeof(sun.sun_path)) {
-		util_cause(cause, "socket path too long");
-		return -1;
+	if (strlen(path) < sizeof(sun.sun_path)) {
+		util_strlcpy(sun.sun_path, path, sizeof(sun.sun_path));
+	} else {
+		const char *slash = strrchr(path, '/');
+		if (slash == NULL || (size_t)(slash - path) >= sizeof(dir)) {
+			util_cause(cause, "%s: socket path too long", path);
+			return -1;
+		}
+		memcpy(dir, path, (size_t)(slash - path));
+		dir[slash - path] = '\0';
+		dfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+		if (dfd < 0 || (size_t)snprintf(sun.sun_path, sizeof(sun.sun_path),
+		    "/proc/self/fd/%d/%s", dfd, slash + 1) >= sizeof(sun.sun_path)) {
+			util_cause(cause, "%s: %s", path, dfd < 0 ? strerror(errno) : "name too long");
+			if (dfd >= 0)
+				close(dfd);
+			return -1;
+		}
 	}
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0) {
 		util_cause(cause, "socket: %s", strerror(errno));
+		if (dfd >= 0)
+			close(dfd);
 		return -1;
 	}
 	if (connect(fd, (struct sockaddr *)&sun, sizeof(sun)) != 0) {
-		util_cause(cause, "%s: %s", sun.sun_path, strerror(errno));
+		util_cause(cause, "%s: %s", path, strerror(errno));
 		close(fd);
+		fd = -1;
+	}
+	if (dfd >= 0)
+		close(dfd);
+	return fd;
+}
+
+int
+client_connect(const char *name, char **cause)
+{
+	char path[PATH_MAX];
+
+	if ((size_t)snprintf(path, sizeof(path), "%s/%s", client_runtime_dir(), name) >=
+	    sizeof(path)) {
+		util_cause(cause, "socket path too long");
 		return -1;
 	}
-	return fd;
+	return client_connect_path(path, cause);
 }
 
 static void
@@ -67,7 +105,7 @@ client_call(const char *name, const char *method, struct json_object *params,
 
 	memset(err, 0, sizeof(*err));
 	*result = NULL;
-	fd = client_connect(name, &cause);
+	fd = name[0] == '/' ? client_connect_path(name, &cause) : client_connect(name, &cause);
 	if (fd < 0) {
 		json_object_put(params);
 		client_fail(err, "unavailable", cause);

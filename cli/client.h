@@ -19,8 +19,11 @@ struct client_error {
 const char *client_runtime_dir(void);
 /* Connect to RUNTIME_DIR/name; -1 with *cause on failure. */
 int client_connect(const char *name, char **cause);
+/* Connect to an absolute socket path (however long). */
+int client_connect_path(const char *path, char **cause);
 /*
- * Send one request on socket name and wait for the reply. Returns 0 and
+ * Send one request on socket name (a name in the runtime dir, or an
+ * absolute path) and wait for the reply. Returns 0 and
  * *result (caller puts), or -1 with err filled (caller frees with
  * client_error_clear).
  */

@@ -22,8 +22,16 @@ usage(FILE *f)
 	    "  status [--json]           host capabilities and which daemons answer\n"
 	    "  watch --pid PID [--duration-seconds N] [--json]\n"
 	    "                            exec events of a running process tree\n"
+	    "  run --sandbox linux [--allow-net X]... [--deny-net X]... [--deny-all] [--monitor]\n"
+	    "      [--lease-scope X]... [--max-lease-ttl S] [--network-config FILE] -- CMD\n"
+	    "                            X is CIDR[,tcp|udp[,PORT|LO-HI]]\n"
+	    "  run network inspect|event|revoke (--socket PATH | --operation ID) ...\n"
+	    "  run fault (--socket PATH | --operation ID) --fault FILE\n"
 	    "  operation inspect ID [--json]\n"
 	    "  operation list [--json]\n"
+	    "  timeline [--operation ID] [--json] [--ocsf]\n"
+	    "  debug network-plan --session-id ID --pid PID [--allow X]... [--deny X]... [--json]\n"
+	    "  debug network-apply --session-id ID --pid PID ... (root)\n"
 	    "\n"
 	    "Sockets are found in $GENSEE_RUNTIME_DIR (default /run/gensee).\n");
 }
@@ -46,6 +54,8 @@ main(int argc, char **argv)
 		{ "status", cmd_status },
 		{ "watch", cmd_watch },
 		{ "operation", cmd_operation },
+		{ "debug", cmd_debug },
+		{ "timeline", cmd_timeline },
 	};
 
 	if (argc < 2) {

@@ -16,7 +16,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/close_range.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -24,6 +26,7 @@
 
 #include "cli.h"
 #include "client.h"
+#include "netspec.h"
 #include "proc.h"
 #include "schema.h"
 #include "util.h"
@@ -45,7 +48,7 @@ run_on_signal(int sig)
 
 /* In the held child: wait for the operation id, then exec. Never returns. */
 static void __attribute__((noreturn))
-run_child(int go_fd, int status_fd, char **cmd)
+run_child(int go_fd, int status_fd, char **cmd, int sandbox)
 {
 	char buf[128];
 	size_t got = 0;
@@ -76,6 +79,13 @@ run_child(int go_fd, int status_fd, char **cmd)
 	signal(SIGTERM, SIG_DFL);
 	signal(SIGHUP, SIG_DFL);
 	prctl(PR_SET_PDEATHSIG, 0);
+	/*
+	 * Sockets are matched by the cgroup they were created in: one
+	 * inherited from before the move would escape the operation's network
+	 * policy, so a sandboxed agent gets only stdin, stdout and stderr.
+	 */
+	if (sandbox && syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC) != 0)
+		_exit(RUN_EXIT_GENSEE);
 	execvp(cmd[0], cmd);
 	int e = errno;
 	if (write(status_fd, &e, sizeof(e)) != (ssize_t)sizeof(e))
@@ -86,7 +96,13 @@ run_child(int go_fd, int status_fd, char **cmd)
 static void
 run_usage(void)
 {
-	fprintf(stderr, "usage: gensee run [--timeout SECONDS] [--json] -- CMD [ARGS...]\n");
+	fprintf(stderr,
+	    "usage: gensee run [--timeout SECONDS] [--json] [--sandbox linux\n"
+	    "                  [--allow-net CIDR[,PROTO[,PORTS]]]... [--deny-net ...]...\n"
+	    "                  [--deny-all] [--monitor] [--lease-scope ...]... [--max-lease-ttl S]\n"
+	    "                  [--network-config FILE]] -- CMD [ARGS...]\n"
+	    "       gensee run network inspect|event|revoke ... (see gensee run network --help)\n"
+	    "       gensee run fault (--socket PATH | --operation ID) --fault FILE\n");
 	exit(2);
 }
 
@@ -125,10 +141,27 @@ cmd_run(int argc, char **argv)
 	static const struct option longopts[] = {
 		{ "timeout", required_argument, NULL, 't' },
 		{ "json", no_argument, NULL, 'j' },
+		{ "sandbox", required_argument, NULL, 's' },
+		{ "network-config", required_argument, NULL, 'c' },
+		{ "allow-net", required_argument, NULL, 'n' },
+		{ "deny-net", required_argument, NULL, 'n' },
+		{ "lease-scope", required_argument, NULL, 'n' },
+		{ "max-lease-ttl", required_argument, NULL, 'n' },
+		{ "deny-all", no_argument, NULL, 'n' },
+		{ "monitor", no_argument, NULL, 'n' },
 		{ NULL, 0, NULL, 0 },
 	};
 	int64_t timeout = 0;
-	int json = 0, ch, go[2], st[2], status;
+	int json = 0, ch, go[2], st[2], status, sandbox = 0, net_opts = 0, idx;
+	const char *netconfig = NULL;
+	struct netspec_opts nso;
+	struct json_object *netspec = NULL;
+
+	if (argc >= 2 && strcmp(argv[1], "network") == 0)
+		return cmd_run_network(argc - 1, argv + 1);
+	if (argc >= 2 && strcmp(argv[1], "fault") == 0)
+		return cmd_run_fault(argc - 1, argv + 1);
+	netspec_opts_init(&nso);
 	struct proc_stat ps;
 	struct client_error err;
 	struct json_object *params, *res = NULL;
@@ -136,8 +169,25 @@ cmd_run(int argc, char **argv)
 	pid_t child;
 
 	optind = 1;
-	while ((ch = getopt_long(argc, argv, "+", longopts, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, "+", longopts, &idx)) != -1) {
 		switch (ch) {
+		case 's':
+			if (strcmp(optarg, "linux") != 0) {
+				fprintf(stderr, "gensee run: --sandbox: only 'linux' is supported\n");
+				return 2;
+			}
+			sandbox = 1;
+			break;
+		case 'c':
+			netconfig = optarg;
+			break;
+		case 'n':
+			if (netspec_option(&nso, longopts[idx].name, optarg) != 1) {
+				fprintf(stderr, "gensee run: --%s: bad value\n", longopts[idx].name);
+				return 2;
+			}
+			net_opts = 1;
+			break;
 		case 't':
 			if (util_parse_i64(optarg, 1, 7 * 24 * 3600, &timeout) != 0) {
 				fprintf(stderr, "gensee run: --timeout: expected 1..604800 seconds\n");
@@ -154,6 +204,28 @@ cmd_run(int argc, char **argv)
 	if (optind >= argc)
 		run_usage();
 	char **cmd = argv + optind;
+	if ((net_opts || netconfig != NULL) && !sandbox) {
+		fprintf(stderr, "gensee run: network options need --sandbox linux\n");
+		return 2;
+	}
+	if (sandbox && netconfig == NULL) {
+		char *cause = NULL;
+		struct json_object *warnings = json_object_new_array();
+		struct json_object *policy = policy_load(&cause);
+		if (policy != NULL)
+			netspec = netspec_build(&nso, policy, warnings, &cause);
+		json_object_put(policy);
+		for (size_t i = 0; i < json_object_array_length(warnings); i++)
+			fprintf(stderr, "gensee run: warning: %s\n",
+			    json_object_get_string(json_object_array_get_idx(warnings, i)));
+		json_object_put(warnings);
+		if (netspec == NULL) {
+			/* --sandbox linux without enforcement would be a lie: refuse. */
+			fprintf(stderr, "gensee run: %s\n", cause);
+			free(cause);
+			return RUN_EXIT_GENSEE;
+		}
+	}
 
 	if (pipe2(go, O_CLOEXEC) != 0 || pipe2(st, O_CLOEXEC) != 0) {
 		perror("gensee run: pipe");
@@ -168,7 +240,7 @@ cmd_run(int argc, char **argv)
 	if (child == 0) {
 		close(go[1]);
 		close(st[0]);
-		run_child(go[0], st[1], cmd);
+		run_child(go[0], st[1], cmd, sandbox);
 	}
 	close(go[0]);
 	close(st[1]);
@@ -185,6 +257,10 @@ cmd_run(int argc, char **argv)
 	    json_object_new_int64((int64_t)ps.ps_start_ticks));
 	if (timeout > 0)
 		json_object_object_add(params, "timeout_seconds", json_object_new_int64(timeout));
+	if (netspec != NULL)
+		json_object_object_add(params, "network", netspec);
+	if (netconfig != NULL)
+		json_object_object_add(params, "network_config", json_object_new_string(netconfig));
 	if (client_call("client.sock", "operation.create", params, &res, &err) != 0) {
 		fprintf(stderr, "gensee run: cannot create the operation: %s: %s\n", err.ce_code,
 		    err.ce_message);
@@ -194,6 +270,10 @@ cmd_run(int argc, char **argv)
 		return RUN_EXIT_GENSEE;
 	}
 	util_strlcpy(opid, schema_string(res, "operation_id"), sizeof(opid));
+	struct json_object *warn = schema_child(res, "warnings");
+	for (size_t i = 0; warn != NULL && i < json_object_array_length(warn); i++)
+		fprintf(stderr, "gensee run: warning: %s\n",
+		    json_object_get_string(json_object_array_get_idx(warn, i)));
 	if (!json)
 		fprintf(stderr, "gensee: operation %s: running %s (pid %d)\n", opid, cmd[0],
 		    (int)child);
@@ -255,6 +335,12 @@ cmd_run(int argc, char **argv)
 		rc = 128 + WTERMSIG(status);
 	else
 		rc = RUN_EXIT_GENSEE;
+	struct json_object *net = res ? schema_child(res, "network") : NULL;
+	if (net != NULL && schema_int(net, "blocked_packets", 0) > 0)
+		fprintf(stderr, "gensee: operation %s: NetworkBlocked: %lld packet(s), %lld byte(s) "
+		    "rejected (see gensee timeline --operation %s)\n", opid,
+		    (long long)schema_int(net, "blocked_packets", 0),
+		    (long long)schema_int(net, "blocked_bytes", 0), opid);
 	if (json) {
 		struct json_object *out = json_object_new_object();
 		json_object_object_add(out, "operation_id", json_object_new_string(opid));
@@ -273,6 +359,7 @@ cmd_run(int argc, char **argv)
 		json_object_put(out);
 	} else {
 		int64_t nproc = res ? schema_int(res, "processes", 0) : 0;
+
 		fprintf(stderr, "gensee: operation %s: %s, exit status %d, %lld process%s recorded\n",
 		    opid, state ? state : "unknown", rc, (long long)nproc, nproc == 1 ? "" : "es");
 	}

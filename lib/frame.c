@@ -15,6 +15,7 @@
 #include <json-c/json.h>
 
 #include "frame.h"
+#include "jsonstrict.h"
 #include "util.h"
 
 const char *
@@ -39,6 +40,8 @@ frame_status_code(int status)
 		return "frame_trailing_data";
 	case FRAME_ERR_NOMEM:
 		return "frame_no_memory";
+	case FRAME_ERR_DUPLICATE:
+		return "frame_duplicate_key";
 	default:
 		return "frame_error";
 	}
@@ -93,41 +96,50 @@ frame_parse_payload(const uint8_t *buf, size_t len, struct json_object **out)
 {
 	struct json_tokener *tok;
 	struct json_object *obj;
-	size_t used;
+	struct jsonstrict js;
+	int r;
 
 	*out = NULL;
 	if (len == 0)
 		return FRAME_ERR_EMPTY;
 	if (!frame_utf8_valid(buf, len))
 		return FRAME_ERR_UTF8;
-	tok = json_tokener_new_ex(FRAME_JSON_DEPTH);
-	if (tok == NULL)
+	/* Exact grammar first, so json-c's leniencies never decide what we accept. */
+	switch (jsonstrict_scan(buf, len, FRAME_JSON_DEPTH, &js)) {
+	case JSONSTRICT_OK:
+		break;
+	case JSONSTRICT_TRAILING:
+		jsonstrict_free(&js);
+		return FRAME_ERR_TRAILING;
+	case JSONSTRICT_NOMEM:
+		jsonstrict_free(&js);
 		return FRAME_ERR_NOMEM;
-	/*
-	 * STRICT alone makes json-c fail the whole parse on any byte after the
-	 * object, so trailing data would be reported as invalid JSON and the
-	 * check below could never fire. ALLOW_TRAILING_CHARS stops the tokener
-	 * after the object; the loop below then rejects what follows.
-	 */
-	json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_ALLOW_TRAILING_CHARS |
-	    JSON_TOKENER_VALIDATE_UTF8);
-	obj = json_tokener_parse_ex(tok, (const char *)buf, (int)len);
-	if (obj == NULL) {
-		json_tokener_free(tok);
+	default:
+		jsonstrict_free(&js);
 		return FRAME_ERR_JSON;
 	}
-	used = json_tokener_get_parse_end(tok);
-	json_tokener_free(tok);
-	for (; used < len; used++) {
-		if (buf[used] != ' ' && buf[used] != '\n' && buf[used] != '\t' &&
-		    buf[used] != '\r') {
-			json_object_put(obj);
-			return FRAME_ERR_TRAILING;
-		}
-	}
-	if (!json_object_is_type(obj, json_type_object)) {
-		json_object_put(obj);
+	if (js.js_top != '{') {
+		jsonstrict_free(&js);
 		return FRAME_ERR_NOT_OBJECT;
+	}
+	tok = json_tokener_new_ex(FRAME_JSON_DEPTH + 1);
+	if (tok == NULL) {
+		jsonstrict_free(&js);
+		return FRAME_ERR_NOMEM;
+	}
+	json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
+	obj = json_tokener_parse_ex(tok, (const char *)buf, (int)len);
+	json_tokener_free(tok);
+	if (obj == NULL || !json_object_is_type(obj, json_type_object)) {
+		json_object_put(obj);
+		jsonstrict_free(&js);
+		return FRAME_ERR_JSON;
+	}
+	r = jsonstrict_same_keys(&js, obj);
+	jsonstrict_free(&js);
+	if (r != JSONSTRICT_OK) {
+		json_object_put(obj);
+		return FRAME_ERR_DUPLICATE;
 	}
 	*out = obj;
 	return FRAME_OK;

@@ -3,7 +3,8 @@
  *
  * A frame is a 4-byte big-endian length N followed by N bytes of one UTF-8
  * JSON object. N is bounded per socket. Anything else (oversized, empty,
- * truncated at EOF, invalid UTF-8, not an object, trailing bytes) is an error
+ * truncated at EOF, invalid UTF-8, not RFC 8259 JSON, not an object, a
+ * repeated key, trailing bytes) is an error
  * that closes that one connection.
  */
 #ifndef GENSEE_FRAME_H
@@ -30,6 +31,7 @@ enum frame_status {
 	FRAME_ERR_NOT_OBJECT = -5,
 	FRAME_ERR_TRAILING = -6,
 	FRAME_ERR_NOMEM = -7,
+	FRAME_ERR_DUPLICATE = -8,
 };
 
 /* Stable code for a frame_status ("frame_oversize", ...). */

@@ -1044,7 +1044,7 @@ hostcaps_cn_ack(int fd, uint32_t seq)
 			continue;
 		if (r < 0)
 			return -1;
-		int len = (int)r;
+		unsigned int len = (unsigned int)r;
 		for (struct nlmsghdr *nlh = (struct nlmsghdr *)buf; NLMSG_OK(nlh, len);
 		    nlh = NLMSG_NEXT(nlh, len)) {
 			struct cn_msg *cn = NLMSG_DATA(nlh);

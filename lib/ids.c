@@ -40,3 +40,19 @@ ids_valid(const char *prefix, const char *s)
 			return 0;
 	return 1;
 }
+
+int
+ids_valid_operation(const char *s)
+{
+	size_t n;
+
+	if (s == NULL || strncmp(s, "op_", 3) != 0)
+		return 0;
+	n = strlen(s + 3);
+	if (n == 0 || n > 60)
+		return 0;
+	for (const char *p = s + 3; *p != '\0'; p++)
+		if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '_' || *p == '-'))
+			return 0;
+	return 1;
+}

@@ -123,11 +123,12 @@ struct nft_setdef {
 	const char *sd_name;
 	int sd_family;
 	uint32_t sd_id;
+	int sd_timeout; /* elements may carry a timeout (the allow sets, for leases) */
 };
 
 static const struct nft_setdef nft_sets[] = {
-	{ "allow4", AF_INET, 1 },
-	{ "allow6", AF_INET6, 2 },
+	{ "allow4", AF_INET, 1, 1 },
+	{ "allow6", AF_INET6, 2, 1 },
 	{ "deny4", AF_INET, 3 },
 	{ "deny6", AF_INET6, 4 },
 };
@@ -836,7 +837,8 @@ nft_put_set(struct nft_batch *b, const char *table, const struct nft_setdef *sd,
 	addrtype = sd->sd_family == AF_INET ? NFT_TYPE_IPADDR : NFT_TYPE_IP6ADDR;
 	keytype = (((addrtype << NFT_TYPE_BITS) | NFT_TYPE_INET_PROTOCOL) << NFT_TYPE_BITS) |
 	    NFT_TYPE_INET_SERVICE;
-	nftnl_set_set_u32(s, NFTNL_SET_FLAGS, NFT_SET_INTERVAL | NFT_SET_CONCAT);
+	nftnl_set_set_u32(s, NFTNL_SET_FLAGS, NFT_SET_INTERVAL | NFT_SET_CONCAT |
+	    (sd->sd_timeout ? NFT_SET_TIMEOUT : 0));
 	nftnl_set_set_u32(s, NFTNL_SET_KEY_TYPE, keytype);
 	nftnl_set_set_u32(s, NFTNL_SET_KEY_LEN, (uint32_t)fields[0] + 4 + 4);
 	if (nftnl_set_set_data(s, NFTNL_SET_DESC_CONCAT, fields, sizeof(fields)) != 0) {
@@ -902,8 +904,11 @@ nft_put_elems(struct nft_batch *b, uint16_t type, const char *table,
 				return -1;
 			}
 			se = nftnl_set_elem_alloc();
+			uint64_t tmo = v[i].ne_timeout_ms;
 			if (se == NULL || nftnl_set_elem_set(se, NFTNL_SET_ELEM_KEY, key, klen) != 0 ||
-			    nftnl_set_elem_set(se, NFTNL_SET_ELEM_KEY_END, end, klen) != 0) {
+			    nftnl_set_elem_set(se, NFTNL_SET_ELEM_KEY_END, end, klen) != 0 ||
+			    (type == NFT_MSG_NEWSETELEM && sd->sd_timeout && tmo > 0 &&
+				nftnl_set_elem_set(se, NFTNL_SET_ELEM_TIMEOUT, &tmo, sizeof(tmo)) != 0)) {
 				if (se != NULL)
 					nftnl_set_elem_free(se);
 				nftnl_set_free(s);
@@ -1219,17 +1224,11 @@ nft_put_table_reset(struct nft_batch *b, const char *table, char **cause)
 }
 
 /* Build the whole generation of p into b (after the batch begin). */
+static int nft_build_rules(struct nft_batch *b, const struct nft_policy *p, char **cause);
+
 static int
 nft_build_generation(struct nft_batch *b, const struct nft_policy *p, char **cause)
 {
-	static const enum nft_rule_kind blocked[] = { NFT_R_NFTRACE, NFT_R_TCP_RESET,
-	    NFT_R_ICMPX };
-	static const enum nft_rule_kind allowlist[] = { NFT_R_DENY4, NFT_R_DENY6,
-	    NFT_R_ALLOW4, NFT_R_ALLOW6, NFT_R_JUMP_BLOCKED };
-	static const enum nft_rule_kind denylist[] = { NFT_R_DENY4, NFT_R_DENY6,
-	    NFT_R_COUNTER_ACCEPT };
-	const enum nft_rule_kind *env;
-	size_t nenv;
 	const char *t = p->np_table;
 	char comment[NFTNL_UDATA_COMMENT_MAXLEN];
 
@@ -1275,6 +1274,23 @@ nft_build_generation(struct nft_batch *b, const struct nft_policy *p, char **cau
 	    nft_put_chain(b, NFT_MSG_NEWCHAIN, NLM_F_CREATE | NLM_F_EXCL, t, NFT_CHAIN_BLOCKED,
 	    -1, NULL, cause) != 0)
 		return -1;
+
+	return nft_build_rules(b, p, cause);
+}
+
+/* Every rule of generation p, appended to chains that exist. */
+static int
+nft_build_rules(struct nft_batch *b, const struct nft_policy *p, char **cause)
+{
+	static const enum nft_rule_kind blocked[] = { NFT_R_NFTRACE, NFT_R_TCP_RESET,
+	    NFT_R_ICMPX };
+	static const enum nft_rule_kind allowlist[] = { NFT_R_DENY4, NFT_R_DENY6,
+	    NFT_R_ALLOW4, NFT_R_ALLOW6, NFT_R_JUMP_BLOCKED };
+	static const enum nft_rule_kind denylist[] = { NFT_R_DENY4, NFT_R_DENY6,
+	    NFT_R_COUNTER_ACCEPT };
+	const enum nft_rule_kind *env;
+	size_t nenv;
+	const char *t = p->np_table;
 
 	switch (p->np_subject) {
 	case NFT_SUBJECT_CGROUP:
@@ -1390,13 +1406,120 @@ nft_generation_commit(struct nft_ctx *ctx, const struct nft_policy *p, char **ca
 	return rc;
 }
 
+/* DELSETELEM without elements: flush every element of set sd. */
+static int
+nft_put_set_flush(struct nft_batch *b, const char *table, const struct nft_setdef *sd,
+    char **cause)
+{
+	struct nftnl_set *s = nft_set_base(table, sd);
+	struct nlmsghdr *nlh;
+
+	if (s == NULL) {
+		util_cause(cause, "out of memory");
+		return -1;
+	}
+	nlh = nftnl_set_elem_nlmsg_build_hdr(nft_batch_buf(b), NFT_MSG_DELSETELEM, NFPROTO_INET,
+	    NLM_F_ACK, b->nb_seq);
+	nftnl_set_elems_nlmsg_build_payload(nlh, s);
+	nftnl_set_free(s);
+	return nft_batch_next(b, nlh, NFT_MSG_DELSETELEM, sd->sd_name, cause);
+}
+
+/* DELRULE without a handle: flush every rule of table/chain. */
+static int
+nft_put_chain_flush(struct nft_batch *b, const char *table, const char *chain, char **cause)
+{
+	struct nftnl_rule *r = nftnl_rule_alloc();
+	struct nlmsghdr *nlh;
+
+	if (r == NULL || nftnl_rule_set_str(r, NFTNL_RULE_TABLE, table) != 0 ||
+	    nftnl_rule_set_str(r, NFTNL_RULE_CHAIN, chain) != 0) {
+		if (r != NULL)
+			nftnl_rule_free(r);
+		util_cause(cause, "out of memory");
+		return -1;
+	}
+	nftnl_rule_set_u32(r, NFTNL_RULE_FAMILY, NFPROTO_INET);
+	nlh = nftnl_rule_nlmsg_build_hdr(nft_batch_buf(b), NFT_MSG_DELRULE, NFPROTO_INET,
+	    NLM_F_ACK, b->nb_seq);
+	nftnl_rule_nlmsg_build_payload(nlh, r);
+	nftnl_rule_free(r);
+	return nft_batch_next(b, nlh, NFT_MSG_DELRULE, chain, cause);
+}
+
+/* The generation marker chain (see nft.h): create, delete, create with comment. */
+static int
+nft_put_generation_marker(struct nft_batch *b, const char *table, uint64_t generation,
+    char **cause)
+{
+	char comment[NFTNL_UDATA_COMMENT_MAXLEN];
+
+	nft_comment_format(comment, sizeof(comment), generation, NULL);
+	if (nft_put_chain(b, NFT_MSG_NEWCHAIN, NLM_F_CREATE, table, NFT_CHAIN_GENERATION, -1,
+	    NULL, cause) != 0 ||
+	    nft_put_chain(b, NFT_MSG_DELCHAIN, 0, table, NFT_CHAIN_GENERATION, -1, NULL,
+	    cause) != 0 ||
+	    nft_put_chain(b, NFT_MSG_NEWCHAIN, NLM_F_CREATE | NLM_F_EXCL, table,
+	    NFT_CHAIN_GENERATION, -1, comment, cause) != 0)
+		return -1;
+	return 0;
+}
+
+/* Refill an existing table with generation p in one batch. */
+int
+nft_generation_refill(struct nft_ctx *ctx, const struct nft_policy *p, char **cause)
+{
+	static const char *const cgroup_chains[] = { "output", NFT_CHAIN_ENVELOPE,
+	    NFT_CHAIN_BLOCKED };
+	static const char *const address_chains[] = { "forward", "input", NFT_CHAIN_ENVELOPE,
+	    NFT_CHAIN_BLOCKED };
+	const char *const *chains = p->np_subject == NFT_SUBJECT_CGROUP ? cgroup_chains :
+	    address_chains;
+	size_t nchains = p->np_subject == NFT_SUBJECT_CGROUP ? nitems(cgroup_chains) :
+	    nitems(address_chains);
+	const char *t = p->np_table;
+	struct nft_batch b;
+	int rc = -1;
+
+	if (nft_policy_check(p, cause) != 0)
+		return -1;
+	if (nft_batch_init(ctx, &b, cause) != 0)
+		return -1;
+	/*
+	 * A missing table makes the marker's first NEWCHAIN fail, a missing
+	 * set its flush, a missing chain its rule flush: then nothing applies.
+	 */
+	if (nft_put_generation_marker(&b, t, p->np_generation, cause) != 0)
+		goto out;
+	for (size_t i = 0; i < nitems(nft_sets); i++)
+		if (nft_put_set_flush(&b, t, &nft_sets[i], cause) != 0)
+			goto out;
+	if (nft_put_elems(&b, NFT_MSG_NEWSETELEM, t, NFT_SET_ALLOW4, p->np_allow, p->np_nallow,
+	    cause) != 0 ||
+	    nft_put_elems(&b, NFT_MSG_NEWSETELEM, t, NFT_SET_ALLOW6, p->np_allow, p->np_nallow,
+	    cause) != 0 ||
+	    nft_put_elems(&b, NFT_MSG_NEWSETELEM, t, NFT_SET_DENY4, p->np_deny, p->np_ndeny,
+	    cause) != 0 ||
+	    nft_put_elems(&b, NFT_MSG_NEWSETELEM, t, NFT_SET_DENY6, p->np_deny, p->np_ndeny,
+	    cause) != 0)
+		goto out;
+	for (size_t i = 0; i < nchains; i++)
+		if (nft_put_chain_flush(&b, t, chains[i], cause) != 0)
+			goto out;
+	if (nft_build_rules(&b, p, cause) == 0 && nft_batch_finish(ctx, &b, cause) == 0 &&
+	    nft_batch_run(ctx, &b, cause) == 0)
+		rc = 0;
+out:
+	nft_batch_free(&b);
+	return rc;
+}
+
 /* Change allow-set elements and record the generation in one batch. */
 int
 nft_elements_update(struct nft_ctx *ctx, const char *table, uint64_t generation,
     const struct nft_elem *add, size_t nadd, const struct nft_elem *del, size_t ndel,
     char **cause)
 {
-	char comment[NFTNL_UDATA_COMMENT_MAXLEN];
 	struct nft_batch b;
 	int rc = -1;
 
@@ -1407,7 +1530,6 @@ nft_elements_update(struct nft_ctx *ctx, const char *table, uint64_t generation,
 	if (nft_elems_check(add, nadd, "add", cause) != 0 ||
 	    nft_elems_check(del, ndel, "delete", cause) != 0)
 		return -1;
-	nft_comment_format(comment, sizeof(comment), generation, NULL);
 	if (nft_batch_init(ctx, &b, cause) != 0)
 		return -1;
 	/*
@@ -1417,12 +1539,7 @@ nft_elements_update(struct nft_ctx *ctx, const char *table, uint64_t generation,
 	 * Deletions go before additions so that a grant can be replaced by an
 	 * overlapping one in one update.
 	 */
-	if (nft_put_chain(&b, NFT_MSG_NEWCHAIN, NLM_F_CREATE, table, NFT_CHAIN_GENERATION, -1,
-	    NULL, cause) == 0 &&
-	    nft_put_chain(&b, NFT_MSG_DELCHAIN, 0, table, NFT_CHAIN_GENERATION, -1, NULL,
-	    cause) == 0 &&
-	    nft_put_chain(&b, NFT_MSG_NEWCHAIN, NLM_F_CREATE | NLM_F_EXCL, table,
-	    NFT_CHAIN_GENERATION, -1, comment, cause) == 0 &&
+	if (nft_put_generation_marker(&b, table, generation, cause) == 0 &&
 	    nft_put_elems(&b, NFT_MSG_DELSETELEM, table, NFT_SET_ALLOW4, del, ndel, cause) == 0 &&
 	    nft_put_elems(&b, NFT_MSG_DELSETELEM, table, NFT_SET_ALLOW6, del, ndel, cause) == 0 &&
 	    nft_put_elems(&b, NFT_MSG_NEWSETELEM, table, NFT_SET_ALLOW4, add, nadd, cause) == 0 &&
@@ -1783,9 +1900,12 @@ nft_text_elem(FILE *f, const struct nft_elem *e)
 	if (nft_text_addr(f, e->ne_family, e->ne_addr_lo, e->ne_addr_hi) != 0 ||
 	    fprintf(f, " . %s . ", e->ne_proto == IPPROTO_TCP ? "tcp" : "udp") < 0)
 		return -1;
-	if (e->ne_port_lo == e->ne_port_hi)
-		return fprintf(f, "%u", e->ne_port_lo) < 0 ? -1 : 0;
-	return fprintf(f, "%u-%u", e->ne_port_lo, e->ne_port_hi) < 0 ? -1 : 0;
+	if ((e->ne_port_lo == e->ne_port_hi ? fprintf(f, "%u", e->ne_port_lo) :
+	    fprintf(f, "%u-%u", e->ne_port_lo, e->ne_port_hi)) < 0)
+		return -1;
+	if (e->ne_timeout_ms > 0 && fprintf(f, " timeout %ums", e->ne_timeout_ms) < 0)
+		return -1;
+	return 0;
 }
 
 /* Print one set with those elements of v[] that belong to it. */
@@ -1795,8 +1915,9 @@ nft_text_set(FILE *f, const struct nft_setdef *sd, const struct nft_elem *v, siz
 	size_t k = 0;
 
 	if (fprintf(f, "\tset %s {\n\t\ttype %s . inet_proto . inet_service\n"
-	    "\t\tflags interval\n", sd->sd_name,
-	    sd->sd_family == AF_INET ? "ipv4_addr" : "ipv6_addr") < 0)
+	    "\t\tflags interval%s\n", sd->sd_name,
+	    sd->sd_family == AF_INET ? "ipv4_addr" : "ipv6_addr",
+	    sd->sd_timeout ? ",timeout" : "") < 0)
 		return -1;
 	for (size_t i = 0; i < n; i++) {
 		if (v[i].ne_family != sd->sd_family)

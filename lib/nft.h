@@ -10,8 +10,8 @@
  * prints):
  *
  *   table inet NAME {
- *     set allow4 { type ipv4_addr . inet_proto . inet_service; flags interval; }
- *     set allow6 { type ipv6_addr . inet_proto . inet_service; flags interval; }
+ *     set allow4 { type ipv4_addr . inet_proto . inet_service; flags interval,timeout; }
+ *     set allow6 { type ipv6_addr . inet_proto . inet_service; flags interval,timeout; }
  *     set deny4  { ... same as allow4 ... }
  *     set deny6  { ... same as allow6 ... }
  *     chain output  { type filter hook output priority 0; policy accept;       (cgroup subject)
@@ -64,6 +64,12 @@ struct nft_elem {
 	uint8_t ne_proto;	/* IPPROTO_TCP or IPPROTO_UDP */
 	uint16_t ne_port_lo;	/* host byte order, inclusive */
 	uint16_t ne_port_hi;
+	/*
+	 * Allow sets only: the kernel removes the element after this many ms
+	 * (0: never). Leases carry one as a backstop, so a lease expires even
+	 * while boundaryd is dead.
+	 */
+	uint32_t ne_timeout_ms;
 };
 
 enum nft_subject {
@@ -105,6 +111,17 @@ void nft_close(struct nft_ctx *ctx);
  * *cause names the failing message and errno.
  */
 int nft_generation_commit(struct nft_ctx *ctx, const struct nft_policy *p, char **cause);
+
+/*
+ * Replace the contents of an existing table of the same layout in one
+ * batch: the sets are flushed and refilled and the chains' rules flushed
+ * and re-added, but the table, sets and chains stay. Elements present
+ * before and after stay visible throughout, which a delete-and-recreate of
+ * the table cannot promise: a new pipapo set only becomes searchable after
+ * the transaction's generation flip. Fails (changing nothing) if the table
+ * or any of its sets or chains is missing; then commit a full generation.
+ */
+int nft_generation_refill(struct nft_ctx *ctx, const struct nft_policy *p, char **cause);
 
 /*
  * Add and remove elements of the allow sets in one batch (lease grant or

@@ -232,6 +232,10 @@ oprecord_mut_lifecycle(struct json_object *rec, void *arg, char **cause)
 	const char *cur = schema_string(life, "state");
 	int changed = 0;
 
+	if (l->ol_state != NULL && !oprecord_state_known(l->ol_state)) {
+		util_cause(cause, "unknown lifecycle state %s refused", l->ol_state);
+		return -1;
+	}
 	if (l->ol_state != NULL && strcmp(l->ol_state, cur) != 0) {
 		if (!oprecord_transition_ok(cur, l->ol_state)) {
 			util_cause(cause, "stale lifecycle change %s -> %s refused", cur,
@@ -313,8 +317,9 @@ oprecord_mut_lineage(struct json_object *rec, void *arg, char **cause)
 			json_object_object_add(e, "killed_by_supervisor", json_object_new_boolean(0));
 			json_object_array_add(lineage, e);
 			changed = 1;
-		} else if (p->op_exe != NULL && schema_string(e, "executable") != NULL &&
-		    strcmp(schema_string(e, "executable"), p->op_exe) != 0) {
+		} else if (p->op_exe != NULL && *p->op_exe != '\0' &&
+		    (schema_string(e, "executable") == NULL ||
+			strcmp(schema_string(e, "executable"), p->op_exe) != 0)) {
 			/* Same process, new image: it called execve. */
 			json_object_object_add(e, "executable", jstr(p->op_exe));
 			json_object_object_add(e, "argv_digest", jstr(p->op_argv_digest));

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <json-c/json.h>
@@ -111,13 +112,13 @@ int
 record_create(int dirfd, const char *name, struct json_object *rec, char **cause)
 {
 	int lfd = record_lock(dirfd, name, cause);
-	int fd, r;
+	int r;
 
 	if (lfd < 0)
 		return -1;
-	fd = safefs_openat(dirfd, name, O_RDONLY, 0);
-	if (fd >= 0) {
-		close(fd);
+	/* Any entry under the name, a symlink included, means "exists": never replace it. */
+	struct stat st;
+	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 || errno != ENOENT) {
 		close(lfd);
 		util_cause(cause, "%s already exists", name);
 		errno = EEXIST;

@@ -27,10 +27,42 @@ static const struct schema_field operation_create_params[] = {
 	{ "timeout_seconds", SCHEMA_INT, 0, 0, PROTO_TIMEOUT_MAX, 0 },
 	{ "action_class", SCHEMA_STRING, 0, 1, 64, 0 },
 	{ "source_run", SCHEMA_STRING, 0, 1, 64, 0 },
+	{ "network", SCHEMA_OBJECT, 0, 0, 0, 0 },
+	{ "network_config", SCHEMA_STRING, 0, 2, 1024, 0 },
+	{ "adopt_existing", SCHEMA_BOOL, 0, 0, 0, 0 },
+};
+
+static const struct schema_field operation_evidence_params[] = {
+	{ "operation_id", SCHEMA_STRING, SCHEMA_REQUIRED, 1, 72, 0 },
+	{ "limit", SCHEMA_INT, 0, 1, 100000, 0 },
+};
+
+/* operation_id is optional on supervisor.sock, where the socket names it. */
+static const struct schema_field network_inspect_params[] = {
+	{ "operation_id", SCHEMA_STRING, 0, 1, 72, 0 },
+};
+
+static const struct schema_field network_event_params[] = {
+	{ "operation_id", SCHEMA_STRING, 0, 1, 72, 0 },
+	{ "event", SCHEMA_OBJECT, SCHEMA_REQUIRED, 0, 0, 0 },
+};
+
+static const struct schema_field fault_submit_params[] = {
+	{ "operation_id", SCHEMA_STRING, 0, 1, 72, 0 },
+	{ "fault", SCHEMA_OBJECT, SCHEMA_REQUIRED, 0, 0, 0 },
+};
+
+static const struct schema_field network_revoke_params[] = {
+	{ "operation_id", SCHEMA_STRING, 0, 1, 72, 0 },
+	{ "lease_id", SCHEMA_STRING, SCHEMA_REQUIRED, 1, 72, 0 },
+};
+
+static const struct schema_field network_start_params[] = {
+	{ "config_path", SCHEMA_STRING, SCHEMA_REQUIRED, 2, 1024, 0 },
 };
 
 static const struct schema_field operation_id_params[] = {
-	{ "operation_id", SCHEMA_STRING, SCHEMA_REQUIRED, 1, ID_MAX_LEN, 0 },
+	{ "operation_id", SCHEMA_STRING, SCHEMA_REQUIRED, 1, 72, 0 },
 };
 
 static const struct schema_field operation_list_params[] = {
@@ -39,7 +71,7 @@ static const struct schema_field operation_list_params[] = {
 };
 
 static const struct schema_field operation_end_params[] = {
-	{ "operation_id", SCHEMA_STRING, SCHEMA_REQUIRED, 1, ID_MAX_LEN, 0 },
+	{ "operation_id", SCHEMA_STRING, SCHEMA_REQUIRED, 1, 72, 0 },
 	{ "exit_code", SCHEMA_INT, 0, 0, 255, 0 },
 	{ "exit_signal", SCHEMA_INT, 0, 1, 64, 0 },
 	{ "kill", SCHEMA_BOOL, 0, 0, 0, 0 },
@@ -60,6 +92,20 @@ static const struct proto_method_info proto_methods[PM__COUNT] = {
 	    operation_list_params, nitems(operation_list_params) },
 	{ PM_OPERATION_END, "operation.end", PS_BOUNDARY | PS_CLIENT, PA_ANY_USER,
 	    operation_end_params, nitems(operation_end_params) },
+	{ PM_OPERATION_EVIDENCE, "operation.evidence", PS_BOUNDARY | PS_CLIENT, PA_ANY_USER,
+	    operation_evidence_params, nitems(operation_evidence_params) },
+	{ PM_NETWORK_INSPECT, "network.inspect", PS_BOUNDARY | PS_CLIENT | PS_SUPERVISOR,
+	    PA_ANY_USER, network_inspect_params, nitems(network_inspect_params) },
+	{ PM_NETWORK_EVENT, "network.event", PS_BOUNDARY | PS_CLIENT | PS_SUPERVISOR,
+	    PA_ANY_USER, network_event_params, nitems(network_event_params) },
+	{ PM_NETWORK_REVOKE, "network.revoke", PS_BOUNDARY | PS_CLIENT | PS_SUPERVISOR,
+	    PA_ANY_USER, network_revoke_params, nitems(network_revoke_params) },
+	{ PM_NETWORK_START, "network.start", PS_BOUNDARY, PA_ROOT, network_start_params,
+	    nitems(network_start_params) },
+	{ PM_NETWORK_REINSTALL, "network.reinstall", PS_BOUNDARY, PA_ROOT, network_inspect_params,
+	    nitems(network_inspect_params) },
+	{ PM_FAULT_SUBMIT, "fault.submit", PS_BOUNDARY | PS_CLIENT | PS_SUPERVISOR,
+	    PA_ANY_USER, fault_submit_params, nitems(fault_submit_params) },
 };
 
 const struct proto_method_info *
@@ -81,6 +127,9 @@ int
 proto_authorized(const struct proto_method_info *info, enum proto_socket sock, uid_t uid)
 {
 	if (!(info->pmi_sockets & (int)sock))
+		return 0;
+	/* supervisor.sock is root's alone, like boundary.sock. */
+	if (sock == PS_SUPERVISOR && uid != 0)
 		return 0;
 	switch (info->pmi_access) {
 	case PA_ROOT:
@@ -146,7 +195,6 @@ int
 proto_parse_operation_create(struct json_object *params, struct proto_operation_create *out,
     struct schema_error *err)
 {
-	(void)err;
 	memset(out, 0, sizeof(*out));
 	out->oc_pid = (pid_t)schema_int(params, "pid", 0);
 	out->oc_start_ticks = (uint64_t)schema_int(params, "start_time_ticks", 0);
@@ -157,6 +205,16 @@ proto_parse_operation_create(struct json_object *params, struct proto_operation_
 	out->oc_source_run = schema_string(params, "source_run");
 	if (out->oc_source_run == NULL)
 		out->oc_source_run = "gensee run";
+	out->oc_network = schema_child(params, "network");
+	out->oc_network_config = schema_string(params, "network_config");
+	out->oc_adopt_existing = schema_bool(params, "adopt_existing", 0);
+	if (out->oc_network != NULL && out->oc_network_config != NULL) {
+		err->se_code = SCHEMA_E_RANGE;
+		util_strlcpy(err->se_field, "network_config", sizeof(err->se_field));
+		snprintf(err->se_message, sizeof(err->se_message),
+		    "network and network_config are exclusive");
+		return -1;
+	}
 	return 0;
 }
 
@@ -166,7 +224,7 @@ proto_parse_operation_end(struct json_object *params, struct proto_operation_end
 {
 	memset(out, 0, sizeof(*out));
 	out->oe_id = schema_string(params, "operation_id");
-	if (!ids_valid("op_", out->oe_id)) {
+	if (!ids_valid_operation(out->oe_id)) {
 		err->se_code = SCHEMA_E_STRING;
 		util_strlcpy(err->se_field, "operation_id", sizeof(err->se_field));
 		snprintf(err->se_message, sizeof(err->se_message), "operation_id: malformed id");

@@ -30,6 +30,8 @@ struct json_object;
 #define PE_STATE "state_error"
 #define PE_CONFLICT "conflict"
 #define PE_LIMIT "limit_exceeded"
+#define PE_ENFORCEMENT "enforcement_failed"
+#define PE_INVALID_CONFIG "invalid_config"
 #define PE_INTERNAL "internal_error"
 #define PE_SHUTTING_DOWN "shutting_down"
 
@@ -40,6 +42,13 @@ enum proto_method {
 	PM_OPERATION_INSPECT,
 	PM_OPERATION_LIST,
 	PM_OPERATION_END,
+	PM_OPERATION_EVIDENCE,
+	PM_NETWORK_INSPECT,
+	PM_NETWORK_EVENT,
+	PM_NETWORK_REVOKE,
+	PM_NETWORK_START,
+	PM_NETWORK_REINSTALL,
+	PM_FAULT_SUBMIT,
 	PM__COUNT
 };
 
@@ -47,6 +56,7 @@ enum proto_method {
 enum proto_socket {
 	PS_BOUNDARY = 0x01, /* boundary.sock: root only */
 	PS_CLIENT = 0x02,   /* client.sock: any local user */
+	PS_SUPERVISOR = 0x04, /* network-operations/ID/supervisor.sock: root, one operation */
 };
 
 /* Who may call: root only, or any user (the handler scopes to the caller). */
@@ -101,6 +111,9 @@ struct proto_operation_create {
 	int64_t oc_timeout_seconds;
 	const char *oc_action_class;
 	const char *oc_source_run;
+	struct json_object *oc_network;		/* network spec, or NULL */
+	const char *oc_network_config;		/* root only: a schema-3 config file */
+	int oc_adopt_existing;			/* root only: supervise a running tree */
 };
 int proto_parse_operation_create(struct json_object *params, struct proto_operation_create *out,
     struct schema_error *err);

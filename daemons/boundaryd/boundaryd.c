@@ -55,6 +55,9 @@ boundaryd_status(struct boundaryd *bd, struct op_reply *r)
 	json_object_object_add(cg, "mount",
 	    bd->bd_have_cgroup ? json_object_new_string(bd->bd_cgroup_mount) : NULL);
 	json_object_object_add(o, "cgroup", cg);
+	struct json_object *nft = json_object_new_object();
+	json_object_object_add(nft, "available", json_object_new_boolean(bd->bd_nft != NULL));
+	json_object_object_add(o, "nftables", nft);
 	json_object_object_add(rh, "status", json_object_new_string(
 	    json_object_array_length(bd->bd_recovery) ? "degraded" : "ok"));
 	json_object_object_add(rh, "entries", json_object_get(bd->bd_recovery));
@@ -184,6 +187,11 @@ main(int argc, char **argv)
 		free(cause);
 		cause = NULL;
 	}
+	if (netop_init(&bd, &cause) != 0) {
+		log_warnx("network boundary unavailable (network operations refused): %s", cause);
+		free(cause);
+		cause = NULL;
+	}
 	ids_new("bd_", bd.bd_instance, sizeof(bd.bd_instance));
 	bd.bd_started_ms = util_monotonic_ms();
 	util_now_rfc3339(bd.bd_started_at, sizeof(bd.bd_started_at));
@@ -198,8 +206,11 @@ main(int argc, char **argv)
 		fatalx("event_base_new failed");
 
 	recover_operations(&bd);
-	if (control_listen(&bd, &bd.bd_boundary, "boundary.sock", PS_BOUNDARY, 0600) != 0 ||
-	    control_listen(&bd, &bd.bd_client, "client.sock", PS_CLIENT, 0666) != 0)
+	netop_recover_tables(&bd);
+	if (control_listen(&bd, &bd.bd_boundary, bd.bd_runtime_fd, runtime_dir, "boundary.sock",
+		PS_BOUNDARY, 0600) != 0 ||
+	    control_listen(&bd, &bd.bd_client, bd.bd_runtime_fd, runtime_dir, "client.sock",
+		PS_CLIENT, 0666) != 0)
 		fatalx("cannot open sockets in %s", runtime_dir);
 	if (sandbox_boundaryd(&cause) != 0)
 		fatalx("sandbox: %s", cause);
@@ -226,6 +237,7 @@ main(int argc, char **argv)
 	unlinkat(bd.bd_runtime_fd, "client.sock", 0);
 	control_close_all(&bd);
 	operation_free_all(&bd);
+	netop_shutdown(&bd);
 	event_free(sigterm);
 	event_free(sigint);
 	event_base_free(bd.bd_base);

@@ -16,6 +16,8 @@
 
 #include "cgroup.h"
 #include "ids.h"
+#include "netpolicy.h"
+#include "nft.h"
 #include "peer.h"
 #include "proto.h"
 
@@ -52,15 +54,24 @@ struct lineage_entry {
 	char le_exe[256];
 };
 
+enum op_kind {
+	OP_KIND_PROCESS,	/* a held child and its tree, in a cgroup */
+	OP_KIND_ADDRESS,	/* one isolated source address (network.start) */
+};
+
 enum op_phase {
 	OP_RUNNING,	/* supervised */
 	OP_FINISHING,	/* terminal state decided; waiting for the cgroup to drain */
 };
 
+struct netop;
+
 struct operation {
 	TAILQ_ENTRY(operation) op_entry;
 	struct boundaryd *op_bd;
-	char op_id[ID_MAX_LEN];
+	enum op_kind op_kind;
+	struct netop *op_net;	/* network boundary, or NULL */
+	char op_id[OP_ID_MAX];
 	uid_t op_uid;
 	int op_dirfd;
 	pid_t op_root_pid;
@@ -90,7 +101,47 @@ struct listener {
 	struct boundaryd *l_bd;
 	struct evconnlistener *l_ev;
 	enum proto_socket l_kind;
-	char l_path[PATH_MAX];
+	char l_path[PATH_MAX + 160];
+	char l_scope[OP_ID_MAX]; /* supervisor.sock: the one operation it serves */
+};
+
+/* A network spec, before it is installed (from request params or a config file). */
+struct netop_spec {
+	enum nft_subject ns_subject;
+	enum nft_mode ns_mode;
+	int ns_src_family;
+	uint8_t ns_src_addr[16];
+	struct np_grants ns_allow;
+	struct np_grants ns_deny;
+	struct netpolicy ns_policy;
+	struct json_object *ns_policy_json;	/* as given, kept in the record */
+	struct json_object *ns_proxy;		/* stored for the mediator */
+	struct json_object *ns_warnings;	/* array of strings */
+	char ns_config_path[PATH_MAX];
+};
+
+struct netop_lease {
+	TAILQ_ENTRY(netop_lease) nl_entry;
+	struct netop *nl_no;
+	char nl_id[ID_MAX_LEN];
+	struct np_grant nl_grant;
+	int64_t nl_expires_ms;	/* wall clock */
+	char nl_issued_at[40];
+	struct event *nl_ev;
+};
+TAILQ_HEAD(netop_lease_list, netop_lease);
+
+struct netop {
+	struct operation *no_op;
+	struct boundaryd *no_bd;
+	char no_table[NFT_TABLE_NAME_MAX];
+	struct netop_spec no_spec;
+	struct netop_lease_list no_leases;
+	uint64_t no_generation;
+	int no_dirfd;		/* STATE/network-operations/ID */
+	struct listener no_sup;	/* supervisor.sock */
+	int no_table_installed;	/* the kernel holds our table: refill in place */
+	int no_table_gone;
 };
 
 struct boundaryd {
@@ -111,12 +162,15 @@ struct boundaryd {
 	struct conn_list bd_conns;
 	struct operation_list bd_ops;
 	struct json_object *bd_recovery; /* array: what startup could not validate */
+	struct nft_ctx *bd_nft;		/* NULL: no nftables, network operations refused */
+	unsigned char bd_table_key[32];	/* keys table names: not guessable from outside */
+	int bd_netops_fd;		/* STATE/network-operations */
 	int bd_shutdown;
 };
 
 /* control.c */
-int control_listen(struct boundaryd *bd, struct listener *l, const char *name,
-    enum proto_socket kind, mode_t mode);
+int control_listen(struct boundaryd *bd, struct listener *l, int dirfd, const char *dirpath,
+    const char *name, enum proto_socket kind, mode_t mode);
 void control_close(struct listener *l);
 void control_close_all(struct boundaryd *bd);
 void control_send(struct conn *c, struct json_object *msg);
@@ -134,6 +188,7 @@ void operation_inspect(struct boundaryd *bd, const struct peer *p, struct json_o
     struct op_reply *r);
 void operation_list(struct boundaryd *bd, const struct peer *p, struct json_object *params,
     struct op_reply *r);
+int operation_visible(const struct operation *op, const struct peer *p);
 void operation_end(struct boundaryd *bd, struct conn *c, const struct peer *p,
     int64_t reqid, struct json_object *params, struct op_reply *r);
 void operation_forget_conn(struct boundaryd *bd, struct conn *c);
@@ -142,6 +197,40 @@ struct operation *operation_adopt(struct boundaryd *bd, const char *id, int dirf
 void operation_finish(struct operation *op, const char *state, const char *reason);
 int operation_count(struct boundaryd *bd);
 void operation_free_all(struct boundaryd *bd);
+
+/* netop.c: the network boundary of an operation */
+int netop_init(struct boundaryd *bd, char **cause);
+void netop_shutdown(struct boundaryd *bd);
+int netop_spec_from_params(struct json_object *net, struct netop_spec *s, char **cause);
+int netop_spec_from_file(const char *path, struct netop_spec *s, char **cause,
+    struct np_config *cfg_out);
+void netop_spec_free(struct netop_spec *s);
+struct netop *netop_attach(struct operation *op, struct netop_spec *s, char **cause);
+struct netop *netop_restore(struct operation *op, char **cause);
+void netop_end(struct netop *no);
+void netop_free(struct netop *no);
+struct json_object *netop_summary(struct netop *no);
+void netop_recover_tables(struct boundaryd *bd);
+void network_inspect(struct boundaryd *bd, const struct peer *p, const char *scope,
+    struct json_object *params, struct op_reply *r);
+void network_event(struct boundaryd *bd, const struct peer *p, const char *scope,
+    struct json_object *params, struct op_reply *r);
+void fault_submit(struct boundaryd *bd, const struct peer *p, const char *scope,
+    struct json_object *params, struct op_reply *r);
+void network_revoke(struct boundaryd *bd, const struct peer *p, const char *scope,
+    struct json_object *params, struct op_reply *r);
+void network_start(struct boundaryd *bd, const struct peer *p, struct json_object *params,
+    struct op_reply *r);
+void network_reinstall(struct boundaryd *bd, const struct peer *p, struct json_object *params,
+    struct op_reply *r);
+void operation_evidence(struct boundaryd *bd, const struct peer *p, struct json_object *params,
+    struct op_reply *r);
+
+/* operation.c helpers shared with netop.c */
+struct operation *operation_find(struct boundaryd *bd, const char *id);
+struct operation *operation_new_address(struct boundaryd *bd, const char *id, char **cause);
+void operation_violation(struct operation *op, const char *what);
+void operation_count_effect(struct operation *op);
 
 /* recover.c */
 void recover_operations(struct boundaryd *bd);

@@ -34,6 +34,7 @@ struct conn {
 	struct bufferevent *c_bev;
 	struct event *c_deadline;
 	enum proto_socket c_kind;
+	char c_scope[OP_ID_MAX]; /* supervisor.sock: its operation; "" elsewhere */
 	struct peer c_peer;
 	int c_deadline_armed;
 };
@@ -98,6 +99,27 @@ control_dispatch(struct conn *c, struct json_object *msg)
 		break;
 	case PM_OPERATION_END:
 		operation_end(bd, c, &c->c_peer, req.pr_id, req.pr_params, &r);
+		break;
+	case PM_OPERATION_EVIDENCE:
+		operation_evidence(bd, &c->c_peer, req.pr_params, &r);
+		break;
+	case PM_NETWORK_INSPECT:
+		network_inspect(bd, &c->c_peer, c->c_scope[0] ? c->c_scope : NULL, req.pr_params, &r);
+		break;
+	case PM_NETWORK_EVENT:
+		network_event(bd, &c->c_peer, c->c_scope[0] ? c->c_scope : NULL, req.pr_params, &r);
+		break;
+	case PM_NETWORK_REVOKE:
+		network_revoke(bd, &c->c_peer, c->c_scope[0] ? c->c_scope : NULL, req.pr_params, &r);
+		break;
+	case PM_NETWORK_START:
+		network_start(bd, &c->c_peer, req.pr_params, &r);
+		break;
+	case PM_NETWORK_REINSTALL:
+		network_reinstall(bd, &c->c_peer, req.pr_params, &r);
+		break;
+	case PM_FAULT_SUBMIT:
+		fault_submit(bd, &c->c_peer, c->c_scope[0] ? c->c_scope : NULL, req.pr_params, &r);
 		break;
 	case PM__COUNT:
 		r.or_code = PE_INTERNAL;
@@ -220,8 +242,8 @@ control_accept_cb(struct evconnlistener *lev, evutil_socket_t fd, struct sockadd
 		return;
 	}
 	/* The socket mode is not the only check: boundary.sock is root's alone. */
-	if (l->l_kind == PS_BOUNDARY && c->c_peer.pr_uid != 0) {
-		log_info("refused boundary.sock connection from uid %u",
+	if ((l->l_kind == PS_BOUNDARY || l->l_kind == PS_SUPERVISOR) && c->c_peer.pr_uid != 0) {
+		log_info("refused %s connection from uid %u", l->l_path,
 		    (unsigned)c->c_peer.pr_uid);
 		free(c);
 		close(fd);
@@ -229,6 +251,7 @@ control_accept_cb(struct evconnlistener *lev, evutil_socket_t fd, struct sockadd
 	}
 	c->c_bd = bd;
 	c->c_kind = l->l_kind;
+	util_strlcpy(c->c_scope, l->l_scope, sizeof(c->c_scope));
 	c->c_bev = bufferevent_socket_new(bd->bd_base, fd, BEV_OPT_CLOSE_ON_FREE);
 	if (c->c_bev == NULL) {
 		free(c);
@@ -251,24 +274,27 @@ control_accept_cb(struct evconnlistener *lev, evutil_socket_t fd, struct sockadd
 }
 
 int
-control_listen(struct boundaryd *bd, struct listener *l, const char *name,
-    enum proto_socket kind, mode_t mode)
+control_listen(struct boundaryd *bd, struct listener *l, int dirfd, const char *dirpath,
+    const char *name, enum proto_socket kind, mode_t mode)
 {
 	struct sockaddr_un sun;
 	int fd;
 
 	memset(&sun, 0, sizeof(sun));
 	sun.sun_family = AF_UNIX;
-	if ((size_t)snprintf(l->l_path, sizeof(l->l_path), "%s/%s", bd->bd_runtime_dir, name) >=
-		sizeof(sun.sun_path)) {
-		log_warnx("socket path %s/%s too long", bd->bd_runtime_dir, name);
+	snprintf(l->l_path, sizeof(l->l_path), "%s/%s", dirpath, name);
+	/*
+	 * Bind through the directory fd we already checked, so the name cannot
+	 * be redirected and a long state root does not overflow sun_path.
+	 */
+	if ((size_t)snprintf(sun.sun_path, sizeof(sun.sun_path), "/proc/self/fd/%d/%s", dirfd,
+		name) >= sizeof(sun.sun_path)) {
+		log_warnx("socket name %s too long", name);
 		return -1;
 	}
-	util_strlcpy(sun.sun_path, l->l_path, sizeof(sun.sun_path));
 	l->l_kind = kind;
 	l->l_bd = bd;
-	/* The runtime dir passed the root-only checks, so no one else can plant a name. */
-	if (unlinkat(bd->bd_runtime_fd, name, 0) != 0 && errno != ENOENT) {
+	if (unlinkat(dirfd, name, 0) != 0 && errno != ENOENT) {
 		log_warn("unlink %s", l->l_path);
 		return -1;
 	}
@@ -280,7 +306,7 @@ control_listen(struct boundaryd *bd, struct listener *l, const char *name,
 	mode_t old = umask(0177);
 	int r = bind(fd, (struct sockaddr *)&sun, sizeof(sun));
 	umask(old);
-	if (r != 0 || fchmodat(bd->bd_runtime_fd, name, mode, 0) != 0 || listen(fd, 128) != 0) {
+	if (r != 0 || fchmodat(dirfd, name, mode, 0) != 0 || listen(fd, 128) != 0) {
 		log_warn("bind %s", l->l_path);
 		close(fd);
 		return -1;

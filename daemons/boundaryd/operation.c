@@ -59,8 +59,8 @@ operation_count(struct boundaryd *bd)
 	return n;
 }
 
-static struct operation *
-op_find(struct boundaryd *bd, const char *id)
+struct operation *
+operation_find(struct boundaryd *bd, const char *id)
 {
 	struct operation *op;
 	TAILQ_FOREACH(op, &bd->bd_ops, op_entry)
@@ -91,8 +91,54 @@ op_free(struct operation *op)
 		close(op->op_dirfd);
 	if (op->op_cg_valid)
 		cgroup_close(&op->op_cg);
+	netop_free(op->op_net);
 	free(op->op_lin);
 	free(op);
+}
+
+int
+operation_visible(const struct operation *op, const struct peer *p)
+{
+	return p->pr_uid == 0 || op->op_uid == p->pr_uid;
+}
+
+static int
+op_mut_one_violation(struct json_object *rec, void *arg, char **cause)
+{
+	struct oprecord_counts c = { .oc_violations = 1 };
+	(void)arg;
+	return oprecord_mut_counts(rec, &c, cause);
+}
+
+static int
+op_mut_one_effect(struct json_object *rec, void *arg, char **cause)
+{
+	struct oprecord_counts c = { .oc_effects = 1 };
+	(void)arg;
+	return oprecord_mut_counts(rec, &c, cause);
+}
+
+/* A lifecycle violation of a live operation (lost evidence, failed revocation ...). */
+void
+operation_violation(struct operation *op, const char *what)
+{
+	char *cause = NULL;
+	log_warnx("%s: violation: %s", op->op_id, what);
+	if (oprecord_update(op->op_dirfd, op->op_id, op_mut_one_violation, NULL, NULL, &cause) != 0) {
+		log_warnx("%s: %s", op->op_id, cause);
+		free(cause);
+	}
+}
+
+/* Every allow, lease, broker or deny effect counts once in the record. */
+void
+operation_count_effect(struct operation *op)
+{
+	char *cause = NULL;
+	if (oprecord_update(op->op_dirfd, op->op_id, op_mut_one_effect, NULL, NULL, &cause) != 0) {
+		log_warnx("%s: %s", op->op_id, cause);
+		free(cause);
+	}
 }
 
 void
@@ -110,7 +156,7 @@ static int
 op_root_exited(struct operation *op)
 {
 	struct pollfd pfd = { .fd = op->op_pidfd, .events = POLLIN };
-	if (op->op_root_gone)
+	if (op->op_root_gone || op->op_kind == OP_KIND_ADDRESS)
 		return 1;
 	if (op->op_pidfd < 0)
 		return 1;
@@ -393,12 +439,20 @@ op_reap_cb(evutil_socket_t fd, short what, void *arg)
 		evtimer_add(op->op_reap_ev, &tv);
 		return;
 	}
+	/*
+	 * The tree is gone (or could not be killed): only now may the network
+	 * table go; deleting it earlier would give survivors open egress.
+	 */
+	if (op->op_net != NULL && populated == 0)
+		netop_end(op->op_net);
 	struct oprecord_cgroup c = { 0 };
 	struct oprecord_lineage lin;
 	struct lineage_batch lb;
 	struct op_batch b = { .ob_n = 0 };
 	int collected = -1;
-	if (populated == 0 && op->op_cg_valid) {
+	if (op->op_kind == OP_KIND_ADDRESS) {
+		c.ocg_cleanup = "removed";
+	} else if (populated == 0 && op->op_cg_valid) {
 		collected = op_collect_lineage(op, 0, &lb); /* every member is gone now */
 		if (collected >= 0 && lb.lb_n > 0) {
 			lin.ol_procs = lb.lb_procs;
@@ -468,13 +522,17 @@ op_arm(struct operation *op)
 	struct event_base *base = op->op_bd->bd_base;
 	struct timeval poll_tv = { 0, OP_POLL_MS * 1000 };
 
-	op->op_pidfd_ev = event_new(base, op->op_pidfd, EV_READ, op_pidfd_cb, op);
-	op->op_poll_ev = event_new(base, -1, EV_PERSIST, op_poll_cb, op);
 	op->op_timeout_ev = evtimer_new(base, op_timeout_cb, op);
-	if (op->op_pidfd_ev == NULL || op->op_poll_ev == NULL || op->op_timeout_ev == NULL)
+	if (op->op_timeout_ev == NULL)
 		return -1;
-	if (event_add(op->op_pidfd_ev, NULL) != 0 || event_add(op->op_poll_ev, &poll_tv) != 0)
-		return -1;
+	if (op->op_kind == OP_KIND_PROCESS) {
+		op->op_pidfd_ev = event_new(base, op->op_pidfd, EV_READ, op_pidfd_cb, op);
+		op->op_poll_ev = event_new(base, -1, EV_PERSIST, op_poll_cb, op);
+		if (op->op_pidfd_ev == NULL || op->op_poll_ev == NULL)
+			return -1;
+		if (event_add(op->op_pidfd_ev, NULL) != 0 || event_add(op->op_poll_ev, &poll_tv) != 0)
+			return -1;
+	}
 	if (op->op_deadline_ms > 0) {
 		int64_t left = op->op_deadline_ms - util_now_ms();
 		if (left < 0)
@@ -509,6 +567,7 @@ static int
 op_verify_child(const struct peer *p, const struct proto_operation_create *c, int *pidfd,
     struct op_reply *r)
 {
+	int adopt = c->oc_adopt_existing && p->pr_uid == 0;
 	struct proc_stat st;
 	uid_t uids[4];
 
@@ -522,13 +581,14 @@ op_verify_child(const struct peer *p, const struct proto_operation_create *c, in
 		    (int)c->oc_pid, (unsigned long long)c->oc_start_ticks);
 		return -1;
 	}
-	if (st.ps_ppid != p->pr_pid || peer_alive(p) != 0) {
+	/* Root's debug network-apply supervises a tree it did not start. */
+	if ((!adopt && st.ps_ppid != p->pr_pid) || peer_alive(p) != 0) {
 		reply_error(r, PE_NOT_CHILD, "process %d is not a child of the caller",
 		    (int)c->oc_pid);
 		return -1;
 	}
-	if (proc_read_uids(c->oc_pid, uids) != 0 || uids[0] != p->pr_uid ||
-	    uids[1] != p->pr_uid || uids[2] != p->pr_uid || uids[3] != p->pr_uid) {
+	if (proc_read_uids(c->oc_pid, uids) != 0 || (!adopt && (uids[0] != p->pr_uid ||
+	    uids[1] != p->pr_uid || uids[2] != p->pr_uid || uids[3] != p->pr_uid))) {
 		reply_error(r, PE_IDENTITY, "process %d does not run as uid %u", (int)c->oc_pid,
 		    (unsigned)p->pr_uid);
 		return -1;
@@ -546,6 +606,9 @@ op_fail_create(struct operation *op, const char *reason)
 {
 	struct oprecord_lifecycle l = { .ol_state = OPSTATE_FAILED, .ol_reason = reason };
 	char *cause = NULL;
+
+	if (op->op_net != NULL && op->op_cg_valid && cgroup_populated(&op->op_cg) > 0)
+		cgroup_kill(&op->op_cg, NULL);
 
 	if (op->op_dirfd >= 0 &&
 	    oprecord_update(op->op_dirfd, op->op_id, oprecord_mut_lifecycle, &l, NULL, &cause) != 0) {
@@ -570,6 +633,8 @@ op_fail_create(struct operation *op, const char *reason)
 			oprecord_update(op->op_dirfd, op->op_id, oprecord_mut_cgroup, &c, NULL, NULL);
 		free(cause);
 	}
+	if (op->op_net != NULL)
+		netop_end(op->op_net);
 	op_free(op);
 }
 
@@ -583,12 +648,45 @@ operation_create(struct boundaryd *bd, const struct peer *p, struct json_object 
 	char rel[256], cgname[256], exe[256], dig[PROC_DIGEST_HEX], *cause = NULL;
 	int pidfd = -1;
 
+	struct netop_spec spec;
+	int want_net = 0;
+
 	if (proto_parse_operation_create(params, &c, &err) != 0) {
 		reply_error(r, PE_INVALID_PARAMS, "%s", err.se_message);
 		return;
 	}
+	/* A config file is root's authority; adopting a foreign tree is a root debug path. */
+	if ((c.oc_network_config != NULL || c.oc_adopt_existing) && p->pr_uid != 0) {
+		reply_error(r, PE_NOT_AUTHORIZED, "network_config and adopt_existing are root only");
+		return;
+	}
+	if (c.oc_network != NULL || c.oc_network_config != NULL) {
+		int pr = c.oc_network != NULL ?
+		    netop_spec_from_params(c.oc_network, &spec, &cause) :
+		    netop_spec_from_file(c.oc_network_config, &spec, &cause, NULL);
+		if (pr == 0 && spec.ns_subject != NFT_SUBJECT_CGROUP) {
+			pr = -1;
+			util_cause(&cause, "a source_address config is started with network.start");
+		}
+		if (pr != 0) {
+			reply_error(r, c.oc_network != NULL ? PE_INVALID_PARAMS : PE_INVALID_CONFIG,
+			    "%s", cause);
+			free(cause);
+			netop_spec_free(&spec);
+			return;
+		}
+		if (bd->bd_nft == NULL) {
+			netop_spec_free(&spec);
+			reply_error(r, PE_ENFORCEMENT, "network enforcement is not available: "
+			    "nftables could not be opened");
+			return;
+		}
+		want_net = 1;
+	}
 	if (!bd->bd_have_cgroup) {
 		reply_error(r, PE_CGROUP, "this host has no cgroup v2 mount");
+		if (want_net)
+			netop_spec_free(&spec);
 		return;
 	}
 	if (p->pr_uid != 0) {
@@ -599,12 +697,16 @@ operation_create(struct boundaryd *bd, const struct peer *p, struct json_object 
 		if (held >= OP_MAX_PER_UID) {
 			reply_error(r, PE_LIMIT, "uid %u already has %d active operations",
 			    (unsigned)p->pr_uid, held);
-			return;
+			if (want_net)
+			netop_spec_free(&spec);
+		return;
 		}
 	}
 	if (op_verify_child(p, &c, &pidfd, r) != 0) {
 		if (pidfd >= 0)
 			close(pidfd);
+		if (want_net)
+			netop_spec_free(&spec);
 		return;
 	}
 	/*
@@ -615,6 +717,8 @@ operation_create(struct boundaryd *bd, const struct peer *p, struct json_object 
 	if (cgroup_of_pid(c.oc_pid, cgname, sizeof(cgname)) != 0) {
 		reply_error(r, PE_IDENTITY, "cannot read the cgroup of process %d", (int)c.oc_pid);
 		close(pidfd);
+		if (want_net)
+			netop_spec_free(&spec);
 		return;
 	}
 	if (strncmp(cgname, CGROUP_BASE "/", strlen(CGROUP_BASE) + 1) == 0 ||
@@ -622,11 +726,15 @@ operation_create(struct boundaryd *bd, const struct peer *p, struct json_object 
 		reply_error(r, PE_CONFLICT, "process %d is already inside a supervised operation",
 		    (int)c.oc_pid);
 		close(pidfd);
+		if (want_net)
+			netop_spec_free(&spec);
 		return;
 	}
 	if ((op = op_alloc(bd)) == NULL) {
 		close(pidfd);
 		reply_error(r, PE_INTERNAL, "out of memory");
+		if (want_net)
+			netop_spec_free(&spec);
 		return;
 	}
 	op->op_pidfd = pidfd;
@@ -639,6 +747,8 @@ operation_create(struct boundaryd *bd, const struct peer *p, struct json_object 
 		reply_error(r, PE_STATE, "cannot create the operation directory: %s",
 		    strerror(errno));
 		op_free(op);
+		if (want_net)
+			netop_spec_free(&spec);
 		return;
 	}
 	snprintf(rel, sizeof(rel), "%s/%s", CGROUP_BASE, op->op_id);
@@ -646,6 +756,8 @@ operation_create(struct boundaryd *bd, const struct peer *p, struct json_object 
 		reply_error(r, PE_CGROUP, "%s", cause);
 		free(cause);
 		op_free(op);
+		if (want_net)
+			netop_spec_free(&spec);
 		return;
 	}
 	op->op_cg_valid = 1;
@@ -675,9 +787,26 @@ operation_create(struct boundaryd *bd, const struct peer *p, struct json_object 
 		reply_error(r, PE_STATE, "%s", cause);
 		free(cause);
 		op_fail_create(op, "record_create_failed");
+		if (want_net)
+			netop_spec_free(&spec);
 		return;
 	}
 	json_object_put(rec);
+
+	/*
+	 * The policy goes onto the still empty cgroup before the process joins
+	 * it: there is no moment in which the tree has ambient network access.
+	 */
+	if (want_net) {
+		if (netop_attach(op, &spec, &cause) == NULL) {
+			reply_error(r, PE_ENFORCEMENT, "network enforcement failed: %s", cause);
+			free(cause);
+			netop_spec_free(&spec);
+			op_fail_create(op, "enforcement_failed");
+			return;
+		}
+		want_net = 0; /* the spec now belongs to the operation */
+	}
 
 	/* Attach, then prove the process we verified is the one that moved. */
 	if (cgroup_attach(&op->op_cg, c.oc_pid, &cause) != 0 ||
@@ -688,6 +817,8 @@ operation_create(struct boundaryd *bd, const struct peer *p, struct json_object 
 		    cause ? cause : "identity changed during attach");
 		free(cause);
 		op_fail_create(op, "attach_failed");
+		if (want_net)
+			netop_spec_free(&spec);
 		return;
 	}
 	struct oprecord_lifecycle l = { .ol_state = OPSTATE_RUNNING };
@@ -710,6 +841,8 @@ operation_create(struct boundaryd *bd, const struct peer *p, struct json_object 
 		reply_error(r, PE_STATE, "%s", cause ? cause : "cannot arm supervision");
 		free(cause);
 		op_fail_create(op, "supervision_failed");
+		if (want_net)
+			netop_spec_free(&spec);
 		return;
 	}
 	TAILQ_INSERT_TAIL(&bd->bd_ops, op, op_entry);
@@ -730,6 +863,14 @@ operation_create(struct boundaryd *bd, const struct peer *p, struct json_object 
 	snprintf(path, sizeof(path), "%s/operations/%s/%s", bd->bd_state_root, op->op_id,
 	    OPRECORD_FILE);
 	json_object_object_add(r->or_result, "record_path", json_object_new_string(path));
+	if (op->op_net != NULL) {
+		json_object_object_add(r->or_result, "warnings",
+		    json_object_get(op->op_net->no_spec.ns_warnings));
+		json_object_object_add(r->or_result, "network_table",
+		    json_object_new_string(op->op_net->no_table));
+		json_object_object_add(r->or_result, "network_generation",
+		    json_object_new_int64((int64_t)op->op_net->no_generation));
+	}
 }
 
 /*
@@ -744,7 +885,7 @@ op_load_visible(struct boundaryd *bd, const struct peer *p, const char *id, int 
 	char *cause = NULL;
 	int dirfd;
 
-	if (!ids_valid("op_", id)) {
+	if (!ids_valid_operation(id)) {
 		reply_error(r, PE_INVALID_PARAMS, "operation_id: malformed id");
 		return NULL;
 	}
@@ -805,6 +946,10 @@ op_summary(struct json_object *rec)
 	    json_object_get(schema_child(root, "executable")));
 	json_object_object_add(s, "processes",
 	    json_object_new_int64((int64_t)json_object_array_length(schema_child(rec, "lineage"))));
+	json_object_object_add(s, "network",
+	    json_object_get(schema_child(schema_child(rec, "counts"), "network")));
+	json_object_object_add(s, "effects",
+	    json_object_get(schema_child(schema_child(rec, "counts"), "effects")));
 	return s;
 }
 
@@ -837,7 +982,7 @@ operation_list(struct boundaryd *bd, const struct peer *p, struct json_object *p
 	rewinddir(d);
 	while ((de = readdir(d)) != NULL) {
 		struct op_reply ignore = { 0 };
-		if (!ids_valid("op_", de->d_name))
+		if (!ids_valid_operation(de->d_name))
 			continue;
 		struct json_object *rec = op_load_visible(bd, p, de->d_name, NULL, &ignore);
 		free(ignore.or_msg);
@@ -922,7 +1067,7 @@ operation_end(struct boundaryd *bd, struct conn *c, const struct peer *p, int64_
 	if (rec == NULL)
 		return;
 	json_object_put(rec);
-	op = op_find(bd, e.oe_id);
+	op = operation_find(bd, e.oe_id);
 	if (op != NULL && op->op_phase == OP_RUNNING) {
 		if (e.oe_has_exit && !e.oe_kill) {
 			/* An exit report is only believable once the root is gone. */
@@ -973,6 +1118,54 @@ operation_end(struct boundaryd *bd, struct conn *c, const struct peer *p, int64_
 }
 
 struct operation *
+operation_new_address(struct boundaryd *bd, const char *id, char **cause)
+{
+	struct operation *op;
+
+	if (operation_find(bd, id) != NULL) {
+		util_cause(cause, "operation %s is already active", id);
+		return NULL;
+	}
+	if ((op = op_alloc(bd)) == NULL) {
+		util_cause(cause, "out of memory");
+		return NULL;
+	}
+	op->op_kind = OP_KIND_ADDRESS;
+	op->op_uid = 0;
+	util_strlcpy(op->op_id, id, sizeof(op->op_id));
+	/* An id names one operation forever: a used one is refused, not reused. */
+	if (mkdirat(bd->bd_ops_fd, op->op_id, 0700) != 0 ||
+	    (op->op_dirfd = safefs_opendir(bd->bd_ops_fd, op->op_id)) < 0) {
+		util_cause(cause, "operation id %s cannot be used: %s", id, strerror(errno));
+		op_free(op);
+		return NULL;
+	}
+	struct oprecord_init in = {
+		.oi_id = op->op_id,
+		.oi_source_run = "network.start",
+		.oi_action_class = "source_address",
+		.oi_instance = bd->bd_instance,
+	};
+	struct json_object *rec = oprecord_new(&in);
+	struct oprecord_lifecycle l = { .ol_state = OPSTATE_RUNNING };
+	struct oprecord_cgroup cg = { .ocg_attachment = "none", .ocg_cleanup = "removed" };
+	struct op_batch b = { .ob_n = 0 };
+	op_batch_add(&b, oprecord_mut_lifecycle, &l);
+	op_batch_add(&b, oprecord_mut_cgroup, &cg);
+	if (record_create(op->op_dirfd, OPRECORD_FILE, rec, cause) != 0 ||
+	    oprecord_update(op->op_dirfd, op->op_id, op_mut_batch, &b, NULL, cause) != 0 ||
+	    op_arm(op) != 0) {
+		json_object_put(rec);
+		op_free(op);
+		return NULL;
+	}
+	json_object_put(rec);
+	TAILQ_INSERT_TAIL(&bd->bd_ops, op, op_entry);
+	log_info("%s: source-address operation started", op->op_id);
+	return op;
+}
+
+struct operation *
 operation_adopt(struct boundaryd *bd, const char *id, int dirfd, struct json_object *rec,
     char **cause)
 {
@@ -988,6 +1181,9 @@ operation_adopt(struct boundaryd *bd, const char *id, int dirfd, struct json_obj
 	util_strlcpy(op->op_id, id, sizeof(op->op_id));
 	op->op_dirfd = dirfd;
 	op->op_uid = (uid_t)schema_int(schema_child(rec, "source"), "uid", -1);
+	const char *ac = schema_string(schema_child(rec, "source"), "action_class");
+	if (ac != NULL && strcmp(ac, "source_address") == 0)
+		op->op_kind = OP_KIND_ADDRESS;
 	op->op_root_pid = (pid_t)schema_int(root, "pid", 0);
 	op->op_root_start = (uint64_t)schema_int(root, "start_time_ticks", 0);
 	op->op_deadline_ms = schema_int(schema_child(rec, "lifecycle"), "deadline_unix_ms", 0);
@@ -1004,7 +1200,7 @@ operation_adopt(struct boundaryd *bd, const char *id, int dirfd, struct json_obj
 		close(op->op_pidfd); /* the pid now names another process */
 		op->op_pidfd = -1;
 	}
-	if (op->op_pidfd < 0)
+	if (op->op_pidfd < 0 && op->op_kind == OP_KIND_PROCESS)
 		op->op_root_gone = 1;
 	for (size_t i = 0; lineage != NULL && i < json_object_array_length(lineage); i++) {
 		struct json_object *le = json_object_array_get_idx(lineage, i);
@@ -1018,6 +1214,15 @@ operation_adopt(struct boundaryd *bd, const char *id, int dirfd, struct json_obj
 	}
 	oprecord_update(dirfd, id, oprecord_mut_instance, bd->bd_instance, NULL, NULL);
 	TAILQ_INSERT_TAIL(&bd->bd_ops, op, op_entry);
+	/* The network boundary first: a new generation from the record, expired leases gone. */
+	char *ncause = NULL;
+	if (netop_restore(op, &ncause) == NULL && ncause != NULL) {
+		log_warnx("%s: network boundary not restored: %s", id, ncause);
+		free(ncause);
+		operation_violation(op, "network_restore_failed");
+		operation_finish(op, OPSTATE_ENDED, "network_restore_failed");
+		return op;
+	}
 	if (op->op_root_gone) {
 		/* The root ended while no supervisor watched: clean up what is left. */
 		operation_finish(op, OPSTATE_LOST, "root_exited_while_supervisor_down");

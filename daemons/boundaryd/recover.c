@@ -60,7 +60,7 @@ recover_operations(struct boundaryd *bd)
 
 		if (de->d_name[0] == '.')
 			continue;
-		if (!ids_valid("op_", de->d_name)) {
+		if (!ids_valid_operation(de->d_name)) {
 			recover_note(bd, de->d_name, "unexpected_entry", NULL);
 			continue;
 		}

@@ -126,6 +126,65 @@ class Env:
         self.proc = None
         self.logs = []
         self.children = []
+        self.netns = None      # the namespace boundaryd and the CLI run in
+        self.namespaces = []   # every namespace this case created
+
+    # -- network namespaces: all test traffic stays inside them --
+
+    def add_netns(self, name):
+        full = "gensee-it-%d-%s" % (os.getpid(), name)
+        subprocess.run(["ip", "netns", "add", full], check=True)
+        self.namespaces.append(full)
+        self.ns_run(full, ["ip", "link", "set", "lo", "up"])
+        return full
+
+    def ns_run(self, ns, argv, check=True, **kw):
+        return subprocess.run(["ip", "-n", ns] + argv[1:] if argv[0] == "ip" else
+                              ["nsenter", "--net=/run/netns/" + ns, "--"] + argv,
+                              check=check, capture_output=True, text=True, timeout=60, **kw)
+
+    def use_netns(self, name="main"):
+        """Run boundaryd and the CLI in a fresh namespace with test addresses."""
+        ns = self.add_netns(name)
+        self.netns = ns
+        # Test addresses on the namespace's own lo (this kernel has no dummy
+        # driver): traffic to them is local to the namespace.
+        for a in ("192.0.2.1/24", "198.51.100.1/24", "203.0.113.40/24"):
+            self.ns_run(ns, ["ip", "addr", "add", a, "dev", "lo"])
+        for a in ("2001:db8::1/64", "2001:db8:1::1/64"):
+            self.ns_run(ns, ["ip", "addr", "add", a, "dev", "lo", "nodad"])
+        return ns
+
+    def tool(self, name):
+        """A copy of a helper script that the test user can read."""
+        dst = os.path.join(self.bindir, name)
+        if not os.path.exists(dst):
+            shutil.copy(os.path.join(os.path.dirname(os.path.abspath(__file__)), name), dst)
+            os.chmod(dst, 0o755)
+        return dst
+
+    def serve(self, ns, *targets):
+        """Start netserve.py in namespace ns; returns once it listens."""
+        p = subprocess.Popen(self.ns_prefix(ns) + ["/usr/bin/python3", self.tool("netserve.py")] +
+                             list(targets), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.children.append(p)
+        line = p.stdout.readline()
+        if line.strip() != "ready":
+            p.kill()
+            raise Failure("netserve did not start: %r %s" % (line, p.stderr.read()))
+        return p
+
+    def probe_outside(self, ns, *targets):
+        """Probes from a process in ns that is in no operation."""
+        r = self.ns_run(ns, ["/usr/bin/python3", self.tool("netprobe.py")] + list(targets))
+        return json.loads(r.stdout)
+
+    def ns_prefix(self, ns=None):
+        ns = ns or self.netns
+        return ["nsenter", "--net=/run/netns/" + ns, "--"] if ns else []
+
+    def user_prefix(self):
+        return ["setpriv", "--reuid=%d" % self.uid, "--regid=%d" % self.gid, "--clear-groups", "--"]
 
     def __enter__(self):
         return self
@@ -145,8 +204,8 @@ class Env:
     def start(self, state=None, runtime=None, expect_fail=False):
         log = tempfile.NamedTemporaryFile(prefix="gensee-it-bd.", suffix=".log", delete=False)
         self.logs.append(log.name)
-        argv = [self.boundaryd, "--foreground", "--state-root", state or self.state,
-                "--runtime-dir", runtime or self.runtime]
+        argv = self.ns_prefix() + [self.boundaryd, "--foreground", "--state-root",
+                                   state or self.state, "--runtime-dir", runtime or self.runtime]
         proc = subprocess.Popen(argv, stdout=log, stderr=log)
         if expect_fail:
             try:
@@ -198,8 +257,8 @@ class Env:
 
     def gensee(self, *args, as_root=False, timeout=60, env=None):
         """Run the CLI (as the test user unless as_root) and wait for it."""
-        kw = {} if as_root else {"user": self.uid, "group": self.gid, "extra_groups": []}
-        r = subprocess.run([self.cli] + list(args), capture_output=True, text=True,
+        argv, kw = self._cli_argv(args, as_root)
+        r = subprocess.run(argv, capture_output=True, text=True,
                            timeout=timeout, env=self.user_env(env), cwd="/", **kw)
         no_sanitizer_report(r.stderr)
         return r
@@ -211,12 +270,20 @@ class Env:
         return p.returncode, out, err
 
     def gensee_bg(self, *args, as_root=False, env=None):
-        kw = {} if as_root else {"user": self.uid, "group": self.gid, "extra_groups": []}
-        p = subprocess.Popen([self.cli] + list(args), stdout=subprocess.PIPE,
+        argv, kw = self._cli_argv(args, as_root)
+        p = subprocess.Popen(argv, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True, env=self.user_env(env),
                              cwd="/", **kw)
         self.children.append(p)
         return p
+
+    def _cli_argv(self, args, as_root):
+        """The CLI's argv: in the case's namespace, as the test user unless root."""
+        if self.netns is None:
+            kw = {} if as_root else {"user": self.uid, "group": self.gid, "extra_groups": []}
+            return [self.cli] + list(args), kw
+        user = [] if as_root else self.user_prefix()
+        return self.ns_prefix() + user + [self.cli] + list(args), {}
 
     def user_call(self, path, method, params=None):
         r = subprocess.run(["/usr/bin/python3", "-c", USER_CALL, path, method,
@@ -287,6 +354,17 @@ class Env:
             os.rmdir(base)  # only when empty: another instance may use it
         except OSError:
             pass
+        for ns in self.namespaces:
+            # Killing what still runs inside, then the namespace (and its tables) goes.
+            subprocess.run(["ip", "netns", "pids", ns], capture_output=True)
+            r = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True)
+            for pid in r.stdout.split():
+                try:
+                    os.kill(int(pid), signal.SIGKILL)
+                except OSError:
+                    pass
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+        self.namespaces = []
         for d in (self.state, self.runtime, self.bindir):
             shutil.rmtree(d, ignore_errors=True)
         for name in self.logs:

@@ -612,7 +612,9 @@ body_commit_lists(void *arg)
 		    "[\"ipv6_addr\",\"inet_proto\",\"inet_service\"]") == 0, "set %s type %s",
 		    sets[i], json_object_to_json_string(v));
 		v = json_object_object_get(set, "flags");
+		/* The allow sets also take per-element timeouts (lease backstops). */
 		T_CHECK(strcmp(json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN),
+		    strncmp(sets[i], "allow", 5) == 0 ? "[\"interval\",\"timeout\"]" :
 		    "[\"interval\"]") == 0, "set %s flags %s", sets[i],
 		    json_object_to_json_string(v));
 	}
@@ -1150,6 +1152,113 @@ START_TEST(test_elements_update)
 }
 END_TEST
 
+/*
+ * Refill: the table, sets and chains stay, the contents are replaced in one
+ * batch; a missing table makes it fail without creating anything.
+ */
+static int
+body_refill(void *arg)
+{
+	struct nft_elem one[] = {
+		test_elem("192.0.2.1", "192.0.2.1", IPPROTO_TCP, 80, 80),
+		test_elem("192.0.2.2", "192.0.2.2", IPPROTO_TCP, 80, 80),
+	};
+	struct nft_elem two[] = {
+		test_elem("192.0.2.2", "192.0.2.2", IPPROTO_TCP, 80, 80),
+		test_elem("198.51.100.7", "198.51.100.7", IPPROTO_UDP, 53, 53),
+	};
+	struct nft_elem deny[] = { test_elem("203.0.113.9", "203.0.113.9", IPPROTO_TCP, 22, 22) };
+	struct nft_policy p = test_policy("gensee_refill", "op_refill", 1, NFT_SUBJECT_CGROUP,
+	    NFT_MODE_ALLOWLIST);
+	struct json_object *root, *set;
+	struct nft_ctx *ctx;
+	char *cause = NULL, owner[64];
+	uint64_t gen;
+
+	(void)arg;
+	p.np_allow = one;
+	p.np_nallow = nitems(one);
+	T_OK(nft_open(&ctx, &cause), cause);
+	T_OK(nft_generation_commit(ctx, &p, &cause), cause);
+	p.np_allow = two;
+	p.np_nallow = nitems(two);
+	p.np_deny = deny;
+	p.np_ndeny = nitems(deny);
+	p.np_generation = 2;
+	T_OK(nft_generation_refill(ctx, &p, &cause), cause);
+	/* A second refill of the same contents is fine: flushed elements may come back. */
+	p.np_generation = 3;
+	T_OK(nft_generation_refill(ctx, &p, &cause), cause);
+	if ((root = test_list_json("gensee_refill")) == NULL)
+		return -1;
+	set = test_json_find(root, "set", "name", "allow4", 0);
+	T_CHECK(test_json_nelem(set) == 2 && test_json_has_elem(set,
+	    "{\"concat\":[\"198.51.100.7\",\"udp\",53]}") && test_json_has_elem(set,
+	    "{\"concat\":[\"192.0.2.2\",\"tcp\",80]}"), "allow4 after refill: %s",
+	    json_object_to_json_string(set));
+	T_CHECK(test_json_nelem(test_json_find(root, "set", "name", "deny4", 0)) == 1,
+	    "deny4 after refill");
+	/* Rules were replaced, not appended to: one jump in output. */
+	T_CHECK(test_json_count(root, "rule", "chain", "output") == 1, "output rules doubled");
+	json_object_put(root);
+	T_CHECK(test_table_info(ctx, "gensee_refill", &gen, owner, sizeof(owner)) == 0 && gen == 3,
+	    "refill generation %" PRIu64, gen);
+	p.np_table = "gensee_refillnone";
+	T_CHECK(nft_generation_refill(ctx, &p, &cause) != 0, "refill created a missing table");
+	T_CHECK((root = test_list_json("gensee_refillnone")) == NULL, "missing table exists now");
+	free(cause);
+	nft_close(ctx);
+	return 0;
+}
+
+START_TEST(test_refill)
+{
+	test_in_netns("refill", body_refill, NULL);
+}
+END_TEST
+
+/* An element with a timeout disappears by itself, without any batch. */
+static int
+body_timeout(void *arg)
+{
+	struct nft_elem e[] = { test_elem("192.0.2.5", "192.0.2.5", IPPROTO_TCP, 443, 443) };
+	struct nft_policy p = test_policy("gensee_tmo", "op_tmo", 1, NFT_SUBJECT_CGROUP,
+	    NFT_MODE_ALLOWLIST);
+	struct json_object *root;
+	struct nft_ctx *ctx;
+	char *cause = NULL;
+	size_t n = 1;
+
+	(void)arg;
+	e[0].ne_timeout_ms = 1000;
+	p.np_allow = e;
+	p.np_nallow = 1;
+	T_OK(nft_open(&ctx, &cause), cause);
+	T_OK(nft_generation_commit(ctx, &p, &cause), cause);
+	if ((root = test_list_json("gensee_tmo")) == NULL)
+		return -1;
+	T_CHECK(test_json_nelem(test_json_find(root, "set", "name", "allow4", 0)) == 1,
+	    "timed element missing");
+	json_object_put(root);
+	for (int i = 0; i < 60 && n != 0; i++) {
+		usleep(100000);
+		if ((root = test_list_json("gensee_tmo")) == NULL)
+			return -1;
+		n = test_json_nelem(test_json_find(root, "set", "name", "allow4", 0));
+		json_object_put(root);
+	}
+	T_CHECK(n == 0, "element outlived its kernel timeout");
+	free(cause);
+	nft_close(ctx);
+	return 0;
+}
+
+START_TEST(test_timeout)
+{
+	test_in_netns("timeout", body_timeout, NULL);
+}
+END_TEST
+
 /* The previous generation is still there, untouched. */
 static int
 test_still_gen1(struct nft_ctx *ctx)
@@ -1566,6 +1675,8 @@ test_nft_suite(void)
 	tcase_add_test(k, test_replace_generation);
 	tcase_add_test(k, test_many_elements);
 	tcase_add_test(k, test_elements_update);
+	tcase_add_test(k, test_refill);
+	tcase_add_test(k, test_timeout);
 	tcase_add_test(k, test_bad_batch);
 	tcase_add_test(k, test_tables_list);
 	tcase_add_test(k, test_table_delete);

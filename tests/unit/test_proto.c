@@ -124,7 +124,8 @@ static const struct ecase ecases[] = {
 	  "{\"operation_id\":\"" GOOD_ID "\",\"exit_signal\":0}}", PE_INVALID_PARAMS, 13,
 	    "exit_signal" },
 	{ "{\"proto\":1,\"id\":14,\"method\":\"operation.inspect\",\"params\":"
-	  "{\"operation_id\":\"op_0123456789abcdef0123456789abcdef0123456789abcdef\"}}",
+	  "{\"operation_id\":\"op_0123456789abcdef0123456789abcdef0123456789abcdef"
+	  "0123456789abcdef0123456\"}}", /* 73 characters: longer than any id */
 	    PE_INVALID_PARAMS, 14, "operation_id" },
 	{ "{\"proto\":1,\"id\":15,\"method\":\"operation.list\",\"params\":{\"limit\":0}}",
 	    PE_INVALID_PARAMS, 15, "limit" },
@@ -193,6 +194,13 @@ START_TEST(test_access_rows)
 		{ "operation.inspect", PS_BOUNDARY | PS_CLIENT, PA_ANY_USER },
 		{ "operation.list", PS_BOUNDARY | PS_CLIENT, PA_ANY_USER },
 		{ "operation.end", PS_BOUNDARY | PS_CLIENT, PA_ANY_USER },
+		{ "operation.evidence", PS_BOUNDARY | PS_CLIENT, PA_ANY_USER },
+		{ "network.inspect", PS_BOUNDARY | PS_CLIENT | PS_SUPERVISOR, PA_ANY_USER },
+		{ "network.event", PS_BOUNDARY | PS_CLIENT | PS_SUPERVISOR, PA_ANY_USER },
+		{ "network.revoke", PS_BOUNDARY | PS_CLIENT | PS_SUPERVISOR, PA_ANY_USER },
+		{ "network.start", PS_BOUNDARY, PA_ROOT },
+		{ "network.reinstall", PS_BOUNDARY, PA_ROOT },
+		{ "fault.submit", PS_BOUNDARY | PS_CLIENT | PS_SUPERVISOR, PA_ANY_USER },
 	};
 
 	ck_assert_int_eq(nitems(rows), PM__COUNT);
@@ -219,7 +227,9 @@ START_TEST(test_method_table)
 		ck_assert_int_eq(i->pmi_method, m);
 		ck_assert_ptr_eq(proto_method_lookup(i->pmi_name), i);
 		ck_assert_int_ne(i->pmi_sockets, 0);
-		ck_assert_int_eq(i->pmi_sockets & ~(PS_BOUNDARY | PS_CLIENT), 0);
+		ck_assert_int_eq(i->pmi_sockets & ~(PS_BOUNDARY | PS_CLIENT | PS_SUPERVISOR), 0);
+		/* supervisor.sock is root's: no method is open to others there. */
+		ck_assert_int_eq(proto_authorized(i, PS_SUPERVISOR, 1000), 0);
 		if (i->pmi_nparams > 0)
 			ck_assert_ptr_nonnull(i->pmi_params);
 	}
@@ -291,15 +301,19 @@ END_TEST
 
 START_TEST(test_operation_end_malformed_id)
 {
+	/*
+	 * Random ids are op_ + 32 hex; administrators may name operations
+	 * op_ + [a-z0-9_-] in root-owned configs. Nothing else is an id.
+	 */
 	const char *bad[] = {
-		"op_0123456789abcdef0123456789abcde",	 /* 31 hex */
-		"op_0123456789abcdef0123456789abcdef0",	 /* 33 hex */
+		"op_",						 /* empty name */
 		"op_0123456789ABCDEF0123456789abcdef",	 /* uppercase */
 		"xp_0123456789abcdef0123456789abcdef",	 /* prefix */
 		"0123456789abcdef0123456789abcdef",	 /* no prefix */
 		"op_../0123456789abcdef0123456789abc",	 /* traversal */
 		"op_0123456789abcdef/123456789abcdef",	 /* slash */
-		"op_0123456789abcdef0123456789abcdeg",	 /* not hex */
+		"op_0123456789abcdef 123456789abcdef",	 /* space */
+		"op_0123456789abcdef0123456789abcdef0123456789abcdef0123456789abc", /* 61 */
 		"../../etc/passwd",
 	};
 	struct proto_operation_end e;

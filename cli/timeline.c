@@ -1,0 +1,141 @@
+/*
+ * timeline.c: `gensee timeline [--operation ID] [--json] [--ocsf]`.
+ *
+ * Exec events, network effects (allow, lease, deny, NetworkBlocked), faults
+ * and leases of an operation in time order, read by boundaryd from the
+ * evidence files (they are root's; the caller sees only their own).
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <json-c/json.h>
+
+#include "cli.h"
+#include "client.h"
+#include "log.h"
+#include "schema.h"
+
+/* OCSF classes: Process Activity (1007), Network Activity (4001). */
+static struct json_object *
+timeline_ocsf(struct json_object *e)
+{
+	const char *kind = schema_string(e, "kind");
+	int process = kind != NULL && strcmp(kind, "exec") == 0;
+	int denied = kind != NULL && (strcmp(kind, "deny") == 0 ||
+	    strcmp(kind, "NetworkBlocked") == 0);
+	struct json_object *o = log_ocsf_record(process ? 1007 : 4001, process ? 1 : 6,
+	    denied ? 3 : 1, kind ? kind : "event", e);
+	/* The record's own time, not the time of printing. */
+	json_object_object_add(o, "time_dt", json_object_get(schema_child(e, "time")));
+	return o;
+}
+
+static void
+timeline_print(struct json_object *e)
+{
+	const char *ev = schema_string(e, "evidence");
+	const char *kind = schema_string(e, "kind");
+	printf("%-24s %-8s %-16s", schema_string(e, "time") ? schema_string(e, "time") : "-",
+	    ev ? ev : "?", kind ? kind : "?");
+	if (schema_child(e, "pid") != NULL)
+		printf(" pid %lld", (long long)schema_int(e, "pid", 0));
+	if (schema_string(e, "executable") != NULL)
+		printf(" %s", schema_string(e, "executable"));
+	if (schema_string(e, "destination") != NULL)
+		printf(" %s %s/%lld", schema_string(e, "destination"),
+		    schema_string(e, "protocol") ? schema_string(e, "protocol") : "",
+		    (long long)schema_int(e, "port", 0));
+	struct json_object *cap = schema_child(e, "capability");
+	if (cap != NULL)
+		printf(" %s %s/%lld", schema_string(cap, "destination"), schema_string(cap, "protocol"),
+		    (long long)schema_int(cap, "port", 0));
+	if (schema_string(e, "disposition") != NULL)
+		printf(" -> %s", schema_string(e, "disposition"));
+	if (schema_string(e, "reason") != NULL)
+		printf(" (%s)", schema_string(e, "reason"));
+	if (schema_child(e, "packets") != NULL)
+		printf(" %lld packets %lld bytes", (long long)schema_int(e, "packets", 0),
+		    (long long)schema_int(e, "bytes", 0));
+	if (schema_string(e, "lease_id") != NULL)
+		printf(" lease %s", schema_string(e, "lease_id"));
+	printf("\n");
+}
+
+static int
+timeline_one(const char *id, int json, int ocsf)
+{
+	struct client_error err;
+	struct json_object *p = json_object_new_object(), *res, *events;
+
+	json_object_object_add(p, "operation_id", json_object_new_string(id));
+	if (client_call("client.sock", "operation.evidence", p, &res, &err) != 0) {
+		fprintf(stderr, "gensee timeline: %s: %s: %s\n", id, err.ce_code, err.ce_message);
+		client_error_clear(&err);
+		return 1;
+	}
+	events = schema_child(res, "events");
+	for (size_t i = 0; i < json_object_array_length(events); i++) {
+		struct json_object *e = json_object_array_get_idx(events, i);
+		if (ocsf) {
+			struct json_object *o = timeline_ocsf(e);
+			printf("%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN |
+			    JSON_C_TO_STRING_NOSLASHESCAPE));
+			json_object_put(o);
+		} else if (json) {
+			printf("%s\n", json_object_to_json_string_ext(e, JSON_C_TO_STRING_PLAIN |
+			    JSON_C_TO_STRING_NOSLASHESCAPE));
+		} else {
+			timeline_print(e);
+		}
+	}
+	json_object_put(res);
+	return 0;
+}
+
+int
+cmd_timeline(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "operation", required_argument, NULL, 'o' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "ocsf", no_argument, NULL, 'O' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *id = NULL;
+	int json = 0, ocsf = 0, ch, rc = 0;
+	struct client_error err;
+	struct json_object *res;
+
+	optind = 1;
+	while ((ch = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+		switch (ch) {
+		case 'o':
+			id = optarg;
+			break;
+		case 'j':
+			json = 1;
+			break;
+		case 'O':
+			ocsf = 1;
+			break;
+		default:
+			fprintf(stderr, "usage: gensee timeline [--operation ID] [--json] [--ocsf]\n");
+			return 2;
+		}
+	}
+	if (id != NULL)
+		return timeline_one(id, json, ocsf);
+	/* Every operation of the caller, oldest first. */
+	if (client_call("client.sock", "operation.list", json_object_new_object(), &res, &err) != 0) {
+		fprintf(stderr, "gensee timeline: %s: %s\n", err.ce_code, err.ce_message);
+		client_error_clear(&err);
+		return 1;
+	}
+	struct json_object *ops = schema_child(res, "operations");
+	for (size_t i = 0; i < json_object_array_length(ops); i++)
+		rc |= timeline_one(schema_string(json_object_array_get_idx(ops, i), "operation_id"),
+		    json, ocsf);
+	json_object_put(res);
+	return rc;
+}
