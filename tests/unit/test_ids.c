@@ -98,7 +98,7 @@ START_TEST(test_valid_rejects)
 		"op_0123456789abcdef0123456789abcdeg",
 		"op_0123456789abcdef 123456789abcdef",
 		"op_+123456789abcdef0123456789abcdef",
-		"op_\xc3\xa9" "23456789abcdef0123456789abcdef",
+		"op_\303\25123456789abcdef0123456789abcdef", /* non-ASCII (U+00E9) */
 	};
 
 	for (size_t i = 0; i < nitems(bad); i++)
