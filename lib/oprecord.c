@@ -339,6 +339,15 @@ oprecord_mut_lineage(struct json_object *rec, void *arg, char **cause)
 			now_str(e, "exited_at");
 			changed = 1;
 		}
+		if (p->op_has_exit && schema_child(e, "exit_status") == NULL) {
+			struct json_object *x = json_object_new_object();
+			json_object_object_add(x, "code", p->op_exit_signal ? NULL :
+			    json_object_new_int(p->op_exit_code));
+			json_object_object_add(x, "signal", p->op_exit_signal ?
+			    json_object_new_int(p->op_exit_signal) : NULL);
+			json_object_object_add(e, "exit_status", x);
+			changed = 1;
+		}
 		if (p->op_killed && !schema_bool(e, "killed_by_supervisor", 0)) {
 			json_object_object_add(e, "killed_by_supervisor", json_object_new_boolean(1));
 			changed = 1;

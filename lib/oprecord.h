@@ -76,6 +76,9 @@ struct oprecord_proc {
 	const char *op_argv_digest;
 	int op_exited;	/* mark exited_at now */
 	int op_killed;	/* killed by the supervisor as a leftover */
+	int op_has_exit; /* the exit status is known (proc connector) */
+	int op_exit_code;
+	int op_exit_signal;
 };
 struct oprecord_lineage {
 	const struct oprecord_proc *ol_procs;

@@ -30,6 +30,33 @@ static const struct schema_field operation_create_params[] = {
 	{ "network", SCHEMA_OBJECT, 0, 0, 0, 0 },
 	{ "network_config", SCHEMA_STRING, 0, 2, 1024, 0 },
 	{ "adopt_existing", SCHEMA_BOOL, 0, 0, 0, 0 },
+	{ "fanotify", SCHEMA_OBJECT, 0, 0, 0, 0 },
+	{ "host_controls", SCHEMA_OBJECT, 0, 0, 0, 0 },
+};
+
+static const struct schema_field sensor_register_params[] = {
+	{ "sensors", SCHEMA_STRING_ARRAY, SCHEMA_REQUIRED, 1, 8, 32 },
+};
+
+static const struct schema_field sensor_ack_params[] = {
+	{ "operation_id", SCHEMA_STRING, SCHEMA_REQUIRED, 1, 72, 0 },
+};
+
+static const struct schema_field sensor_loss_params[] = {
+	{ "sensor", SCHEMA_STRING, SCHEMA_REQUIRED, 1, 32, 0 },
+	{ "count", SCHEMA_INT, SCHEMA_REQUIRED, 1, INT64_MAX, 0 },
+	{ "detail", SCHEMA_STRING, 0, 0, 256, 0 },
+	{ "operation_id", SCHEMA_STRING, 0, 1, 72, 0 },
+};
+
+static const struct schema_field lineage_report_params[] = {
+	{ "operation_id", SCHEMA_STRING, SCHEMA_REQUIRED, 1, 72, 0 },
+	{ "events", SCHEMA_ARRAY, SCHEMA_REQUIRED, 1, 4096, 0 },
+};
+
+static const struct schema_field file_decision_params[] = {
+	{ "operation_id", SCHEMA_STRING, SCHEMA_REQUIRED, 1, 72, 0 },
+	{ "decisions", SCHEMA_ARRAY, SCHEMA_REQUIRED, 1, 4096, 0 },
 };
 
 static const struct schema_field operation_evidence_params[] = {
@@ -106,6 +133,17 @@ static const struct proto_method_info proto_methods[PM__COUNT] = {
 	    nitems(network_inspect_params) },
 	{ PM_FAULT_SUBMIT, "fault.submit", PS_BOUNDARY | PS_CLIENT | PS_SUPERVISOR,
 	    PA_ANY_USER, fault_submit_params, nitems(fault_submit_params) },
+	/* The sensor channel: gensee-sensord, root, on boundary.sock only. */
+	{ PM_SENSOR_REGISTER, "sensor.register", PS_BOUNDARY, PA_ROOT, sensor_register_params,
+	    nitems(sensor_register_params) },
+	{ PM_SENSOR_ACK, "sensor.ack", PS_BOUNDARY, PA_ROOT, sensor_ack_params,
+	    nitems(sensor_ack_params) },
+	{ PM_SENSOR_LOSS, "sensor.loss", PS_BOUNDARY, PA_ROOT, sensor_loss_params,
+	    nitems(sensor_loss_params) },
+	{ PM_LINEAGE_REPORT, "lineage.report", PS_BOUNDARY, PA_ROOT, lineage_report_params,
+	    nitems(lineage_report_params) },
+	{ PM_FILE_DECISION, "file.decision", PS_BOUNDARY, PA_ROOT, file_decision_params,
+	    nitems(file_decision_params) },
 };
 
 const struct proto_method_info *
@@ -206,6 +244,8 @@ proto_parse_operation_create(struct json_object *params, struct proto_operation_
 	if (out->oc_source_run == NULL)
 		out->oc_source_run = "gensee run";
 	out->oc_network = schema_child(params, "network");
+	out->oc_fanotify = schema_child(params, "fanotify");
+	out->oc_host_controls = schema_child(params, "host_controls");
 	out->oc_network_config = schema_string(params, "network_config");
 	out->oc_adopt_existing = schema_bool(params, "adopt_existing", 0);
 	if (out->oc_network != NULL && out->oc_network_config != NULL) {

@@ -32,6 +32,7 @@ struct json_object;
 #define PE_LIMIT "limit_exceeded"
 #define PE_ENFORCEMENT "enforcement_failed"
 #define PE_INVALID_CONFIG "invalid_config"
+#define PE_SENSOR "sensor_unavailable"
 #define PE_INTERNAL "internal_error"
 #define PE_SHUTTING_DOWN "shutting_down"
 
@@ -49,6 +50,11 @@ enum proto_method {
 	PM_NETWORK_START,
 	PM_NETWORK_REINSTALL,
 	PM_FAULT_SUBMIT,
+	PM_SENSOR_REGISTER,
+	PM_SENSOR_ACK,
+	PM_SENSOR_LOSS,
+	PM_LINEAGE_REPORT,
+	PM_FILE_DECISION,
 	PM__COUNT
 };
 
@@ -112,6 +118,8 @@ struct proto_operation_create {
 	const char *oc_action_class;
 	const char *oc_source_run;
 	struct json_object *oc_network;		/* network spec, or NULL */
+	struct json_object *oc_fanotify;	/* sensitive-path rules for sensord, or NULL */
+	struct json_object *oc_host_controls;	/* what the launcher applied (seccomp, Landlock) */
 	const char *oc_network_config;		/* root only: a schema-3 config file */
 	int oc_adopt_existing;			/* root only: supervise a running tree */
 };

@@ -27,6 +27,10 @@ struct json_object;
 struct evconnlistener;
 
 #define BOUNDARYD_NAME "gensee-boundaryd"
+#define SENSOR_NFT_TRACE 0x01
+#define SENSOR_PROC_CONNECTOR 0x02
+#define SENSOR_FANOTIFY 0x04
+#define SENSOR_ACK_MS 2000
 #define CONTROL_MAX_CONNS 256
 #define CONTROL_FRAME_DEADLINE_SEC 5
 #define CONTROL_IDLE_SEC 60
@@ -92,6 +96,12 @@ struct operation {
 	struct lineage_entry *op_lin;
 	size_t op_nlin, op_caplin;
 	struct op_waiter_list op_waiters;
+	struct json_object *op_fanotify;	/* sensitive-path config for sensord */
+	/* operation.create's reply, held until sensord has the config (or gives up). */
+	struct conn *op_create_conn;
+	int64_t op_create_id;
+	struct json_object *op_create_result;
+	struct event *op_create_timer;
 };
 TAILQ_HEAD(operation_list, operation);
 struct conn;
@@ -165,6 +175,8 @@ struct boundaryd {
 	struct nft_ctx *bd_nft;		/* NULL: no nftables, network operations refused */
 	unsigned char bd_table_key[32];	/* keys table names: not guessable from outside */
 	int bd_netops_fd;		/* STATE/network-operations */
+	struct conn *bd_sensor;		/* gensee-sensord's connection, or NULL */
+	int bd_sensor_caps;		/* SENSOR_* it offers */
 	int bd_shutdown;
 };
 
@@ -174,6 +186,7 @@ int control_listen(struct boundaryd *bd, struct listener *l, int dirfd, const ch
 void control_close(struct listener *l);
 void control_close_all(struct boundaryd *bd);
 void control_send(struct conn *c, struct json_object *msg);
+pid_t control_peer_pid(struct conn *c);
 
 /* operation.c: method handlers fill *result or (*code, *msg). */
 struct op_reply {
@@ -182,8 +195,8 @@ struct op_reply {
 	char *or_msg;
 	int or_deferred; /* the handler replies later through control_send() */
 };
-void operation_create(struct boundaryd *bd, const struct peer *p, struct json_object *params,
-    struct op_reply *r);
+void operation_create(struct boundaryd *bd, struct conn *c, const struct peer *p,
+    int64_t reqid, struct json_object *params, struct op_reply *r);
 void operation_inspect(struct boundaryd *bd, const struct peer *p, struct json_object *params,
     struct op_reply *r);
 void operation_list(struct boundaryd *bd, const struct peer *p, struct json_object *params,
@@ -231,6 +244,26 @@ struct operation *operation_find(struct boundaryd *bd, const char *id);
 struct operation *operation_new_address(struct boundaryd *bd, const char *id, char **cause);
 void operation_violation(struct operation *op, const char *what);
 void operation_count_effect(struct operation *op);
+
+/* sensors.c */
+struct json_object *sensor_op_config(struct operation *op);
+int sensor_push(struct boundaryd *bd, struct operation *op, const char *action);
+void sensor_register(struct boundaryd *bd, struct conn *c, const struct peer *p,
+    struct json_object *params, struct op_reply *r);
+void sensor_conn_closed(struct boundaryd *bd, struct conn *c);
+void sensor_ack(struct boundaryd *bd, const struct peer *p, struct json_object *params,
+    struct op_reply *r);
+void sensor_loss(struct boundaryd *bd, const struct peer *p, struct json_object *params,
+    struct op_reply *r);
+void lineage_report(struct boundaryd *bd, const struct peer *p, struct json_object *params,
+    struct op_reply *r);
+void file_decision(struct boundaryd *bd, const struct peer *p, struct json_object *params,
+    struct op_reply *r);
+void operation_create_resolve(struct operation *op, int acked);
+void operation_sensor_state(struct operation *op, const char *sensor, const char *state);
+struct oprecord_proc;
+void operation_merge_lineage(struct operation *op, const struct oprecord_proc *v, size_t n,
+    const char *source);
 
 /* recover.c */
 void recover_operations(struct boundaryd *bd);

@@ -89,7 +89,7 @@ control_dispatch(struct conn *c, struct json_object *msg)
 		boundaryd_shutdown(bd);
 		break;
 	case PM_OPERATION_CREATE:
-		operation_create(bd, &c->c_peer, req.pr_params, &r);
+		operation_create(bd, c, &c->c_peer, req.pr_id, req.pr_params, &r);
 		break;
 	case PM_OPERATION_INSPECT:
 		operation_inspect(bd, &c->c_peer, req.pr_params, &r);
@@ -120,6 +120,21 @@ control_dispatch(struct conn *c, struct json_object *msg)
 		break;
 	case PM_FAULT_SUBMIT:
 		fault_submit(bd, &c->c_peer, c->c_scope[0] ? c->c_scope : NULL, req.pr_params, &r);
+		break;
+	case PM_SENSOR_REGISTER:
+		sensor_register(bd, c, &c->c_peer, req.pr_params, &r);
+		break;
+	case PM_SENSOR_ACK:
+		sensor_ack(bd, &c->c_peer, req.pr_params, &r);
+		break;
+	case PM_SENSOR_LOSS:
+		sensor_loss(bd, &c->c_peer, req.pr_params, &r);
+		break;
+	case PM_LINEAGE_REPORT:
+		lineage_report(bd, &c->c_peer, req.pr_params, &r);
+		break;
+	case PM_FILE_DECISION:
+		file_decision(bd, &c->c_peer, req.pr_params, &r);
 		break;
 	case PM__COUNT:
 		r.or_code = PE_INTERNAL;
@@ -204,6 +219,7 @@ static void
 control_conn_free(struct conn *c)
 {
 	operation_forget_conn(c->c_bd, c);
+	sensor_conn_closed(c->c_bd, c);
 	if (c->c_deadline != NULL)
 		event_free(c->c_deadline);
 	bufferevent_free(c->c_bev);
@@ -328,6 +344,12 @@ control_close(struct listener *l)
 		evconnlistener_free(l->l_ev);
 		l->l_ev = NULL;
 	}
+}
+
+pid_t
+control_peer_pid(struct conn *c)
+{
+	return c->c_peer.pr_pid;
 }
 
 void

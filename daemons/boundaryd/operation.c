@@ -73,6 +73,11 @@ static void
 op_free(struct operation *op)
 {
 	struct op_waiter *w;
+
+	if (op->op_create_timer != NULL)
+		event_free(op->op_create_timer);
+	json_object_put(op->op_create_result);
+	json_object_put(op->op_fanotify);
 	while ((w = TAILQ_FIRST(&op->op_waiters)) != NULL) {
 		TAILQ_REMOVE(&op->op_waiters, w, ow_entry);
 		free(w);
@@ -384,6 +389,7 @@ operation_finish(struct operation *op, const char *state, const char *reason)
 	if (op->op_phase != OP_RUNNING)
 		return;
 	op->op_phase = OP_FINISHING;
+	sensor_push(op->op_bd, op, "remove");
 	if (op->op_poll_ev != NULL)
 		event_del(op->op_poll_ev);
 	if (op->op_timeout_ev != NULL)
@@ -638,9 +644,161 @@ op_fail_create(struct operation *op, const char *reason)
 	op_free(op);
 }
 
+/* Sensor coverage of an operation, in its record ("sensors": {name: state}). */
+struct op_sensor_arg {
+	const char *sa_sensor;
+	const char *sa_state;
+};
+
+static int
+op_mut_sensor(struct json_object *rec, void *arg, char **cause)
+{
+	struct op_sensor_arg *a = arg;
+	struct json_object *s = schema_child(rec, "sensors");
+	static const char *const all[] = { "nft_trace", "proc_connector", "fanotify" };
+
+	(void)cause;
+	if (s == NULL) {
+		s = json_object_new_object();
+		json_object_object_add(rec, "sensors", s);
+	}
+	if (strcmp(a->sa_sensor, "all") == 0) {
+		for (size_t i = 0; i < nitems(all); i++) {
+			const char *cur = schema_string(s, all[i]);
+			if (cur != NULL && strcmp(cur, "off") != 0 && strcmp(cur, "unavailable") != 0)
+				json_object_object_add(s, all[i], json_object_new_string(a->sa_state));
+		}
+	} else {
+		json_object_object_add(s, a->sa_sensor, json_object_new_string(a->sa_state));
+	}
+	return 0;
+}
+
 void
-operation_create(struct boundaryd *bd, const struct peer *p, struct json_object *params,
-    struct op_reply *r)
+operation_sensor_state(struct operation *op, const char *sensor, const char *state)
+{
+	struct op_sensor_arg a = { sensor, state };
+	char *cause = NULL;
+	if (oprecord_update(op->op_dirfd, op->op_id, op_mut_sensor, &a, NULL, &cause) != 0) {
+		log_warnx("%s: %s", op->op_id, cause);
+		free(cause);
+	}
+}
+
+/* Set a portion of the record once (host_controls, fanotify): never overwritten. */
+struct op_portion_arg {
+	const char *pa_key;
+	struct json_object *pa_value;
+};
+
+static int
+op_mut_portion_once(struct json_object *rec, void *arg, char **cause)
+{
+	struct op_portion_arg *a = arg;
+	if (schema_child(rec, a->pa_key) != NULL) {
+		util_cause(cause, "%s is already recorded", a->pa_key);
+		return -1;
+	}
+	json_object_object_add(rec, a->pa_key, json_object_get(a->pa_value));
+	return 0;
+}
+
+/* Lineage reported by a sensor (proc connector): merged like the polled one. */
+void
+operation_merge_lineage(struct operation *op, const struct oprecord_proc *v, size_t n,
+    const char *source)
+{
+	struct oprecord_lineage lin = { v, n };
+	char *cause = NULL;
+
+	for (size_t i = 0; i < n; i++) {
+		struct lineage_entry *e = op_lin_find(op, v[i].op_pid, v[i].op_start);
+		if (e == NULL && !v[i].op_exited)
+			e = op_lin_add(op, v[i].op_pid, v[i].op_ppid, v[i].op_start);
+		if (e != NULL) {
+			if (v[i].op_exe != NULL)
+				util_strlcpy(e->le_exe, v[i].op_exe, sizeof(e->le_exe));
+			if (v[i].op_exited)
+				e->le_gone = 1;
+		}
+	}
+	if (oprecord_update(op->op_dirfd, op->op_id, oprecord_mut_lineage, &lin, NULL, &cause) != 0) {
+		log_warnx("%s: %s lineage: %s", op->op_id, source, cause);
+		free(cause);
+	}
+}
+
+static void
+op_create_timeout_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	operation_create_resolve(arg, 0);
+}
+
+/*
+ * Release the held operation.create reply. Without sensord's ack an
+ * operation that asked for fanotify fails (its sensitive paths would be
+ * unguarded); others start with their coverage recorded as unconfirmed.
+ */
+void
+operation_create_resolve(struct operation *op, int acked)
+{
+	struct json_object *res = op->op_create_result;
+
+	if (res == NULL)
+		return;
+	op->op_create_result = NULL;
+	if (op->op_create_timer != NULL)
+		event_del(op->op_create_timer);
+	if (!acked && op->op_fanotify != NULL) {
+		if (op->op_create_conn != NULL)
+			control_send(op->op_create_conn, proto_error_new(op->op_create_id, PE_SENSOR,
+			    "gensee-sensord did not confirm the sensitive-path policy"));
+		json_object_put(res);
+		op->op_create_conn = NULL;
+		operation_finish(op, OPSTATE_FAILED, "sensor_unavailable");
+		return;
+	}
+	if (!acked)
+		operation_sensor_state(op, "all", "unconfirmed");
+	if (op->op_create_conn != NULL)
+		control_send(op->op_create_conn, proto_result_new(op->op_create_id, res));
+	else
+		json_object_put(res);
+	op->op_create_conn = NULL;
+}
+
+static const struct schema_field fanotify_fields[] = {
+	{ "enabled", SCHEMA_BOOL, SCHEMA_REQUIRED, 0, 0, 0 },
+	{ "posture", SCHEMA_STRING, SCHEMA_REQUIRED, 1, 16, 0 },
+	{ "rules", SCHEMA_ARRAY, SCHEMA_REQUIRED, 0, 1024, 0 },
+	{ "home", SCHEMA_STRING, 0, 1, 4096, 0 },
+};
+
+static const struct schema_field fanotify_rule_fields[] = {
+	{ "path", SCHEMA_STRING, SCHEMA_REQUIRED, 1, 4096, 0 },
+	{ "action", SCHEMA_STRING, SCHEMA_REQUIRED, 1, 16, 0 },
+};
+
+/* The fanotify section of operation.create: shape only; sensord parses patterns. */
+static int
+op_check_fanotify(struct json_object *f, struct schema_error *err)
+{
+	struct json_object *rules;
+	if (schema_validate(f, fanotify_fields, nitems(fanotify_fields), err) != 0)
+		return -1;
+	rules = schema_child(f, "rules");
+	for (size_t i = 0; i < json_object_array_length(rules); i++)
+		if (schema_validate(json_object_array_get_idx(rules, i), fanotify_rule_fields,
+		    nitems(fanotify_rule_fields), err) != 0)
+			return -1;
+	return 0;
+}
+
+void
+operation_create(struct boundaryd *bd, struct conn *conn, const struct peer *p, int64_t reqid,
+    struct json_object *params, struct op_reply *r)
 {
 	struct proto_operation_create c;
 	struct schema_error err;
@@ -659,6 +817,19 @@ operation_create(struct boundaryd *bd, const struct peer *p, struct json_object 
 	if ((c.oc_network_config != NULL || c.oc_adopt_existing) && p->pr_uid != 0) {
 		reply_error(r, PE_NOT_AUTHORIZED, "network_config and adopt_existing are root only");
 		return;
+	}
+	if (c.oc_fanotify != NULL) {
+		if (op_check_fanotify(c.oc_fanotify, &err) != 0) {
+			reply_error(r, PE_INVALID_PARAMS, "fanotify.%s", err.se_message);
+			return;
+		}
+		/* Asked-for sensitive-path enforcement that nothing applies: refuse. */
+		if (schema_bool(c.oc_fanotify, "enabled", 0) &&
+		    (bd->bd_sensor == NULL || !(bd->bd_sensor_caps & SENSOR_FANOTIFY))) {
+			reply_error(r, PE_SENSOR, "fanotify enforcement needs gensee-sensord, "
+			    "which is not connected");
+			return;
+		}
 	}
 	if (c.oc_network != NULL || c.oc_network_config != NULL) {
 		int pr = c.oc_network != NULL ?
@@ -846,6 +1017,26 @@ operation_create(struct boundaryd *bd, const struct peer *p, struct json_object 
 		return;
 	}
 	TAILQ_INSERT_TAIL(&bd->bd_ops, op, op_entry);
+	if (c.oc_host_controls != NULL) {
+		struct op_portion_arg pa = { "host_controls", c.oc_host_controls };
+		oprecord_update(op->op_dirfd, op->op_id, op_mut_portion_once, &pa, NULL, NULL);
+	}
+	if (c.oc_fanotify != NULL && schema_bool(c.oc_fanotify, "enabled", 0)) {
+		struct op_portion_arg pa = { "fanotify", c.oc_fanotify };
+		op->op_fanotify = json_object_get(c.oc_fanotify);
+		oprecord_update(op->op_dirfd, op->op_id, op_mut_portion_once, &pa, NULL, NULL);
+	}
+	{
+		struct op_sensor_arg sa[] = {
+			{ "proc_connector", bd->bd_sensor_caps & SENSOR_PROC_CONNECTOR ? "active" :
+			    "unavailable" },
+			{ "nft_trace", op->op_net == NULL ? "off" :
+			    bd->bd_sensor_caps & SENSOR_NFT_TRACE ? "active" : "unavailable" },
+			{ "fanotify", op->op_fanotify == NULL ? "off" : "active" },
+		};
+		for (size_t i = 0; i < nitems(sa); i++)
+			oprecord_update(op->op_dirfd, op->op_id, op_mut_sensor, &sa[i], NULL, NULL);
+	}
 	log_info("%s: created for uid %u, root %d, cgroup %s (id %llu)", op->op_id,
 	    (unsigned)op->op_uid, (int)op->op_root_pid, op->op_cg.cg_path,
 	    (unsigned long long)op->op_cg.cg_id);
@@ -870,6 +1061,22 @@ operation_create(struct boundaryd *bd, const struct peer *p, struct json_object 
 		    json_object_new_string(op->op_net->no_table));
 		json_object_object_add(r->or_result, "network_generation",
 		    json_object_new_int64((int64_t)op->op_net->no_generation));
+	}
+	/*
+	 * With a sensor, hold the reply (and so the child) until sensord has
+	 * this operation's config: its very first open is then already judged
+	 * by the right rules.
+	 */
+	if (sensor_push(bd, op, "add") == 0) {
+		struct timeval tv = { SENSOR_ACK_MS / 1000, (SENSOR_ACK_MS % 1000) * 1000 };
+		op->op_create_result = r->or_result;
+		op->op_create_conn = conn;
+		op->op_create_id = reqid;
+		r->or_result = NULL;
+		r->or_deferred = 1;
+		op->op_create_timer = evtimer_new(bd->bd_base, op_create_timeout_cb, op);
+		if (op->op_create_timer == NULL || evtimer_add(op->op_create_timer, &tv) != 0)
+			operation_create_resolve(op, 0);
 	}
 }
 
@@ -1037,6 +1244,8 @@ operation_forget_conn(struct boundaryd *bd, struct conn *c)
 	struct operation *op;
 	struct op_waiter *w, *next;
 	TAILQ_FOREACH(op, &bd->bd_ops, op_entry) {
+		if (op->op_create_conn == c)
+			op->op_create_conn = NULL; /* the launcher is gone; its child dies with it */
 		for (w = TAILQ_FIRST(&op->op_waiters); w != NULL; w = next) {
 			next = TAILQ_NEXT(w, ow_entry);
 			if (w->ow_conn == c) {
@@ -1181,6 +1390,8 @@ operation_adopt(struct boundaryd *bd, const char *id, int dirfd, struct json_obj
 	util_strlcpy(op->op_id, id, sizeof(op->op_id));
 	op->op_dirfd = dirfd;
 	op->op_uid = (uid_t)schema_int(schema_child(rec, "source"), "uid", -1);
+	if (schema_child(rec, "fanotify") != NULL)
+		op->op_fanotify = json_object_get(schema_child(rec, "fanotify"));
 	const char *ac = schema_string(schema_child(rec, "source"), "action_class");
 	if (ac != NULL && strcmp(ac, "source_address") == 0)
 		op->op_kind = OP_KIND_ADDRESS;

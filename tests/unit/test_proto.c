@@ -201,6 +201,11 @@ START_TEST(test_access_rows)
 		{ "network.start", PS_BOUNDARY, PA_ROOT },
 		{ "network.reinstall", PS_BOUNDARY, PA_ROOT },
 		{ "fault.submit", PS_BOUNDARY | PS_CLIENT | PS_SUPERVISOR, PA_ANY_USER },
+		{ "sensor.register", PS_BOUNDARY, PA_ROOT },
+		{ "sensor.ack", PS_BOUNDARY, PA_ROOT },
+		{ "sensor.loss", PS_BOUNDARY, PA_ROOT },
+		{ "lineage.report", PS_BOUNDARY, PA_ROOT },
+		{ "file.decision", PS_BOUNDARY, PA_ROOT },
 	};
 
 	ck_assert_int_eq(nitems(rows), PM__COUNT);
