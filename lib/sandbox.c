@@ -41,3 +41,31 @@ sandbox_boundaryd(char **cause)
 	}
 	return 0;
 }
+
+/*
+ * sensord capabilities:
+ *   CAP_SYS_ADMIN       fanotify_init(FAN_CLASS_CONTENT) and its marks
+ *   CAP_NET_ADMIN       the proc connector and the nftables trace group
+ *   CAP_DAC_READ_SEARCH the fds fanotify opens on files of other users
+ *   CAP_SYS_PTRACE      /proc/PID/exe of other users' processes for lineage
+ * Everything else is dropped from every set; no_new_privs on top.
+ */
+int
+sandbox_sensord(char **cause)
+{
+	capng_clear(CAPNG_SELECT_BOTH);
+	if (capng_updatev(CAPNG_ADD, CAPNG_EFFECTIVE | CAPNG_PERMITTED, CAP_SYS_ADMIN,
+		CAP_NET_ADMIN, CAP_DAC_READ_SEARCH, CAP_SYS_PTRACE, -1) != 0) {
+		util_cause(cause, "capng_updatev failed");
+		return -1;
+	}
+	if (capng_apply(CAPNG_SELECT_BOTH) != 0) {
+		util_cause(cause, "capng_apply failed");
+		return -1;
+	}
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
+		util_cause(cause, "PR_SET_NO_NEW_PRIVS: %s", strerror(errno));
+		return -1;
+	}
+	return 0;
+}

@@ -10,4 +10,10 @@
  */
 int sandbox_boundaryd(char **cause);
 
+/*
+ * sensord keeps root's uid (fanotify permission events and the trace group
+ * need it) and only the capabilities its sensors use.
+ */
+int sandbox_sensord(char **cause);
+
 #endif

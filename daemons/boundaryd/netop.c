@@ -1253,6 +1253,7 @@ static const struct schema_field fault_fields[] = {
 };
 
 static const struct schema_field subject_fields[] = {
+	{ "nft_table", SCHEMA_STRING, 0, 1, 64, 0 },
 	{ "pid", SCHEMA_INT, 0, 1, 4194304, 0 },
 	{ "start_time_ticks", SCHEMA_INT, 0, 0, INT64_MAX, 0 },
 	{ "peer_address", SCHEMA_STRING, 0, 2, 64, 0 },
@@ -1272,10 +1273,18 @@ static const struct schema_field capability_fields[] = {
  * operation's cgroup subtree; an address must be the operation's own.
  */
 static const char *
-netop_bind_subject(struct netop *no, struct json_object *subj)
+netop_bind_subject(struct netop *no, struct json_object *subj, int trusted)
 {
 	struct operation *op = no->no_op;
 
+	/*
+	 * A trace of a packet this operation's own table rejected proves the
+	 * packet was the operation's: the table name is a keyed hash nobody
+	 * else can produce. Only a root peer (gensee-sensord) may claim it.
+	 */
+	if (schema_string(subj, "nft_table") != NULL)
+		return trusted && strcmp(schema_string(subj, "nft_table"), no->no_table) == 0 ?
+		    NULL : "unknown_peer";
 	if (schema_child(subj, "pid") != NULL) {
 		char cg[256];
 		size_t rl = strlen(op->op_cg.cg_rel);
@@ -1310,7 +1319,7 @@ netop_bind_subject(struct netop *no, struct json_object *subj)
  */
 static struct json_object *
 netop_decide(struct netop *no, struct json_object *subj, struct json_object *cap,
-    int64_t requested_ttl, const char *source, const char *kind)
+    int64_t requested_ttl, const char *source, const char *kind, int trusted)
 {
 	struct np_event ev = { 0 };
 	struct np_decision d;
@@ -1324,7 +1333,7 @@ netop_decide(struct netop *no, struct json_object *subj, struct json_object *cap
 	ids_new(strcmp(kind, "fault") == 0 ? "fault_" : "event_", fault_id, sizeof(fault_id));
 	memset(&d, 0, sizeof(d));
 	d.nd_disposition = NP_DENY;
-	bind_err = netop_bind_subject(no, subj);
+	bind_err = netop_bind_subject(no, subj, trusted);
 	if (netpolicy_parse_addr(dst, &ev.ne_family, ev.ne_addr) != 0) {
 		d.nd_reason = "unbounded_destination"; /* not one exact address */
 	} else if (proto < 0) {
@@ -1415,7 +1424,7 @@ network_event(struct boundaryd *bd, const struct peer *p, const char *scope,
 		if (schema_child(ev, ck[i]) != NULL)
 			json_object_object_add(cap, ck[i], json_object_get(schema_child(ev, ck[i])));
 	r->or_result = netop_decide(no, subj, cap, schema_int(ev, "requested_ttl_seconds", 0),
-	    schema_string(ev, "source"), "event");
+	    schema_string(ev, "source"), "event", p->pr_uid == 0);
 	json_object_put(subj);
 	json_object_put(cap);
 }
@@ -1468,7 +1477,8 @@ fault_submit(struct boundaryd *bd, const struct peer *p, const char *scope,
 		return;
 	}
 	r->or_result = netop_decide(no, schema_child(f, "subject"), schema_child(f, "capability"),
-	    schema_int(f, "requested_ttl_seconds", 0), schema_string(f, "source"), "fault");
+	    schema_int(f, "requested_ttl_seconds", 0), schema_string(f, "source"), "fault",
+	    p->pr_uid == 0);
 }
 
 void
