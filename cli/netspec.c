@@ -203,3 +203,46 @@ fail:
 	json_object_put(spec);
 	return NULL;
 }
+
+struct json_object *
+fanspec_build(struct json_object *policy, int force, char **cause)
+{
+	struct json_object *linux_ = schema_child(policy, "linux");
+	struct json_object *fan = schema_child(linux_, "fanotify");
+	struct json_object *spec = json_object_new_object(), *rules = json_object_new_array();
+	const char *posture = schema_string(linux_, "posture");
+	const char *action = schema_string(fan, "action");
+	struct json_object *v;
+
+	json_object_object_add(spec, "enabled",
+	    json_object_new_boolean(force || schema_bool(fan, "enabled", 0)));
+	json_object_object_add(spec, "posture", json_object_new_string(posture ? posture : "enforce"));
+	json_object_object_add(spec, "rules", rules);
+	if (getenv("HOME") != NULL && getenv("HOME")[0] == '/')
+		json_object_object_add(spec, "home", json_object_new_string(getenv("HOME")));
+	if ((v = schema_child(fan, "paths")) != NULL) {
+		if (!json_object_is_type(v, json_type_array)) {
+			util_cause(cause, "%s: linux.fanotify.paths must be a list", policy_path());
+			json_object_put(spec);
+			return NULL;
+		}
+		for (size_t i = 0; i < json_object_array_length(v); i++) {
+			struct json_object *r = json_object_new_object();
+			json_object_object_add(r, "path",
+			    json_object_get(json_object_array_get_idx(v, i)));
+			json_object_object_add(r, "action", json_object_new_string(action ? action :
+			    "deny"));
+			json_object_array_add(rules, r);
+		}
+	}
+	if ((v = schema_child(fan, "rules")) != NULL) {
+		if (!json_object_is_type(v, json_type_array)) {
+			util_cause(cause, "%s: linux.fanotify.rules must be a list", policy_path());
+			json_object_put(spec);
+			return NULL;
+		}
+		for (size_t i = 0; i < json_object_array_length(v); i++)
+			json_object_array_add(rules, json_object_get(json_object_array_get_idx(v, i)));
+	}
+	return spec;
+}

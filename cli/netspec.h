@@ -37,4 +37,14 @@ const char *policy_path(void);
 struct json_object *netspec_build(const struct netspec_opts *o, struct json_object *policy,
     struct json_object *warnings, char **cause);
 
+/*
+ * The "fanotify" params of operation.create: enabled by linux.fanotify.enabled
+ * or force; rules from linux.fanotify.paths (with linux.fanotify.action) and
+ * linux.fanotify.rules; posture from linux.posture; home from $HOME (the
+ * built-in ~/.ssh, ~/.aws and ~/.config/gcloud rules are sensord's).
+ * Returns NULL with *cause on a malformed policy, or a new object (with
+ * "enabled": false when off).
+ */
+struct json_object *fanspec_build(struct json_object *policy, int force, char **cause);
+
 #endif

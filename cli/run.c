@@ -149,10 +149,12 @@ cmd_run(int argc, char **argv)
 		{ "max-lease-ttl", required_argument, NULL, 'n' },
 		{ "deny-all", no_argument, NULL, 'n' },
 		{ "monitor", no_argument, NULL, 'n' },
+		{ "linux-fanotify", no_argument, NULL, 'F' },
+		{ "linux-network", no_argument, NULL, 'N' },
 		{ NULL, 0, NULL, 0 },
 	};
 	int64_t timeout = 0;
-	int json = 0, ch, go[2], st[2], status, sandbox = 0, net_opts = 0, idx;
+	int json = 0, ch, go[2], st[2], status, sandbox = 0, net_opts = 0, idx, fanotify = 0;
 	const char *netconfig = NULL;
 	struct netspec_opts nso;
 	struct json_object *netspec = NULL;
@@ -181,6 +183,12 @@ cmd_run(int argc, char **argv)
 		case 'c':
 			netconfig = optarg;
 			break;
+		case 'F':
+			fanotify = 1;
+			break;
+		case 'N':
+			net_opts = 1; /* network enforcement is on with --sandbox linux anyway */
+			break;
 		case 'n':
 			if (netspec_option(&nso, longopts[idx].name, optarg) != 1) {
 				fprintf(stderr, "gensee run: --%s: bad value\n", longopts[idx].name);
@@ -204,16 +212,21 @@ cmd_run(int argc, char **argv)
 	if (optind >= argc)
 		run_usage();
 	char **cmd = argv + optind;
-	if ((net_opts || netconfig != NULL) && !sandbox) {
-		fprintf(stderr, "gensee run: network options need --sandbox linux\n");
+	if ((net_opts || netconfig != NULL || fanotify) && !sandbox) {
+		fprintf(stderr, "gensee run: --linux-* and network options need --sandbox linux\n");
 		return 2;
 	}
+	struct json_object *fanspec = NULL;
 	if (sandbox && netconfig == NULL) {
 		char *cause = NULL;
 		struct json_object *warnings = json_object_new_array();
 		struct json_object *policy = policy_load(&cause);
 		if (policy != NULL)
 			netspec = netspec_build(&nso, policy, warnings, &cause);
+		if (netspec != NULL && (fanspec = fanspec_build(policy, fanotify, &cause)) == NULL) {
+			json_object_put(netspec);
+			netspec = NULL;
+		}
 		json_object_put(policy);
 		for (size_t i = 0; i < json_object_array_length(warnings); i++)
 			fprintf(stderr, "gensee run: warning: %s\n",
@@ -259,6 +272,10 @@ cmd_run(int argc, char **argv)
 		json_object_object_add(params, "timeout_seconds", json_object_new_int64(timeout));
 	if (netspec != NULL)
 		json_object_object_add(params, "network", netspec);
+	if (fanspec != NULL && schema_bool(fanspec, "enabled", 0))
+		json_object_object_add(params, "fanotify", fanspec);
+	else
+		json_object_put(fanspec);
 	if (netconfig != NULL)
 		json_object_object_add(params, "network_config", json_object_new_string(netconfig));
 	if (client_call("client.sock", "operation.create", params, &res, &err) != 0) {

@@ -16,16 +16,23 @@
 #include "log.h"
 #include "schema.h"
 
-/* OCSF classes: Process Activity (1007), Network Activity (4001). */
+/* One evidence line as an OCSF record (class and activity ids from OCSF 1.1). */
 static struct json_object *
 timeline_ocsf(struct json_object *e)
 {
 	const char *kind = schema_string(e, "kind");
-	int process = kind != NULL && strcmp(kind, "exec") == 0;
-	int denied = kind != NULL && (strcmp(kind, "deny") == 0 ||
-	    strcmp(kind, "NetworkBlocked") == 0);
-	struct json_object *o = log_ocsf_record(process ? 1007 : 4001, process ? 1 : 6,
-	    denied ? 3 : 1, kind ? kind : "event", e);
+	const char *ev = schema_string(e, "evidence");
+	const char *decision = schema_string(e, "decision");
+	int process = ev != NULL && strcmp(ev, "lineage") == 0;
+	int file = ev != NULL && strcmp(ev, "file") == 0;
+	int denied = (kind != NULL && (strcmp(kind, "deny") == 0 ||
+	    strcmp(kind, "NetworkBlocked") == 0)) || (decision != NULL && strcmp(decision, "deny") == 0);
+	/* OCSF: File System Activity 1001 (open: 14), Process 1007, Network 4001 (refuse: 5). */
+	int class_uid = process ? 1007 : file ? 1001 : 4001;
+	int activity = process ? (kind && strcmp(kind, "exit") == 0 ? 2 : 1) : file ? 14 :
+	    denied ? 5 : 6;
+	struct json_object *o = log_ocsf_record(class_uid, activity, denied ? 3 : 1,
+	    kind ? kind : "event", e);
 	/* The record's own time, not the time of printing. */
 	json_object_object_add(o, "time_dt", json_object_get(schema_child(e, "time")));
 	return o;
@@ -59,6 +66,11 @@ timeline_print(struct json_object *e)
 		    (long long)schema_int(e, "bytes", 0));
 	if (schema_string(e, "lease_id") != NULL)
 		printf(" lease %s", schema_string(e, "lease_id"));
+	if (schema_string(e, "path") != NULL)
+		printf(" %s %s -> %s (%s)", schema_string(e, "event") ? schema_string(e, "event") : "",
+		    schema_string(e, "path"), schema_string(e, "decision") ?
+		    schema_string(e, "decision") : "?", schema_string(e, "action") ?
+		    schema_string(e, "action") : "");
 	printf("\n");
 }
 

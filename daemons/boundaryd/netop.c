@@ -1642,8 +1642,22 @@ operation_evidence(struct boundaryd *bd, const struct peer *p, struct json_objec
 		json_object_object_add(o, "ppid", json_object_get(schema_child(e, "ppid")));
 		json_object_object_add(o, "executable", json_object_get(schema_child(e, "executable")));
 		json_object_array_add(arr, o);
+		if (schema_child(e, "exited_at") != NULL) {
+			struct json_object *x = json_object_new_object();
+			json_object_object_add(x, "time", json_object_get(schema_child(e, "exited_at")));
+			json_object_object_add(x, "evidence", json_object_new_string("lineage"));
+			json_object_object_add(x, "kind", json_object_new_string("exit"));
+			json_object_object_add(x, "pid", json_object_get(schema_child(e, "pid")));
+			json_object_object_add(x, "exit_status",
+			    json_object_get(schema_child(e, "exit_status")));
+			json_object_array_add(arr, x);
+		}
 	}
 	json_object_put(rec);
+	if ((dfd = safefs_opendir(bd->bd_ops_fd, id)) >= 0) {
+		netop_read_jsonl(dfd, "files.jsonl", "file", limit, arr);
+		close(dfd);
+	}
 	if ((dfd = safefs_opendir(bd->bd_netops_fd, id)) >= 0) {
 		netop_read_jsonl(dfd, "effects.jsonl", "effect", limit, arr);
 		netop_read_jsonl(dfd, "faults.jsonl", "fault", limit, arr);
