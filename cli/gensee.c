@@ -10,6 +10,7 @@
 
 #include "cli.h"
 #include "ids.h"
+#include "policy.h"
 
 static void
 usage(FILE *f)
@@ -30,6 +31,8 @@ usage(FILE *f)
 	    "  operation inspect ID [--json]\n"
 	    "  operation list [--json]\n"
 	    "  timeline [--operation ID] [--json] [--ocsf]\n"
+	    "  policy setup [--force] | show [--json] | get KEY [--json] | set KEY VALUE [--json]\n"
+	    "                            $GENSEE_HOME/policy.json (gensee policy help: the keys)\n"
 	    "  debug network-plan --session-id ID --pid PID [--allow X]... [--deny X]... [--json]\n"
 	    "  debug network-apply --session-id ID --pid PID ... (root)\n"
 	    "\n"
@@ -56,6 +59,7 @@ main(int argc, char **argv)
 		{ "operation", cmd_operation },
 		{ "debug", cmd_debug },
 		{ "timeline", cmd_timeline },
+		{ "policy", cmd_policy },
 	};
 
 	if (argc < 2) {
