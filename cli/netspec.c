@@ -16,6 +16,7 @@
 #include "frame.h"
 #include "netpolicy.h"
 #include "netspec.h"
+#include "policy.h"
 #include "schema.h"
 #include "util.h"
 
@@ -78,6 +79,14 @@ policy_load(char **cause)
 	free(buf);
 	if (st != FRAME_OK) {
 		util_cause(cause, "%s: %s", policy_path(), frame_status_code(st));
+		return NULL;
+	}
+	/* One schema decides what a policy may say (cli/policy.c): refuse the rest. */
+	char *why = NULL;
+	if (policy_validate(o, NULL, &why) != 0) {
+		util_cause(cause, "%s: %s", policy_path(), why);
+		free(why);
+		json_object_put(o);
 		return NULL;
 	}
 	return o;
@@ -184,7 +193,7 @@ netspec_build(const struct netspec_opts *o, struct json_object *policy,
 		na = 0;
 	} else if (o->no_monitor) {
 		mode = "monitor";
-	} else if (mode == NULL || strcmp(mode, "deny_only") == 0) {
+	} else if (mode == NULL) {
 		/* Only deny entries and no mode: deny-only monitor mode. */
 		mode = (na == 0 && nd > 0) ? "monitor" : "allowlist";
 	}
