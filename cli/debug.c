@@ -1,10 +1,12 @@
 /*
- * debug.c: `gensee debug network-plan` and `gensee debug network-apply`.
+ * debug.c: `gensee debug network-plan`, `gensee debug network-apply` and
+ * `gensee debug seccomp-profile`.
  *
  * network-plan needs no privilege: it prints exactly the generation that
  * boundaryd would install for the options and policy given. network-apply
  * (root) puts an already running tree under a new operation with that
- * network policy.
+ * network policy. seccomp-profile prints the filter that `gensee run
+ * --sandbox linux` would load with the user's policy.
  */
 #include <getopt.h>
 #include <limits.h>
@@ -14,6 +16,8 @@
 #include <string.h>
 
 #include <json-c/json.h>
+
+#include <seccomp.h> /* lib/seccomp.h, which includes libseccomp's */
 
 #include "cgroup.h"
 #include "cli.h"
@@ -262,6 +266,83 @@ debug_network_apply(int argc, char **argv)
 	return 0;
 }
 
+/* Print one seccomp rule as a line of the text form. */
+static void
+debug_seccomp_rule(struct json_object *r)
+{
+	struct json_object *when = schema_child(r, "when");
+	char cond[96] = "always";
+
+	if (when != NULL)
+		snprintf(cond, sizeof(cond), "if arg%d & %s", (int)schema_int(when, "arg", 0),
+		    schema_string(when, "flag"));
+	printf("  %-18s %-14s %-26s %s\n", schema_string(r, "syscall"), schema_string(r, "action"),
+	    cond, schema_string(r, "key"));
+}
+
+/* `gensee debug seccomp-profile [--json]`: the profile from the user's policy. */
+static int
+debug_seccomp_profile(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "json", no_argument, NULL, 'j' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct seccomp_profile sp;
+	struct json_object *policy, *out;
+	char *cause = NULL;
+	int ch, json = 0;
+
+	optind = 1;
+	while ((ch = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+		if (ch != 'j') {
+			fprintf(stderr, "usage: gensee debug seccomp-profile [--json]\n");
+			return 2;
+		}
+		json = 1;
+	}
+	if (optind != argc) {
+		fprintf(stderr, "usage: gensee debug seccomp-profile [--json]\n");
+		return 2;
+	}
+	if ((policy = policy_load(&cause)) == NULL ||
+	    seccomp_profile_build(policy, SECCOMP_PROFILE_FROM_POLICY, &sp, &cause) != 0) {
+		fprintf(stderr, "gensee debug seccomp-profile: %s\n", cause);
+		free(cause);
+		json_object_put(policy);
+		return 1;
+	}
+	json_object_put(policy);
+	out = seccomp_profile_json(&sp);
+	json_object_object_add(out, "policy", json_object_new_string(policy_path()));
+	if (json) {
+		cli_print_json(out);
+	} else {
+		struct json_object *rules = schema_child(out, "rules");
+		struct json_object *keys = schema_child(out, "keys");
+
+		printf("seccomp profile \"default\" of gensee run --sandbox linux: %s (%s)\n",
+		    sp.sp_enabled ? "enabled" : "disabled", sp.sp_enabled_source);
+		printf("policy: %s\n", policy_path());
+		json_object_object_foreach(keys, name, k) {
+			printf("  %-45s %-5s (%s)\n", name, schema_bool(k, "value", 0) ? "true" :
+			    "false", schema_string(k, "source"));
+		}
+		if (sp.sp_enabled) {
+			printf("default action: allow\n");
+			printf("bad-arch action: kill the process (every syscall ABI but the "
+			    "native %s one, e.g. i386 and x32)\n",
+			    schema_string(out, "native_arch"));
+			printf("rules:\n");
+			for (size_t i = 0; i < json_object_array_length(rules); i++)
+				debug_seccomp_rule(json_object_array_get_idx(rules, i));
+		}
+	}
+	json_object_put(out);
+	seccomp_profile_free(&sp);
+	return 0;
+}
+
 int
 cmd_debug(int argc, char **argv)
 {
@@ -269,6 +350,8 @@ cmd_debug(int argc, char **argv)
 		return debug_network_plan(argc - 1, argv + 1);
 	if (argc >= 2 && strcmp(argv[1], "network-apply") == 0)
 		return debug_network_apply(argc - 1, argv + 1);
-	fprintf(stderr, "usage: gensee debug network-plan|network-apply ...\n");
+	if (argc >= 2 && strcmp(argv[1], "seccomp-profile") == 0)
+		return debug_seccomp_profile(argc - 1, argv + 1);
+	fprintf(stderr, "usage: gensee debug network-plan|network-apply|seccomp-profile ...\n");
 	return 2;
 }

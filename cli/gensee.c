@@ -24,8 +24,11 @@ usage(FILE *f)
 	    "  watch --pid PID [--duration-seconds N] [--json]\n"
 	    "                            exec events of a running process tree\n"
 	    "  run --sandbox linux [--allow-net X]... [--deny-net X]... [--deny-all] [--monitor]\n"
-	    "      [--lease-scope X]... [--max-lease-ttl S] [--network-config FILE] -- CMD\n"
-	    "                            X is CIDR[,tcp|udp[,PORT|LO-HI]]\n"
+	    "      [--lease-scope X]... [--max-lease-ttl S] [--network-config FILE]\n"
+	    "      [--linux-seccomp | --no-linux-seccomp] [--linux-landlock-ro PATH]...\n"
+	    "      [--linux-landlock-rw PATH]... -- CMD\n"
+	    "                            X is CIDR[,tcp|udp[,PORT|LO-HI]]; seccomp and\n"
+	    "                            Landlock default to linux.seccomp/linux.landlock\n"
 	    "  run network inspect|event|revoke (--socket PATH | --operation ID) ...\n"
 	    "  run fault (--socket PATH | --operation ID) --fault FILE\n"
 	    "  operation inspect ID [--json]\n"
@@ -35,6 +38,8 @@ usage(FILE *f)
 	    "                            $GENSEE_HOME/policy.json (gensee policy help: the keys)\n"
 	    "  debug network-plan --session-id ID --pid PID [--allow X]... [--deny X]... [--json]\n"
 	    "  debug network-apply --session-id ID --pid PID ... (root)\n"
+	    "  debug seccomp-profile [--json]\n"
+	    "                            the seccomp filter of run --sandbox linux\n"
 	    "\n"
 	    "Sockets are found in $GENSEE_RUNTIME_DIR (default /run/gensee).\n");
 }

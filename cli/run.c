@@ -7,6 +7,10 @@
  * operation's cgroup), then releases it with GENSEE_OPERATION_ID set. If the
  * operation cannot be created the child never runs the command: there is no
  * unsupervised fallback.
+ *
+ * With --sandbox linux the child also confines itself just before exec
+ * (seccomp, Landlock: see run_confine), from a plan the launcher builds
+ * before it forks; if any of it fails the command does not run.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -24,8 +28,11 @@
 
 #include <json-c/json.h>
 
+#include <seccomp.h> /* lib/seccomp.h, which includes libseccomp's */
+
 #include "cli.h"
 #include "client.h"
+#include "landlock.h"
 #include "netspec.h"
 #include "proc.h"
 #include "schema.h"
@@ -38,6 +45,32 @@
 /* The launcher's own last-resort timeout, if boundaryd is gone at the deadline. */
 #define RUN_FALLBACK_GRACE_MS 5000
 
+/*
+ * Whether operation.create carries "host_controls" (what the child applies
+ * before exec). boundaryd refuses unknown fields until it learns this one:
+ * flip to 1 when it does.
+ */
+#define RUN_SEND_HOST_CONTROLS 1
+
+/*
+ * The child's last word on the status pipe, which is close-on-exec, so a
+ * successful exec leaves it empty. It is one write smaller than PIPE_BUF,
+ * so the parent reads all of it or nothing.
+ */
+struct run_status {
+	int rs_kind;
+	int rs_errno;		/* RUN_STATUS_EXEC: why execvp failed */
+	char rs_reason[240];	/* RUN_STATUS_SETUP: why the child did not exec */
+};
+#define RUN_STATUS_EXEC 1
+#define RUN_STATUS_SETUP 2
+
+/* The host controls of a sandboxed run, planned before the fork. */
+struct run_controls {
+	struct seccomp_profile rc_seccomp;
+	struct landlock_plan rc_landlock;
+};
+
 static volatile sig_atomic_t run_forward_sig;
 
 static void
@@ -46,10 +79,73 @@ run_on_signal(int sig)
 	run_forward_sig = sig;
 }
 
-/* In the held child: wait for the operation id, then exec. Never returns. */
+/* In the child: report why it will not run the command, and exit. */
 static void __attribute__((noreturn))
-run_child(int go_fd, int status_fd, char **cmd, int sandbox)
+run_child_fail(int status_fd, const char *reason)
 {
+	struct run_status rs;
+
+	memset(&rs, 0, sizeof(rs));
+	rs.rs_kind = RUN_STATUS_SETUP;
+	util_strlcpy(rs.rs_reason, reason, sizeof(rs.rs_reason));
+	if (write(status_fd, &rs, sizeof(rs)) != (ssize_t)sizeof(rs))
+		_exit(RUN_EXIT_GENSEE);
+	_exit(RUN_EXIT_GENSEE);
+}
+
+/*
+ * In the held child, just before exec: apply the planned host controls.
+ * Files first (the Landlock rules open their paths), then no_new_privs,
+ * which lets an unprivileged process install both and keeps a setuid exec
+ * from gaining privileges the filters were not written for, then Landlock,
+ * and seccomp last so that nothing this setup needs is refused. On failure
+ * the caller never execs: nothing runs with less confinement than asked.
+ */
+static int
+run_confine(const struct run_controls *ctl, char **cause)
+{
+	const struct landlock_plan *lp = &ctl->rc_landlock;
+	struct json_object *warnings;
+	int rfd;
+
+	if (!ctl->rc_seccomp.sp_enabled && !lp->lp_apply)
+		return 0;
+	warnings = json_object_new_array();
+	if (landlock_plan_prepare(lp, &rfd, warnings, cause) != 0) {
+		json_object_put(warnings);
+		return -1;
+	}
+	for (size_t i = 0; i < json_object_array_length(warnings); i++)
+		fprintf(stderr, "gensee run: warning: %s\n",
+		    json_object_get_string(json_object_array_get_idx(warnings, i)));
+	json_object_put(warnings);
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
+		util_cause(cause, "prctl(PR_SET_NO_NEW_PRIVS): %s", strerror(errno));
+		return -1;
+	}
+	if (rfd != -1 && landlock_plan_restrict(rfd, cause) != 0) {
+		if (lp->lp_mode == LANDLOCK_PLAN_REQUIRED)
+			return -1;
+		fprintf(stderr, "gensee run: warning: landlock: best_effort: not applied: %s\n",
+		    *cause);
+		free(*cause);
+		*cause = NULL;
+		close(rfd);
+	}
+	if (ctl->rc_seccomp.sp_enabled && seccomp_profile_load(&ctl->rc_seccomp, cause) != 0)
+		return -1;
+	return 0;
+}
+
+/*
+ * In the held child: wait for the operation id, confine (ctl, when
+ * sandboxed), then exec. Never returns.
+ */
+static void __attribute__((noreturn))
+run_child(int go_fd, int status_fd, char **cmd, const struct run_controls *ctl)
+{
+	char *cause = NULL;
+	struct run_status rs;
 	char buf[128];
 	size_t got = 0;
 
@@ -73,7 +169,7 @@ run_child(int go_fd, int status_fd, char **cmd, int sandbox)
 	*nl = '\0';
 	close(go_fd);
 	if (setenv("GENSEE_OPERATION_ID", buf, 1) != 0)
-		_exit(RUN_EXIT_GENSEE);
+		run_child_fail(status_fd, "setenv: out of memory");
 	signal(SIGINT, SIG_DFL);
 	signal(SIGQUIT, SIG_DFL);
 	signal(SIGTERM, SIG_DFL);
@@ -84,13 +180,19 @@ run_child(int go_fd, int status_fd, char **cmd, int sandbox)
 	 * inherited from before the move would escape the operation's network
 	 * policy, so a sandboxed agent gets only stdin, stdout and stderr.
 	 */
-	if (sandbox && syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC) != 0)
-		_exit(RUN_EXIT_GENSEE);
+	if (ctl != NULL && syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC) != 0) {
+		util_cause(&cause, "close_range: %s", strerror(errno));
+		run_child_fail(status_fd, cause);
+	}
+	if (ctl != NULL && run_confine(ctl, &cause) != 0)
+		run_child_fail(status_fd, cause);
 	execvp(cmd[0], cmd);
-	int e = errno;
-	if (write(status_fd, &e, sizeof(e)) != (ssize_t)sizeof(e))
+	memset(&rs, 0, sizeof(rs));
+	rs.rs_kind = RUN_STATUS_EXEC;
+	rs.rs_errno = errno;
+	if (write(status_fd, &rs, sizeof(rs)) != (ssize_t)sizeof(rs))
 		_exit(RUN_EXIT_GENSEE);
-	_exit(e == ENOENT ? RUN_EXIT_NOTFOUND : RUN_EXIT_NOEXEC);
+	_exit(rs.rs_errno == ENOENT ? RUN_EXIT_NOTFOUND : RUN_EXIT_NOEXEC);
 }
 
 static void
@@ -100,10 +202,51 @@ run_usage(void)
 	    "usage: gensee run [--timeout SECONDS] [--json] [--sandbox linux\n"
 	    "                  [--allow-net CIDR[,PROTO[,PORTS]]]... [--deny-net ...]...\n"
 	    "                  [--deny-all] [--monitor] [--lease-scope ...]... [--max-lease-ttl S]\n"
-	    "                  [--network-config FILE]] -- CMD [ARGS...]\n"
+	    "                  [--network-config FILE] [--linux-seccomp | --no-linux-seccomp]\n"
+	    "                  [--linux-landlock-ro PATH]... [--linux-landlock-rw PATH]...]\n"
+	    "                  -- CMD [ARGS...]\n"
 	    "       gensee run network inspect|event|revoke ... (see gensee run network --help)\n"
 	    "       gensee run fault (--socket PATH | --operation ID) --fault FILE\n");
 	exit(2);
+}
+
+/*
+ * Plan the host controls of a sandboxed run from the policy and the
+ * command line. Errors here stop the run before anything starts.
+ */
+static int
+run_plan(struct json_object *policy, int seccomp_force, const struct landlock_opts *llo,
+    struct run_controls *ctl, char **cause)
+{
+	const char *why = NULL;
+	int abi = landlock_abi(&why);
+
+	if (seccomp_profile_build(policy, seccomp_force, &ctl->rc_seccomp, cause) != 0)
+		return -1;
+	if (landlock_plan_build(policy, llo, abi, why, &ctl->rc_landlock, cause) != 0) {
+		seccomp_profile_free(&ctl->rc_seccomp);
+		return -1;
+	}
+	return 0;
+}
+
+/* Free what run_plan built. */
+static void
+run_controls_free(struct run_controls *ctl)
+{
+	seccomp_profile_free(&ctl->rc_seccomp);
+	landlock_plan_free(&ctl->rc_landlock);
+}
+
+/* operation.create's "host_controls": what the child applies before exec. */
+static struct json_object *
+run_host_controls(const struct run_controls *ctl)
+{
+	struct json_object *o = json_object_new_object();
+
+	json_object_object_add(o, "seccomp", seccomp_profile_record(&ctl->rc_seccomp));
+	json_object_object_add(o, "landlock", landlock_plan_record(&ctl->rc_landlock));
+	return o;
 }
 
 /* Tell boundaryd how the child ended; retried while it restarts. */
@@ -151,19 +294,27 @@ cmd_run(int argc, char **argv)
 		{ "monitor", no_argument, NULL, 'n' },
 		{ "linux-fanotify", no_argument, NULL, 'F' },
 		{ "linux-network", no_argument, NULL, 'N' },
+		{ "linux-seccomp", no_argument, NULL, 'L' },
+		{ "no-linux-seccomp", no_argument, NULL, 'l' },
+		{ "linux-landlock-ro", required_argument, NULL, 'R' },
+		{ "linux-landlock-rw", required_argument, NULL, 'W' },
 		{ NULL, 0, NULL, 0 },
 	};
 	int64_t timeout = 0;
 	int json = 0, ch, go[2], st[2], status, sandbox = 0, net_opts = 0, idx, fanotify = 0;
+	int seccomp_force = SECCOMP_PROFILE_FROM_POLICY, host_opts = 0;
 	const char *netconfig = NULL;
 	struct netspec_opts nso;
-	struct json_object *netspec = NULL;
+	struct landlock_opts llo;
+	struct run_controls ctl;
+	struct json_object *netspec = NULL, *hostctl = NULL;
 
 	if (argc >= 2 && strcmp(argv[1], "network") == 0)
 		return cmd_run_network(argc - 1, argv + 1);
 	if (argc >= 2 && strcmp(argv[1], "fault") == 0)
 		return cmd_run_fault(argc - 1, argv + 1);
 	netspec_opts_init(&nso);
+	memset(&llo, 0, sizeof(llo));
 	struct proc_stat ps;
 	struct client_error err;
 	struct json_object *params, *res = NULL;
@@ -196,6 +347,31 @@ cmd_run(int argc, char **argv)
 			}
 			net_opts = 1;
 			break;
+		case 'L':
+		case 'l': {
+			int want = ch == 'L' ? SECCOMP_PROFILE_FORCE_ON : SECCOMP_PROFILE_FORCE_OFF;
+			if (seccomp_force != SECCOMP_PROFILE_FROM_POLICY && seccomp_force != want) {
+				fprintf(stderr, "gensee run: --linux-seccomp and --no-linux-seccomp "
+				    "contradict each other\n");
+				return 2;
+			}
+			seccomp_force = want;
+			host_opts = 1;
+			break;
+		}
+		case 'R':
+		case 'W': {
+			const char **v = ch == 'R' ? llo.lo_ro : llo.lo_rw;
+			size_t *n = ch == 'R' ? &llo.lo_nro : &llo.lo_nrw;
+			if (*n == nitems(llo.lo_ro) || optarg[0] != '/') {
+				fprintf(stderr, "gensee run: --%s: expected an absolute path "
+				    "(at most %zu)\n", longopts[idx].name, nitems(llo.lo_ro));
+				return 2;
+			}
+			v[(*n)++] = optarg;
+			host_opts = 1;
+			break;
+		}
 		case 't':
 			if (util_parse_i64(optarg, 1, 7 * 24 * 3600, &timeout) != 0) {
 				fprintf(stderr, "gensee run: --timeout: expected 1..604800 seconds\n");
@@ -217,27 +393,40 @@ cmd_run(int argc, char **argv)
 		return 2;
 	}
 	struct json_object *fanspec = NULL;
-	if (sandbox && netconfig == NULL) {
+	if (host_opts && !sandbox) {
+		fprintf(stderr, "gensee run: --linux-seccomp, --no-linux-seccomp and "
+		    "--linux-landlock-ro/-rw need --sandbox linux\n");
+		return 2;
+	}
+	if (sandbox) {
 		char *cause = NULL;
-		struct json_object *warnings = json_object_new_array();
 		struct json_object *policy = policy_load(&cause);
-		if (policy != NULL)
+		if (policy != NULL && netconfig == NULL) {
+			struct json_object *warnings = json_object_new_array();
 			netspec = netspec_build(&nso, policy, warnings, &cause);
-		if (netspec != NULL && (fanspec = fanspec_build(policy, fanotify, &cause)) == NULL) {
-			json_object_put(netspec);
-			netspec = NULL;
+			for (size_t i = 0; i < json_object_array_length(warnings); i++)
+				fprintf(stderr, "gensee run: warning: %s\n",
+				    json_object_get_string(json_object_array_get_idx(warnings, i)));
+			json_object_put(warnings);
 		}
-		json_object_put(policy);
-		for (size_t i = 0; i < json_object_array_length(warnings); i++)
-			fprintf(stderr, "gensee run: warning: %s\n",
-			    json_object_get_string(json_object_array_get_idx(warnings, i)));
-		json_object_put(warnings);
-		if (netspec == NULL) {
-			/* --sandbox linux without enforcement would be a lie: refuse. */
+		if (policy != NULL && (netconfig != NULL || netspec != NULL))
+			fanspec = fanspec_build(policy, fanotify, &cause);
+		/* --sandbox linux without enforcement would be a lie: refuse. */
+		if (policy == NULL || (netconfig == NULL && netspec == NULL) || fanspec == NULL ||
+		    run_plan(policy, seccomp_force, &llo, &ctl, &cause) != 0) {
+			json_object_put(fanspec);
 			fprintf(stderr, "gensee run: %s\n", cause);
 			free(cause);
+			json_object_put(policy);
+			json_object_put(netspec);
 			return RUN_EXIT_GENSEE;
 		}
+		json_object_put(policy);
+		struct json_object *skipped = ctl.rc_landlock.lp_skipped;
+		for (size_t i = 0; i < json_object_array_length(skipped); i++)
+			fprintf(stderr, "gensee run: warning: landlock: best_effort: not applied: "
+			    "%s\n", json_object_get_string(json_object_array_get_idx(skipped, i)));
+		hostctl = run_host_controls(&ctl);
 	}
 
 	if (pipe2(go, O_CLOEXEC) != 0 || pipe2(st, O_CLOEXEC) != 0) {
@@ -253,7 +442,7 @@ cmd_run(int argc, char **argv)
 	if (child == 0) {
 		close(go[1]);
 		close(st[0]);
-		run_child(go[0], st[1], cmd, sandbox);
+		run_child(go[0], st[1], cmd, sandbox ? &ctl : NULL);
 	}
 	close(go[0]);
 	close(st[1]);
@@ -278,12 +467,18 @@ cmd_run(int argc, char **argv)
 		json_object_put(fanspec);
 	if (netconfig != NULL)
 		json_object_object_add(params, "network_config", json_object_new_string(netconfig));
+	if (hostctl != NULL && RUN_SEND_HOST_CONTROLS)
+		json_object_object_add(params, "host_controls", hostctl);
+	else
+		json_object_put(hostctl);
 	if (client_call("client.sock", "operation.create", params, &res, &err) != 0) {
 		fprintf(stderr, "gensee run: cannot create the operation: %s: %s\n", err.ce_code,
 		    err.ce_message);
 		client_error_clear(&err);
 		close(go[1]); /* the child sees EOF and exits without running cmd */
 		waitpid(child, NULL, 0);
+		if (sandbox)
+			run_controls_free(&ctl);
 		return RUN_EXIT_GENSEE;
 	}
 	util_strlcpy(opid, schema_string(res, "operation_id"), sizeof(opid));
@@ -336,10 +531,17 @@ cmd_run(int argc, char **argv)
 		if (fallback)
 			usleep(20000);
 	}
-	int exec_errno = 0;
-	if (read(st[0], &exec_errno, sizeof(exec_errno)) == (ssize_t)sizeof(exec_errno))
-		fprintf(stderr, "gensee run: %s: %s\n", cmd[0], strerror(exec_errno));
+	struct run_status rs;
+	if (read(st[0], &rs, sizeof(rs)) == (ssize_t)sizeof(rs)) {
+		rs.rs_reason[sizeof(rs.rs_reason) - 1] = '\0';
+		if (rs.rs_kind == RUN_STATUS_EXEC)
+			fprintf(stderr, "gensee run: %s: %s\n", cmd[0], strerror(rs.rs_errno));
+		else if (rs.rs_kind == RUN_STATUS_SETUP)
+			fprintf(stderr, "gensee run: %s not run: %s\n", cmd[0], rs.rs_reason);
+	}
 	close(st[0]);
+	if (sandbox)
+		run_controls_free(&ctl);
 
 	res = run_report_end(opid, status);
 	const char *state = res ? schema_string(res, "state") : NULL;

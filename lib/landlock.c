@@ -1,0 +1,375 @@
+/*
+ * landlock.c: read-only and read-write path lists through Landlock.
+ *
+ * Landlock denies every handled access right outside the listed
+ * hierarchies, so a sandboxed agent can only read (and execute) below the
+ * read_only paths and only write below the read_write paths, whatever the
+ * file modes say: a prompt-injected agent cannot rewrite ~/.bashrc or read
+ * ~/.ssh unless the policy lists them. The rights handled are all the
+ * filesystem rights of the kernel's ABI that this code knows (REFER from
+ * ABI 2, TRUNCATE from 3, IOCTL_DEV from 5), so a newer kernel never
+ * leaves a known right unhandled. The raw syscalls are used: libc has no
+ * wrappers.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <linux/landlock.h>
+
+#include <json-c/json.h>
+
+#include "landlock.h"
+#include "schema.h"
+#include "util.h"
+
+/* Older uapi headers stop at ABI 2; the values are ABI and cannot change. */
+#ifndef LANDLOCK_ACCESS_FS_TRUNCATE
+#define LANDLOCK_ACCESS_FS_TRUNCATE (1ULL << 14)
+#endif
+#ifndef LANDLOCK_ACCESS_FS_IOCTL_DEV
+#define LANDLOCK_ACCESS_FS_IOCTL_DEV (1ULL << 15)
+#endif
+
+/* The rights that make sense on a file that is not a directory. */
+#define LANDLOCK_FILE_ACCESS (LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_WRITE_FILE | \
+	LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_TRUNCATE | LANDLOCK_ACCESS_FS_IOCTL_DEV)
+/* What a read_only entry grants. */
+#define LANDLOCK_RO_ACCESS (LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_READ_FILE | \
+	LANDLOCK_ACCESS_FS_READ_DIR)
+
+static const struct schema_field landlock_fields[] = {
+	{ "mode", SCHEMA_STRING, 0, 1, 32, 0 },
+	{ "read_only", SCHEMA_STRING_ARRAY, 0, 0, LANDLOCK_PLAN_MAX_PATHS, PATH_MAX - 1 },
+	{ "read_write", SCHEMA_STRING_ARRAY, 0, 0, LANDLOCK_PLAN_MAX_PATHS, PATH_MAX - 1 },
+};
+
+/* Ask the kernel for its Landlock ABI version. */
+int
+landlock_abi(const char **why)
+{
+	long abi = syscall(SYS_landlock_create_ruleset, NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);
+
+	if (abi > 0)
+		return abi > INT_MAX ? INT_MAX : (int)abi;
+	if (errno == EOPNOTSUPP)
+		*why = "the kernel has Landlock but it is disabled at boot (not in lsm=)";
+	else
+		*why = "the kernel has no Landlock";
+	return 0;
+}
+
+/* The filesystem rights this code knows at ABI abi. */
+uint64_t
+landlock_handled_access(int abi)
+{
+	uint64_t a = 0;
+
+	if (abi >= 1)
+		a = (LANDLOCK_ACCESS_FS_MAKE_SYM << 1) - 1;
+	if (abi >= 2)
+		a |= LANDLOCK_ACCESS_FS_REFER;
+	if (abi >= 3)
+		a |= LANDLOCK_ACCESS_FS_TRUNCATE;
+	if (abi >= 5)
+		a |= LANDLOCK_ACCESS_FS_IOCTL_DEV;
+	return a;
+}
+
+/* The rights one rule grants, by list and by file type. */
+uint64_t
+landlock_path_access(uint64_t handled, int write, int dir)
+{
+	uint64_t a = write ? handled : (handled & LANDLOCK_RO_ACCESS);
+
+	/* Directory-only rights on a file are EINVAL to landlock_add_rule. */
+	if (!dir)
+		a &= LANDLOCK_FILE_ACCESS;
+	return a;
+}
+
+/* The policy spelling of a mode. */
+const char *
+landlock_mode_name(enum landlock_plan_mode m)
+{
+	switch (m) {
+	case LANDLOCK_PLAN_OFF:
+		return "off";
+	case LANDLOCK_PLAN_BEST_EFFORT:
+		return "best_effort";
+	case LANDLOCK_PLAN_REQUIRED:
+		return "required";
+	}
+	return "?";
+}
+
+/* Append "what path: reason" to lp_skipped. */
+static void
+landlock_skip(struct landlock_plan *lp, const char *what, const char *path, const char *reason)
+{
+	char buf[PATH_MAX + 128];
+
+	snprintf(buf, sizeof(buf), "%s%s%s: %s", what, path != NULL ? " path " : "",
+	    path != NULL ? path : "", reason);
+	json_object_array_add(lp->lp_skipped, json_object_new_string(buf));
+}
+
+/* Check one path and add it to the plan (or to lp_skipped). */
+static int
+landlock_plan_add(struct landlock_plan *lp, const char *path, int write, char **cause)
+{
+	const char *what = write ? "read_write" : "read_only";
+	struct stat st;
+	int fd;
+
+	if (path[0] != '/') {
+		util_cause(cause, "landlock: %s path %s: not an absolute path", what, path);
+		return -1;
+	}
+	if (lp->lp_npaths == nitems(lp->lp_paths)) {
+		util_cause(cause, "landlock: too many paths");
+		return -1;
+	}
+	if ((fd = open(path, O_PATH | O_CLOEXEC)) < 0 || fstat(fd, &st) != 0) {
+		int e = errno;
+		if (fd >= 0)
+			close(fd);
+		if (lp->lp_mode == LANDLOCK_PLAN_REQUIRED) {
+			util_cause(cause, "landlock: required, but %s path %s: %s", what, path,
+			    strerror(e));
+			return -1;
+		}
+		landlock_skip(lp, what, path, strerror(e));
+		return 0;
+	}
+	close(fd);
+	struct landlock_plan_path *p = &lp->lp_paths[lp->lp_npaths];
+	if ((p->lpp_path = strdup(path)) == NULL) {
+		util_cause(cause, "out of memory");
+		return -1;
+	}
+	p->lpp_write = write;
+	p->lpp_dir = S_ISDIR(st.st_mode);
+	lp->lp_npaths++;
+	return 0;
+}
+
+/* Read linux.landlock: mode and the two lists (borrowed into ro/rw). */
+static int
+landlock_parse(struct json_object *policy, struct landlock_plan *lp, struct json_object **ro,
+    struct json_object **rw, char **cause)
+{
+	struct json_object *linux_, *ll;
+	struct schema_error err;
+	const char *mode;
+
+	*ro = *rw = NULL;
+	if (policy == NULL || (linux_ = schema_child(policy, "linux")) == NULL)
+		return 0;
+	if (!json_object_is_type(linux_, json_type_object)) {
+		util_cause(cause, "policy: linux must be an object");
+		return -1;
+	}
+	if ((ll = schema_child(linux_, "landlock")) == NULL)
+		return 0;
+	if (schema_validate(ll, landlock_fields, nitems(landlock_fields), &err) != 0) {
+		util_cause(cause, "policy: linux.landlock: %s", err.se_message);
+		return -1;
+	}
+	*ro = schema_child(ll, "read_only");
+	*rw = schema_child(ll, "read_write");
+	/* Relative paths would depend on where gensee happens to be started. */
+	for (int w = 0; w < 2; w++) {
+		struct json_object *a = w ? *rw : *ro;
+		for (size_t i = 0; a != NULL && i < json_object_array_length(a); i++) {
+			const char *path = json_object_get_string(json_object_array_get_idx(a, i));
+			if (path[0] != '/') {
+				util_cause(cause, "policy: linux.landlock.%s: %s: not an absolute "
+				    "path", w ? "read_write" : "read_only", path);
+				return -1;
+			}
+		}
+	}
+	/* A section that lists paths means them: no mode is required mode. */
+	if ((mode = schema_string(ll, "mode")) == NULL || strcmp(mode, "required") == 0)
+		lp->lp_mode = LANDLOCK_PLAN_REQUIRED;
+	else if (strcmp(mode, "best_effort") == 0)
+		lp->lp_mode = LANDLOCK_PLAN_BEST_EFFORT;
+	else if (strcmp(mode, "off") == 0)
+		lp->lp_mode = LANDLOCK_PLAN_OFF;
+	else {
+		util_cause(cause, "policy: linux.landlock.mode: expected required, best_effort or "
+		    "off, not %s", mode);
+		return -1;
+	}
+	return 0;
+}
+
+/* Build the plan from the policy section and the command line paths. */
+int
+landlock_plan_build(struct json_object *policy, const struct landlock_opts *o, int abi,
+    const char *abi_why, struct landlock_plan *lp, char **cause)
+{
+	struct json_object *ro, *rw;
+
+	memset(lp, 0, sizeof(*lp));
+	lp->lp_mode = LANDLOCK_PLAN_OFF;
+	lp->lp_abi = abi;
+	lp->lp_skipped = json_object_new_array();
+	if (landlock_parse(policy, lp, &ro, &rw, cause) != 0)
+		goto fail;
+	/* Paths on the command line ask for Landlock, even over mode "off". */
+	if (o != NULL && (o->lo_nro > 0 || o->lo_nrw > 0) &&
+	    lp->lp_mode != LANDLOCK_PLAN_BEST_EFFORT)
+		lp->lp_mode = LANDLOCK_PLAN_REQUIRED;
+	if (lp->lp_mode == LANDLOCK_PLAN_OFF)
+		return 0;
+	if (abi <= 0) {
+		if (lp->lp_mode == LANDLOCK_PLAN_REQUIRED) {
+			util_cause(cause, "landlock: required but %s", abi_why);
+			goto fail;
+		}
+		landlock_skip(lp, "everything", NULL, abi_why);
+		return 0;
+	}
+	lp->lp_handled = landlock_handled_access(abi);
+	for (size_t i = 0; ro != NULL && i < json_object_array_length(ro); i++)
+		if (landlock_plan_add(lp, json_object_get_string(json_object_array_get_idx(ro, i)),
+		    0, cause) != 0)
+			goto fail;
+	for (size_t i = 0; rw != NULL && i < json_object_array_length(rw); i++)
+		if (landlock_plan_add(lp, json_object_get_string(json_object_array_get_idx(rw, i)),
+		    1, cause) != 0)
+			goto fail;
+	for (size_t i = 0; o != NULL && i < o->lo_nro; i++)
+		if (landlock_plan_add(lp, o->lo_ro[i], 0, cause) != 0)
+			goto fail;
+	for (size_t i = 0; o != NULL && i < o->lo_nrw; i++)
+		if (landlock_plan_add(lp, o->lo_rw[i], 1, cause) != 0)
+			goto fail;
+	lp->lp_apply = 1;
+	return 0;
+fail:
+	landlock_plan_free(lp);
+	return -1;
+}
+
+/* Free the paths and the skipped list of a plan. */
+void
+landlock_plan_free(struct landlock_plan *lp)
+{
+	for (size_t i = 0; i < lp->lp_npaths; i++)
+		free(lp->lp_paths[i].lpp_path);
+	lp->lp_npaths = 0;
+	json_object_put(lp->lp_skipped);
+	lp->lp_skipped = NULL;
+	lp->lp_apply = 0;
+}
+
+/* Add the rule of one planned path to ruleset rfd; 0 or an errno. */
+static int
+landlock_rule_add(int rfd, const struct landlock_plan *lp, const struct landlock_plan_path *p)
+{
+	struct landlock_path_beneath_attr pb;
+	struct stat st;
+	int fd, e = 0;
+
+	/*
+	 * Opened again here, not inherited from the plan: the rule is on
+	 * whatever the path names now, as the agent will see it.
+	 */
+	if ((fd = open(p->lpp_path, O_PATH | O_CLOEXEC)) < 0)
+		return errno;
+	if (fstat(fd, &st) != 0) {
+		e = errno;
+		close(fd);
+		return e;
+	}
+	memset(&pb, 0, sizeof(pb));
+	pb.allowed_access = landlock_path_access(lp->lp_handled, p->lpp_write,
+	    S_ISDIR(st.st_mode));
+	pb.parent_fd = fd;
+	if (syscall(SYS_landlock_add_rule, rfd, LANDLOCK_RULE_PATH_BENEATH, &pb, 0) != 0)
+		e = errno;
+	close(fd);
+	return e;
+}
+
+/* Create the ruleset of a plan and add its rules, in the child. */
+int
+landlock_plan_prepare(const struct landlock_plan *lp, int *rfd, struct json_object *warnings,
+    char **cause)
+{
+	struct landlock_ruleset_attr attr;
+	int r, e;
+
+	*rfd = -1;
+	if (!lp->lp_apply)
+		return 0;
+	memset(&attr, 0, sizeof(attr));
+	attr.handled_access_fs = lp->lp_handled;
+	r = (int)syscall(SYS_landlock_create_ruleset, &attr, sizeof(attr), 0);
+	if (r < 0) {
+		util_cause(cause, "landlock: landlock_create_ruleset: %s", strerror(errno));
+		return -1;
+	}
+	for (size_t i = 0; i < lp->lp_npaths; i++) {
+		const struct landlock_plan_path *p = &lp->lp_paths[i];
+		const char *what = p->lpp_write ? "read_write" : "read_only";
+
+		if ((e = landlock_rule_add(r, lp, p)) == 0)
+			continue;
+		if (lp->lp_mode == LANDLOCK_PLAN_REQUIRED) {
+			util_cause(cause, "landlock: required, but %s path %s: %s", what,
+			    p->lpp_path, strerror(e));
+			close(r);
+			return -1;
+		}
+		if (warnings != NULL) {
+			char w[PATH_MAX + 128];
+			snprintf(w, sizeof(w), "landlock: best_effort: %s path %s skipped: %s",
+			    what, p->lpp_path, strerror(e));
+			json_object_array_add(warnings, json_object_new_string(w));
+		}
+	}
+	*rfd = r;
+	return 0;
+}
+
+/* Enforce the ruleset on the calling thread and close it. */
+int
+landlock_plan_restrict(int rfd, char **cause)
+{
+	if (syscall(SYS_landlock_restrict_self, rfd, 0) != 0) {
+		util_cause(cause, "landlock: landlock_restrict_self: %s", strerror(errno));
+		return -1;
+	}
+	close(rfd);
+	return 0;
+}
+
+/* What the plan applies and skips, for the operation record. */
+struct json_object *
+landlock_plan_record(const struct landlock_plan *lp)
+{
+	struct json_object *o = json_object_new_object();
+	struct json_object *ro = json_object_new_array(), *rw = json_object_new_array();
+
+	for (size_t i = 0; i < lp->lp_npaths; i++)
+		json_object_array_add(lp->lp_paths[i].lpp_write ? rw : ro,
+		    json_object_new_string(lp->lp_paths[i].lpp_path));
+	json_object_object_add(o, "mode", json_object_new_string(landlock_mode_name(lp->lp_mode)));
+	json_object_object_add(o, "abi", json_object_new_int(lp->lp_abi));
+	json_object_object_add(o, "applied", json_object_new_boolean(lp->lp_apply));
+	json_object_object_add(o, "read_only", ro);
+	json_object_object_add(o, "read_write", rw);
+	json_object_object_add(o, "skipped", lp->lp_skipped != NULL ?
+	    json_object_get(lp->lp_skipped) : json_object_new_array());
+	return o;
+}

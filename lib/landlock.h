@@ -1,0 +1,87 @@
+/*
+ * landlock.h: the Landlock filesystem plan of a sandboxed run.
+ *
+ * The plan is built by the launcher before it forks (policy errors and
+ * unmeetable `required` plans stop the run before anything starts); the
+ * held child prepares the ruleset from it (that is where the paths are
+ * opened) and restricts itself just before exec.
+ */
+#ifndef GENSEE_LANDLOCK_H
+#define GENSEE_LANDLOCK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct json_object;
+
+enum landlock_plan_mode {
+	LANDLOCK_PLAN_OFF,
+	LANDLOCK_PLAN_BEST_EFFORT,
+	LANDLOCK_PLAN_REQUIRED,
+};
+
+#define LANDLOCK_PLAN_MAX_PATHS 256
+
+/* Paths from the command line (--linux-landlock-ro/-rw), borrowed. */
+struct landlock_opts {
+	const char *lo_ro[LANDLOCK_PLAN_MAX_PATHS];
+	size_t lo_nro;
+	const char *lo_rw[LANDLOCK_PLAN_MAX_PATHS];
+	size_t lo_nrw;
+};
+
+struct landlock_plan_path {
+	char *lpp_path;
+	int lpp_write;		/* a read_write entry */
+	int lpp_dir;		/* a directory when planned */
+};
+
+struct landlock_plan {
+	enum landlock_plan_mode lp_mode;
+	int lp_abi;		/* the kernel's ABI, 0 when it has no Landlock */
+	int lp_apply;		/* the child restricts itself */
+	uint64_t lp_handled;	/* handled_access_fs at lp_abi */
+	struct landlock_plan_path lp_paths[2 * LANDLOCK_PLAN_MAX_PATHS];
+	size_t lp_npaths;
+	struct json_object *lp_skipped;	/* strings: what was not applied, and why */
+};
+
+/*
+ * The highest Landlock ABI of the running kernel, or 0 with *why set to a
+ * static reason ("the kernel has no Landlock", ...).
+ */
+int landlock_abi(const char **why);
+/* Every filesystem access right that ABI abi knows (handled_access_fs). */
+uint64_t landlock_handled_access(int abi);
+/* The rights a path gets: read (and execute) only, or everything handled. */
+uint64_t landlock_path_access(uint64_t handled, int write, int dir);
+const char *landlock_mode_name(enum landlock_plan_mode m);
+
+/*
+ * Build the plan from linux.landlock of policy and the command line paths.
+ * abi and abi_why are landlock_abi()'s answer (a parameter so that tests
+ * can stand in for a kernel without Landlock). Landlock is planned when the
+ * policy has linux.landlock with a mode other than "off", or when the
+ * command line gives paths (mode required unless the policy says
+ * best_effort). In required mode a missing Landlock or a path that cannot
+ * be opened is an error; in best_effort mode it is appended to lp_skipped.
+ */
+int landlock_plan_build(struct json_object *policy, const struct landlock_opts *o, int abi,
+    const char *abi_why, struct landlock_plan *lp, char **cause);
+void landlock_plan_free(struct landlock_plan *lp);
+
+/*
+ * In the child: create the ruleset and add a rule for every planned path.
+ * Returns the ruleset fd (close-on-exec) or -1 when nothing is to be
+ * applied (*rfd = -1). A path that cannot be opened now fails required mode
+ * and is appended to warnings (may be NULL) in best_effort mode.
+ */
+int landlock_plan_prepare(const struct landlock_plan *lp, int *rfd,
+    struct json_object *warnings, char **cause);
+/* In the child, after no_new_privs: enforce the prepared ruleset; irreversible. */
+int landlock_plan_restrict(int rfd, char **cause);
+
+/* The operation record's host_controls.landlock. */
+struct json_object *landlock_plan_record(const struct landlock_plan *lp);
+
+#endif

@@ -1,0 +1,87 @@
+/*
+ * seccomp.h: the hard-deny syscall profile of a sandboxed run (libseccomp).
+ *
+ * libseccomp's own header is also called seccomp.h and lib/ is on the
+ * include path, so <seccomp.h> finds this file first: it pulls in the real
+ * one with #include_next, and every name here is seccomp_profile_* to stay
+ * out of libseccomp's seccomp_* namespace. Files in lib/ must include it as
+ * <seccomp.h>: "seccomp.h" finds it next to them, outside the search path,
+ * and #include_next would then find this file again instead of libseccomp's.
+ */
+#ifndef GENSEE_SECCOMP_H
+#define GENSEE_SECCOMP_H
+
+#include_next <seccomp.h>
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct json_object;
+
+/* The policy keys of linux.seccomp that select rule families. */
+enum seccomp_profile_key {
+	SECCOMP_PROFILE_PTRACE,
+	SECCOMP_PROFILE_BPF,
+	SECCOMP_PROFILE_MODULES,
+	SECCOMP_PROFILE_MOUNT_NS,
+};
+#define SECCOMP_PROFILE_NKEYS 4
+
+/* How the command line overrides linux.seccomp.enabled. */
+#define SECCOMP_PROFILE_FROM_POLICY 0
+#define SECCOMP_PROFILE_FORCE_ON 1
+#define SECCOMP_PROFILE_FORCE_OFF -1
+
+#define SECCOMP_PROFILE_MAX_RULES 40
+
+struct seccomp_profile_rule {
+	const char *spr_syscall;
+	int spr_errno;		/* answered with this errno (EPERM or ENOSYS) */
+	uint64_t spr_mask;	/* 0: always; else only when (arg & mask) == mask */
+	const char *spr_mask_name;
+	unsigned int spr_arg;	/* which argument spr_mask applies to */
+	enum seccomp_profile_key spr_key;
+};
+
+struct seccomp_profile {
+	int sp_enabled;
+	const char *sp_enabled_source;	/* "default", "policy" or the option */
+	int sp_keys[SECCOMP_PROFILE_NKEYS];
+	int sp_key_set[SECCOMP_PROFILE_NKEYS];	/* given in the policy, not defaulted */
+	struct seccomp_profile_rule sp_rules[SECCOMP_PROFILE_MAX_RULES];
+	size_t sp_nrules;
+	scmp_filter_ctx sp_ctx;	/* the compiled filter; NULL when disabled */
+};
+
+/* The policy key name of a rule family ("linux.seccomp.deny_ptrace"). */
+const char *seccomp_profile_key_name(enum seccomp_profile_key k);
+
+/*
+ * Build the default profile from linux.seccomp of policy (which may be NULL
+ * or have no linux.seccomp: every key then takes its default, true) and the
+ * command line override, and compile it into a libseccomp filter. Unknown
+ * keys and non-boolean values are errors: a typo in a security policy must
+ * not silently mean the default.
+ */
+int seccomp_profile_build(struct json_object *policy, int force, struct seccomp_profile *sp,
+    char **cause);
+void seccomp_profile_free(struct seccomp_profile *sp);
+
+/* Whether the profile refuses syscall name (in any form). */
+int seccomp_profile_denies(const struct seccomp_profile *sp, const char *name);
+
+/*
+ * Install the filter on the calling thread. no_new_privs must already be
+ * set (see run.c); irreversible.
+ */
+int seccomp_profile_load(const struct seccomp_profile *sp, char **cause);
+
+/* Write the compiled filter as raw BPF to fd (for tests and debugging). */
+int seccomp_profile_export_bpf(const struct seccomp_profile *sp, int fd, char **cause);
+
+/* The whole profile for `gensee debug seccomp-profile --json`. */
+struct json_object *seccomp_profile_json(const struct seccomp_profile *sp);
+/* The operation record's host_controls.seccomp: enabled, profile, denied. */
+struct json_object *seccomp_profile_record(const struct seccomp_profile *sp);
+
+#endif
