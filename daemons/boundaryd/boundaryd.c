@@ -55,6 +55,16 @@ boundaryd_status(struct boundaryd *bd, struct op_reply *r)
 	json_object_object_add(cg, "mount",
 	    bd->bd_have_cgroup ? json_object_new_string(bd->bd_cgroup_mount) : NULL);
 	json_object_object_add(o, "cgroup", cg);
+	struct json_object *sen = json_object_new_object(), *list = json_object_new_array();
+	if (bd->bd_sensor_caps & SENSOR_NFT_TRACE)
+		json_object_array_add(list, json_object_new_string("nft_trace"));
+	if (bd->bd_sensor_caps & SENSOR_PROC_CONNECTOR)
+		json_object_array_add(list, json_object_new_string("proc_connector"));
+	if (bd->bd_sensor_caps & SENSOR_FANOTIFY)
+		json_object_array_add(list, json_object_new_string("fanotify"));
+	json_object_object_add(sen, "connected", json_object_new_boolean(bd->bd_sensor != NULL));
+	json_object_object_add(sen, "sensors", list);
+	json_object_object_add(o, "sensord", sen);
 	struct json_object *nft = json_object_new_object();
 	json_object_object_add(nft, "available", json_object_new_boolean(bd->bd_nft != NULL));
 	json_object_object_add(o, "nftables", nft);

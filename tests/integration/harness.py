@@ -228,6 +228,23 @@ class Env:
             time.sleep(0.05)
         raise Failure("boundaryd did not answer in time")
 
+    def start_sensord(self):
+        """Start gensee-sensord and wait until boundaryd says it registered."""
+        log = tempfile.NamedTemporaryFile(prefix="gensee-it-sd.", suffix=".log", delete=False)
+        self.logs.append(log.name)
+        argv = self.ns_prefix() + [os.path.join(BUILD, "daemons", "sensord", "gensee-sensord"),
+                                   "--foreground", "--runtime-dir", self.runtime]
+        self.sensord = subprocess.Popen(argv, stdout=log, stderr=log)
+        self.children.append(self.sensord)
+
+        def registered():
+            if self.sensord.poll() is not None:
+                raise Failure("sensord exited %d:\n%s" % (self.sensord.returncode,
+                                                          open(log.name).read()))
+            st = self.root_call("system.status")["result"]
+            return st["sensord"]["connected"] and st["sensord"]["sensors"]
+        return self.wait_for("sensord registration", registered)
+
     def stop(self):
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)

@@ -59,6 +59,14 @@ def main():
         out["allowed_failed"] = out["allowed_failed"][:20]
         print(json.dumps(out))
         return
+    if sys.argv[1] == "--retry":
+        # Probe, give the trace sensor time to turn the reject into a fault
+        # (and maybe a lease), probe again.
+        target, wait = sys.argv[2], float(sys.argv[3])
+        first = probe(target)
+        time.sleep(wait)
+        print(json.dumps({"first": first, "second": probe(target)}))
+        return
     if sys.argv[1] == "--lease":
         gensee, target, ttl = sys.argv[2], sys.argv[3], int(sys.argv[4])
         proto, addr, port = target.split(",")
