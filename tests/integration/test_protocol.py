@@ -180,22 +180,26 @@ def unsafe_roots_refused(env):
 
 
 def systemd_unit_verifies(env):
-    unit = os.path.join(SOURCE, "systemd", "gensee-boundaryd.service")
-    text = open(unit).read()
-    check("ExecStart=/usr/local/sbin/gensee-boundaryd" in text, "unexpected ExecStart")
-    # Verify the unit as shipped, with ExecStart pointing at this build.
+    # Verify the units as shipped, with ExecStart pointing at this build.
     d = tempfile.mkdtemp(prefix="gensee-it-unit.")
     try:
-        path = os.path.join(d, "gensee-boundaryd.service")
-        with open(path, "w") as f:
-            f.write(text.replace("/usr/local/sbin/gensee-boundaryd", env.boundaryd))
-        r = subprocess.run(["systemd-analyze", "verify", path], capture_output=True, text=True,
+        paths = []
+        for name in ("gensee-boundaryd", "gensee-sensord"):
+            text = open(os.path.join(SOURCE, "systemd", name + ".service")).read()
+            check("ExecStart=/usr/local/sbin/" + name in text, "%s: unexpected ExecStart" % name)
+            for key in ("NoNewPrivileges=yes", "CapabilityBoundingSet=", "ProtectSystem=strict",
+                        "SystemCallArchitectures=native", "RestrictAddressFamilies="):
+                check(key in text, "%s lacks %s" % (name, key))
+            path = os.path.join(d, name + ".service")
+            binary = os.path.join(os.path.dirname(os.path.dirname(env.boundaryd)),
+                                  name.split("-")[1], name)
+            with open(path, "w") as f:
+                f.write(text.replace("/usr/local/sbin/" + name, binary))
+            paths.append(path)
+        r = subprocess.run(["systemd-analyze", "verify"] + paths, capture_output=True, text=True,
                            timeout=60)
         problems = [l for l in (r.stdout + r.stderr).splitlines() if "gensee" in l]
         check(r.returncode == 0 and not problems, "systemd-analyze verify:\n" + r.stdout + r.stderr)
-        for key in ("NoNewPrivileges=yes", "CapabilityBoundingSet=", "ProtectSystem=strict",
-                    "SystemCallArchitectures=native", "RestrictAddressFamilies="):
-            check(key in text, "unit lacks " + key)
     finally:
         for n in os.listdir(d):
             os.unlink(os.path.join(d, n))

@@ -1,0 +1,299 @@
+/*
+ * fan.c: the fanotify sensor of gensee-sensord.
+ *
+ * One engine marks the union of every operation's sensitive paths; each
+ * permission event is judged by the rules of the operation the opener
+ * belongs to. Processes outside every operation are allowed at once. A
+ * process inside a gensee operation this sensor has no config for is
+ * denied: boundaryd holds each operation's start until its config is
+ * acknowledged, so that only happens when something is wrong.
+ *
+ * This thread answers the kernel: it must never open a regular file on a
+ * marked filesystem itself (only /proc is read here).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/event.h>
+#include <json-c/json.h>
+
+#include "fanotify.h"
+#include "fanpolicy.h"
+#include "log.h"
+#include "proc.h"
+#include "schema.h"
+#include "sensord.h"
+#include "util.h"
+
+static struct fan_engine *fan_engine;
+static struct event *fan_ev;
+static struct fanpolicy *fan_union;	/* what the engine's marks were planned from */
+
+/* What the DECIDE phase concluded, for the ANSWERED phase of the same event. */
+static struct {
+	char op[OP_ID_MAX];
+	const char *rule;
+	const char *action;
+	const char *posture;
+} fan_last;
+
+/* Add an operation's rules (built-ins first) to p. */
+static int
+fan_add_rules(struct json_object *fan, struct fanpolicy *p, char **cause)
+{
+	const char *home = schema_string(fan, "home");
+	struct json_object *rules = schema_child(fan, "rules");
+
+	if (fanpolicy_add_builtins(p, home, cause) != 0)
+		return -1;
+	for (size_t i = 0; rules != NULL && i < json_object_array_length(rules); i++) {
+		struct json_object *r = json_object_array_get_idx(rules, i);
+		const char *path = schema_string(r, "path");
+		enum fan_action a;
+		if (path == NULL || fanpolicy_action_from_name(schema_string(r, "action") ?
+		    schema_string(r, "action") : "", &a) != 0) {
+			util_cause(cause, "rule %zu: a path and a known action are required", i);
+			return -1;
+		}
+		if (fanpolicy_add(p, path, strlen(path), home, a, cause) != 0)
+			return -1;
+	}
+	return 0;
+}
+
+int
+sensord_fan_policy(struct json_object *fan, struct fanpolicy *out, int *posture, char **cause)
+{
+	enum fan_posture pst;
+
+	fanpolicy_init(out);
+	if (fanpolicy_posture_from_name(schema_string(fan, "posture") ?
+	    schema_string(fan, "posture") : "", &pst) != 0) {
+		util_cause(cause, "unknown posture");
+		return -1;
+	}
+	*posture = (int)pst;
+	if (fan_add_rules(fan, out, cause) != 0 || fanpolicy_resolve(out, cause) != 0)
+		return -1;
+	return 0;
+}
+
+/* Record one answered decision for its operation (sent in the next flush). */
+static void
+fan_record(const struct fan_event *ev)
+{
+	struct sop *o = sensord_op_find(fan_last.op);
+	struct json_object *d;
+	struct proc_stat st;
+	char exe[256], ts[40];
+
+	if (o == NULL || ev->ev_final == NULL || !ev->ev_final->vd_record)
+		return;
+	d = json_object_new_object();
+	util_now_rfc3339(ts, sizeof(ts));
+	json_object_object_add(d, "time", json_object_new_string(ts));
+	json_object_object_add(d, "pid", json_object_new_int64(ev->ev_pid));
+	if (proc_read_stat(ev->ev_pid, &st) == 0)
+		json_object_object_add(d, "start_time_ticks",
+		    json_object_new_int64((int64_t)st.ps_start_ticks));
+	if (proc_read_exe(ev->ev_pid, exe, sizeof(exe)) == 0)
+		json_object_object_add(d, "executable", json_object_new_string(exe));
+	json_object_object_add(d, "path", json_object_new_string(ev->ev_path ? ev->ev_path :
+	    "(unresolved)"));
+	json_object_object_add(d, "event", json_object_new_string(
+	    ev->ev_mask & FAN_OPEN_EXEC_PERM ? "open_exec" : "open"));
+	if (fan_last.rule != NULL)
+		json_object_object_add(d, "rule", json_object_new_string(fan_last.rule));
+	if (fan_last.action != NULL)
+		json_object_object_add(d, "action", json_object_new_string(fan_last.action));
+	if (fan_last.posture != NULL)
+		json_object_object_add(d, "posture", json_object_new_string(fan_last.posture));
+	json_object_object_add(d, "decision", json_object_new_string(
+	    ev->ev_final->vd_response == FAN_ALLOW ? "allow" : "deny"));
+	json_object_object_add(d, "reason", json_object_new_string(ev->ev_final->vd_reason ?
+	    ev->ev_final->vd_reason : "unknown"));
+	json_object_array_add(o->so_files, d);
+}
+
+static int
+fan_decide(const struct fan_event *ev, struct fan_verdict *vd, void *arg)
+{
+	const struct fan_rule *hit = NULL;
+	struct fan_decision d;
+	struct sop *o;
+
+	(void)arg;
+	if (ev->ev_phase == FAN_PHASE_ANSWERED) {
+		fan_record(ev);
+		return 0;
+	}
+	if (ev->ev_phase == FAN_PHASE_LOST) {
+		log_warnx("fanotify coverage lost: %s", ev->ev_lost);
+		sensord_fan_loss(ev->ev_lost);
+		return 0;
+	}
+	memset(&fan_last, 0, sizeof(fan_last));
+	o = sensord_op_of_pid(ev->ev_pid);
+	if (o == NULL) {
+		if (sensord_pid_in_gensee(ev->ev_pid)) {
+			vd->vd_response = FAN_DENY;
+			vd->vd_reason = "unknown_operation";
+			vd->vd_nocache = 1;
+			return 0;
+		}
+		vd->vd_response = FAN_ALLOW;
+		vd->vd_reason = FANR_OUTSIDE_OPERATION;
+		return 0;
+	}
+	util_strlcpy(fan_last.op, o->so_id, sizeof(fan_last.op));
+	if (o->so_fan == NULL) {
+		vd->vd_response = FAN_ALLOW;
+		vd->vd_reason = "fanotify_off";
+		return 0;
+	}
+	if (ev->ev_path == NULL) {
+		vd->vd_response = FAN_DENY;
+		vd->vd_reason = FANR_PATH_UNRESOLVED;
+		vd->vd_record = 1;
+		vd->vd_nocache = 1;
+		return 0;
+	}
+	int m = fanpolicy_match(o->so_fan, ev->ev_path, &hit);
+	/* A marked file reached by another name (hard link) is the file the rule names. */
+	if (m == 0 && ev->ev_by_inode && ev->ev_rule != NULL) {
+		hit = ev->ev_rule;
+		m = 1;
+	}
+	if (m < 0) {
+		vd->vd_response = FAN_DENY;
+		vd->vd_reason = FANR_PATH_UNRESOLVED;
+		vd->vd_record = 1;
+		vd->vd_nocache = 1;
+		return 0;
+	}
+	if (m == 0) {
+		vd->vd_response = FAN_ALLOW;
+		vd->vd_reason = FANR_NO_RULE;
+		return 0;
+	}
+	fanpolicy_decide((enum fan_posture)o->so_posture, hit->fr_action, 1, &d);
+	vd->vd_response = d.dc_response;
+	vd->vd_reason = d.dc_reason;
+	vd->vd_record = d.dc_record;
+	vd->vd_warning = d.dc_warning;
+	vd->vd_nocache = 1;
+	fan_last.rule = hit->fr_pattern;
+	fan_last.action = fanpolicy_action_name(hit->fr_action);
+	fan_last.posture = fanpolicy_posture_name((enum fan_posture)o->so_posture);
+	return 0;
+}
+
+static void
+fan_cb(evutil_socket_t fd, short what, void *arg)
+{
+	char *cause = NULL;
+	(void)fd;
+	(void)what;
+	(void)arg;
+	if (fanotify_engine_handle(fan_engine, fan_decide, NULL, &cause) < 0) {
+		log_warnx("fanotify: %s", cause);
+		free(cause);
+		sensord_fan_loss("read_failed");
+	}
+}
+
+int
+sensord_fan_init(char **cause)
+{
+	struct fan_plan plan;
+
+	fan_union = calloc(1, sizeof(*fan_union));
+	if (fan_union == NULL) {
+		util_cause(cause, "out of memory");
+		return -1;
+	}
+	fanpolicy_init(fan_union);
+	if (fanpolicy_plan(fan_union, &plan, cause) != 0)
+		return -1;
+	int r = fanotify_engine_open(&fan_engine, &plan, cause);
+	fanpolicy_plan_free(&plan);
+	if (r != 0) {
+		fan_engine = NULL;
+		return -1;
+	}
+	fan_ev = event_new(sensord_base(), fanotify_engine_fd(fan_engine), EV_READ | EV_PERSIST,
+	    fan_cb, NULL);
+	if (fan_ev == NULL || event_add(fan_ev, NULL) != 0) {
+		util_cause(cause, "cannot watch the fanotify engine");
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * Re-plan the marks from every operation's rules. The engine swaps marks
+ * without a gap; the previous union stays alive until the swap is done.
+ */
+void
+sensord_fan_reconfigure(void)
+{
+	struct fanpolicy *u;
+	struct fan_plan plan;
+	char *cause = NULL;
+
+	if (fan_engine == NULL)
+		return;
+	u = calloc(1, sizeof(*u));
+	if (u == NULL)
+		return;
+	fanpolicy_init(u);
+	for (size_t i = 0; i < sensord_nops(); i++) {
+		struct sop *o = sensord_op_at(i);
+		if (o->so_fan_json != NULL && fan_add_rules(o->so_fan_json, u, &cause) != 0) {
+			log_warnx("%s: fanotify rules: %s", o->so_id, cause);
+			free(cause);
+			cause = NULL;
+		}
+	}
+	if (fanpolicy_resolve(u, &cause) != 0 || fanpolicy_plan(u, &plan, &cause) != 0) {
+		log_warnx("fanotify plan: %s", cause);
+		free(cause);
+		fanpolicy_free(u);
+		free(u);
+		return;
+	}
+	if (fanotify_engine_set_plan(fan_engine, &plan, &cause) != 0) {
+		log_warnx("fanotify marks: %s", cause);
+		free(cause);
+		fanpolicy_plan_free(&plan);
+		fanpolicy_free(u);
+		free(u);
+		sensord_fan_loss("marks_failed");
+		return;
+	}
+	const struct fan_warnings *w = fanotify_engine_warnings(fan_engine);
+	for (size_t i = 0; w != NULL && i < w->w_n; i++)
+		log_info("fanotify: %s", w->w_v[i]);
+	fanpolicy_plan_free(&plan);
+	fanpolicy_free(fan_union);
+	free(fan_union);
+	fan_union = u;
+}
+
+void
+sensord_fan_shutdown(void)
+{
+	if (fan_ev != NULL)
+		event_free(fan_ev);
+	if (fan_engine != NULL)
+		fanotify_engine_close(fan_engine);
+	if (fan_union != NULL) {
+		fanpolicy_free(fan_union);
+		free(fan_union);
+	}
+	fan_ev = NULL;
+	fan_engine = NULL;
+	fan_union = NULL;
+}

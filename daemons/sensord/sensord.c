@@ -1,0 +1,756 @@
+/*
+ * sensord.c: gensee-sensord, the kernel's own signals turned into evidence.
+ *
+ * Trust model: sensord is root with only the capabilities its sensors need
+ * and no policy authority. It learns each operation's config from
+ * boundaryd over boundary.sock (root, SO_PEERCRED-checked there), and
+ * reports back: lineage from the proc connector, capability faults derived
+ * from nftables traces of an operation's own table, and fanotify file
+ * decisions. The only decisions it makes itself are the fanotify answers,
+ * from the rules boundaryd gave it; whatever it cannot decide it denies.
+ * Lost events are reported as lost, never papered over.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <linux/netfilter.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <json-c/json.h>
+
+#include "cgroup.h"
+#include "fanotify.h"
+#include "fanpolicy.h"
+#include "frame.h"
+#include "ids.h"
+#include "log.h"
+#include "nftrace.h"
+#include "proc.h"
+#include "proccn.h"
+#include "proto.h"
+#include "safefs.h"
+#include "sandbox.h"
+#include "sensord.h"
+#include "util.h"
+
+static struct sensord sd;
+
+static void
+usage(void)
+{
+	fprintf(stderr, "usage: " SENSORD_NAME " --runtime-dir DIR [--foreground] [--debug]\n");
+	exit(2);
+}
+
+/*
+ * The boundary channel
+ */
+
+/* Send a request; replies are only logged when they carry an error. */
+static void
+sensord_request(const char *method, struct json_object *params)
+{
+	struct json_object *msg = proto_request_new(sd.sd_next_id++, method, params);
+	if (sd.sd_bev == NULL || frame_encode_evbuffer(bufferevent_get_output(sd.sd_bev), msg) != 0)
+		log_warnx("cannot send %s to boundaryd", method);
+	json_object_put(msg);
+}
+
+struct event_base *
+sensord_base(void)
+{
+	return sd.sd_base;
+}
+
+size_t
+sensord_nops(void)
+{
+	return sd.sd_nops;
+}
+
+struct sop *
+sensord_op_at(size_t i)
+{
+	return &sd.sd_ops[i];
+}
+
+/* Coverage of the fanotify sensor was lost: every fanotify operation is told. */
+void
+sensord_fan_loss(const char *why)
+{
+	struct json_object *p = json_object_new_object();
+	json_object_object_add(p, "sensor", json_object_new_string("fanotify"));
+	json_object_object_add(p, "count", json_object_new_int(1));
+	json_object_object_add(p, "detail", json_object_new_string(why));
+	sensord_request("sensor.loss", p);
+}
+
+struct sop *
+sensord_op_find(const char *id)
+{
+	for (size_t i = 0; i < sd.sd_nops; i++)
+		if (strcmp(sd.sd_ops[i].so_id, id) == 0)
+			return &sd.sd_ops[i];
+	return NULL;
+}
+
+/* The operation whose cgroup subtree holds pid, or NULL. */
+struct sop *
+sensord_op_of_pid(pid_t pid)
+{
+	char cg[256];
+
+	if (cgroup_of_pid(pid, cg, sizeof(cg)) != 0)
+		return NULL;
+	for (size_t i = 0; i < sd.sd_nops; i++) {
+		size_t n = strlen(sd.sd_ops[i].so_cgroup);
+		if (n > 0 && strncmp(cg, sd.sd_ops[i].so_cgroup, n) == 0 &&
+		    (cg[n] == '\0' || cg[n] == '/'))
+			return &sd.sd_ops[i];
+	}
+	return NULL;
+}
+
+/* Is pid inside some gensee operation cgroup at all (known or not)? */
+int
+sensord_pid_in_gensee(pid_t pid)
+{
+	char cg[256];
+	return cgroup_of_pid(pid, cg, sizeof(cg)) == 0 &&
+	    strncmp(cg, CGROUP_BASE "/op_", strlen(CGROUP_BASE) + 4) == 0;
+}
+
+static void
+sensord_op_clear(struct sop *o)
+{
+	if (o->so_fan != NULL) {
+		fanpolicy_free(o->so_fan);
+		free(o->so_fan);
+	}
+	json_object_put(o->so_fan_json);
+	json_object_put(o->so_lineage);
+	json_object_put(o->so_files);
+	memset(o, 0, sizeof(*o));
+}
+
+/* Apply one operation config from boundaryd ("add" or "remove"). */
+static void
+sensord_apply_config(struct json_object *c, const char *action)
+{
+	const char *id = schema_string(c, "operation_id");
+	struct sop *o;
+
+	if (id == NULL || !ids_valid_operation(id))
+		return;
+	o = sensord_op_find(id);
+	if (strcmp(action, "remove") == 0) {
+		if (o != NULL) {
+			sensord_flush_op(o);
+			sensord_op_clear(o);
+			*o = sd.sd_ops[--sd.sd_nops];
+			memset(&sd.sd_ops[sd.sd_nops], 0, sizeof(*o));
+			sensord_fan_reconfigure();
+		}
+		return;
+	}
+	if (o == NULL) {
+		if (sd.sd_nops == SENSORD_MAX_OPS) {
+			log_warnx("%s: too many operations; its coverage is lost", id);
+			struct json_object *p = json_object_new_object();
+			json_object_object_add(p, "sensor", json_object_new_string("all"));
+			json_object_object_add(p, "count", json_object_new_int(1));
+			json_object_object_add(p, "operation_id", json_object_new_string(id));
+			json_object_object_add(p, "detail", json_object_new_string("sensor table full"));
+			sensord_request("sensor.loss", p);
+			return;
+		}
+		o = &sd.sd_ops[sd.sd_nops++];
+		memset(o, 0, sizeof(*o));
+	} else {
+		sensord_op_clear(o);
+	}
+	util_strlcpy(o->so_id, id, sizeof(o->so_id));
+	util_strlcpy(o->so_cgroup, schema_string(c, "cgroup") ? schema_string(c, "cgroup") : "",
+	    sizeof(o->so_cgroup));
+	util_strlcpy(o->so_table, schema_string(c, "table") ? schema_string(c, "table") : "",
+	    sizeof(o->so_table));
+	o->so_lineage = json_object_new_array();
+	o->so_files = json_object_new_array();
+	struct json_object *fan = schema_child(c, "fanotify");
+	if (fan != NULL && schema_bool(fan, "enabled", 0)) {
+		char *cause = NULL;
+		o->so_fan = calloc(1, sizeof(*o->so_fan));
+		if (o->so_fan == NULL || sensord_fan_policy(fan, o->so_fan, &o->so_posture,
+		    &cause) != 0) {
+			/*
+			 * Rules we cannot parse must not turn into no rules: no ack,
+			 * so boundaryd refuses to start the operation.
+			 */
+			log_warnx("%s: fanotify config refused: %s", id,
+			    cause ? cause : "out of memory");
+			free(cause);
+			o->so_fan_broken = 1;
+			return;
+		}
+		o->so_fan_json = json_object_get(fan);
+	}
+	sensord_fan_reconfigure();
+	sensord_nft_replay();
+	struct json_object *p = json_object_new_object();
+	json_object_object_add(p, "operation_id", json_object_new_string(id));
+	sensord_request("sensor.ack", p);
+	log_info("%s: config applied (cgroup %s, table %s, fanotify %s)", id, o->so_cgroup,
+	    o->so_table[0] ? o->so_table : "-", o->so_fan != NULL || o->so_fan_broken ? "on" : "off");
+}
+
+static void
+sensord_handle_message(struct json_object *msg)
+{
+	const char *event = schema_string(msg, "event");
+	struct json_object *err = schema_child(msg, "error");
+
+	if (event != NULL) {
+		struct json_object *p = schema_child(msg, "params");
+		if (strcmp(event, "operation.sensor_config") == 0 && p != NULL)
+			sensord_apply_config(p, schema_string(p, "action") ?
+			    schema_string(p, "action") : "add");
+		return;
+	}
+	if (err != NULL) {
+		log_warnx("boundaryd refused request %lld: %s: %s",
+		    (long long)schema_int(msg, "id", -1), schema_string(err, "code"),
+		    schema_string(err, "message"));
+		return;
+	}
+	/* The reply to sensor.register carries the operations already running. */
+	struct json_object *res = schema_child(msg, "result");
+	if (schema_int(msg, "id", -1) == sd.sd_register_id && res != NULL) {
+		struct json_object *ops = schema_child(res, "operations");
+		for (size_t i = 0; ops != NULL && i < json_object_array_length(ops); i++)
+			sensord_apply_config(json_object_array_get_idx(ops, i), "add");
+		sd.sd_registered = 1;
+		log_info("registered with boundaryd (%zu running operation(s))", sd.sd_nops);
+	}
+}
+
+static void
+sensord_read_cb(struct bufferevent *bev, void *arg)
+{
+	struct evbuffer *in = bufferevent_get_input(bev);
+	(void)arg;
+	for (;;) {
+		struct json_object *msg = NULL;
+		int st = frame_decode_evbuffer(in, FRAME_MAX_DEFAULT, &msg);
+		if (st == FRAME_NEED_MORE)
+			return;
+		if (st != FRAME_OK) {
+			/* boundaryd is trusted: a malformed frame from it is fatal. */
+			fatalx("malformed frame from boundaryd: %s", frame_status_code(st));
+		}
+		sensord_handle_message(msg);
+		json_object_put(msg);
+	}
+}
+
+static void
+sensord_event_cb(struct bufferevent *bev, short what, void *arg)
+{
+	(void)bev;
+	(void)arg;
+	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) {
+		/*
+		 * Without boundaryd there is no one to report to and no config
+		 * to trust: exit, and let the service manager start us again.
+		 */
+		log_warnx("boundaryd closed the connection; exiting");
+		event_base_loopexit(sd.sd_base, NULL);
+	}
+}
+
+static int
+sensord_connect(const char *runtime_dir, char **cause)
+{
+	struct sockaddr_un sun;
+	int fd, dfd;
+
+	memset(&sun, 0, sizeof(sun));
+	sun.sun_family = AF_UNIX;
+	/* The runtime dir is checked like boundaryd checks it: root's alone. */
+	if ((dfd = safefs_open_root(runtime_dir, cause)) < 0)
+		return -1;
+	snprintf(sun.sun_path, sizeof(sun.sun_path), "/proc/self/fd/%d/boundary.sock", dfd);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&sun, sizeof(sun)) != 0) {
+		util_cause(cause, "%s/boundary.sock: %s", runtime_dir, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		close(dfd);
+		return -1;
+	}
+	close(dfd);
+	if (evutil_make_socket_nonblocking(fd) != 0) {
+		util_cause(cause, "nonblocking: %s", strerror(errno));
+		close(fd);
+		return -1;
+	}
+	sd.sd_bev = bufferevent_socket_new(sd.sd_base, fd, BEV_OPT_CLOSE_ON_FREE);
+	if (sd.sd_bev == NULL) {
+		util_cause(cause, "bufferevent_socket_new failed");
+		close(fd);
+		return -1;
+	}
+	bufferevent_setcb(sd.sd_bev, sensord_read_cb, NULL, sensord_event_cb, NULL);
+	bufferevent_enable(sd.sd_bev, EV_READ | EV_WRITE);
+	return 0;
+}
+
+/*
+ * Lineage from the proc connector
+ */
+
+/* Remember which operation a pid (with its start time) belongs to. */
+static void
+sensord_pid_remember(pid_t pid, uint64_t start, struct sop *o)
+{
+	struct spid *p = &sd.sd_pids[(unsigned)pid % SENSORD_PID_SLOTS];
+	p->sp_pid = pid;
+	p->sp_start = start;
+	util_strlcpy(p->sp_op, o->so_id, sizeof(p->sp_op));
+}
+
+static struct sop *
+sensord_pid_recall(pid_t pid, uint64_t *start)
+{
+	struct spid *p = &sd.sd_pids[(unsigned)pid % SENSORD_PID_SLOTS];
+	if (p->sp_pid != pid || p->sp_op[0] == '\0')
+		return NULL;
+	*start = p->sp_start;
+	return sensord_op_find(p->sp_op);
+}
+
+static void
+sensord_lineage_add(struct sop *o, const char *type, pid_t pid, pid_t ppid, uint64_t start,
+    const struct proccn_event *e)
+{
+	struct json_object *x = json_object_new_object();
+	char exe[256] = "", dig[PROC_DIGEST_HEX] = "", ts[40];
+
+	util_now_rfc3339(ts, sizeof(ts));
+	json_object_object_add(x, "type", json_object_new_string(type));
+	json_object_object_add(x, "pid", json_object_new_int64(pid));
+	json_object_object_add(x, "ppid", json_object_new_int64(ppid));
+	json_object_object_add(x, "start_time_ticks", json_object_new_int64((int64_t)start));
+	json_object_object_add(x, "time", json_object_new_string(ts));
+	if (strcmp(type, "exit") != 0) {
+		if (proc_read_exe(pid, exe, sizeof(exe)) == 0)
+			json_object_object_add(x, "executable", json_object_new_string(exe));
+		if (proc_argv_digest(pid, dig) == 0)
+			json_object_object_add(x, "argv_digest", json_object_new_string(dig));
+	} else if (e != NULL) {
+		int st = (int)e->pe_exit_code;
+		if (WIFEXITED(st))
+			json_object_object_add(x, "exit_code", json_object_new_int(WEXITSTATUS(st)));
+		else if (WIFSIGNALED(st))
+			json_object_object_add(x, "exit_signal", json_object_new_int(WTERMSIG(st)));
+	}
+	json_object_array_add(o->so_lineage, x);
+}
+
+static void
+sensord_proccn_event(const struct proccn_event *e)
+{
+	struct proc_stat st;
+	struct sop *o;
+	uint64_t start = 0;
+
+	switch (e->pe_type) {
+	case PROCCN_LOST: {
+		struct json_object *p = json_object_new_object();
+		json_object_object_add(p, "sensor", json_object_new_string("proc_connector"));
+		json_object_object_add(p, "count", json_object_new_int(1));
+		json_object_object_add(p, "detail", json_object_new_string("receive queue overrun"));
+		sensord_request("sensor.loss", p);
+		return;
+	}
+	case PROCCN_FORK:
+		if (e->pe_pid != e->pe_tgid)
+			return; /* a new thread, not a new process */
+		/* FALLTHROUGH */
+	case PROCCN_EXEC:
+		if (proc_read_stat(e->pe_tgid, &st) != 0)
+			return; /* gone already: its exit event will say so if it was ours */
+		if ((o = sensord_op_of_pid(e->pe_tgid)) == NULL)
+			return;
+		sensord_pid_remember(e->pe_tgid, st.ps_start_ticks, o);
+		sensord_lineage_add(o, e->pe_type == PROCCN_FORK ? "fork" : "exec", e->pe_tgid,
+		    st.ps_ppid, st.ps_start_ticks, e);
+		return;
+	case PROCCN_EXIT:
+		if (e->pe_pid != e->pe_tgid)
+			return;
+		if ((o = sensord_pid_recall(e->pe_tgid, &start)) == NULL)
+			return;
+		sensord_lineage_add(o, "exit", e->pe_tgid, e->pe_parent_tgid, start, e);
+		return;
+	}
+}
+
+static void
+sensord_proccn_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct proccn_event v[64];
+	size_t n;
+	char *cause = NULL;
+
+	(void)fd;
+	(void)what;
+	(void)arg;
+	do {
+		n = 0;
+		if (proccn_read(sd.sd_proccn, v, nitems(v), &n, &cause) != 0) {
+			log_warnx("proc connector: %s", cause);
+			free(cause);
+			cause = NULL;
+		}
+		for (size_t i = 0; i < n; i++)
+			sensord_proccn_event(&v[i]);
+	} while (n == nitems(v));
+}
+
+/* Send what has accumulated: lineage and file decisions, per operation. */
+void
+sensord_flush_op(struct sop *o)
+{
+	if (o->so_lineage != NULL && json_object_array_length(o->so_lineage) > 0) {
+		struct json_object *p = json_object_new_object();
+		json_object_object_add(p, "operation_id", json_object_new_string(o->so_id));
+		json_object_object_add(p, "events", o->so_lineage);
+		sensord_request("lineage.report", p);
+		o->so_lineage = json_object_new_array();
+	}
+	if (o->so_files != NULL && json_object_array_length(o->so_files) > 0) {
+		struct json_object *p = json_object_new_object();
+		json_object_object_add(p, "operation_id", json_object_new_string(o->so_id));
+		json_object_object_add(p, "decisions", o->so_files);
+		sensord_request("file.decision", p);
+		o->so_files = json_object_new_array();
+	}
+}
+
+static void
+sensord_flush_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	(void)arg;
+	for (size_t i = 0; i < sd.sd_nops; i++)
+		sensord_flush_op(&sd.sd_ops[i]);
+	sensord_nft_expire();
+}
+
+/*
+ * nftables traces -> capability faults
+ */
+
+static struct sop *
+sensord_op_of_table(const char *table)
+{
+	for (size_t i = 0; i < sd.sd_nops; i++)
+		if (sd.sd_ops[i].so_table[0] && strcmp(table, sd.sd_ops[i].so_table) == 0)
+			return &sd.sd_ops[i];
+	return NULL;
+}
+
+/* Turn one rejected packet of an operation's table into a capability fault. */
+static void
+sensord_trace_fault(struct sop *o, const struct nftrace_event *e)
+{
+	char dst[INET6_ADDRSTRLEN];
+	int64_t now = util_monotonic_ms();
+
+	inet_ntop(e->te_family, e->te_daddr, dst, sizeof(dst));
+	/* One fault per tuple and second: a retrying client is one event, not a flood. */
+	for (size_t i = 0; i < nitems(sd.sd_recent); i++) {
+		struct srecent *r = &sd.sd_recent[i];
+		if (now - r->sr_ms < 1000 && strcmp(r->sr_op, o->so_id) == 0 &&
+		    r->sr_proto == e->te_proto && r->sr_port == e->te_dport &&
+		    strcmp(r->sr_dst, dst) == 0)
+			return;
+	}
+	struct srecent *slot = &sd.sd_recent[sd.sd_recent_next++ % nitems(sd.sd_recent)];
+	slot->sr_ms = now;
+	util_strlcpy(slot->sr_op, o->so_id, sizeof(slot->sr_op));
+	util_strlcpy(slot->sr_dst, dst, sizeof(slot->sr_dst));
+	slot->sr_proto = e->te_proto;
+	slot->sr_port = e->te_dport;
+
+	struct json_object *f = json_object_new_object(), *subj = json_object_new_object();
+	struct json_object *cap = json_object_new_object(), *p = json_object_new_object();
+	json_object_object_add(subj, "nft_table", json_object_new_string(o->so_table));
+	json_object_object_add(cap, "kind", json_object_new_string("network.connect"));
+	json_object_object_add(cap, "destination", json_object_new_string(dst));
+	json_object_object_add(cap, "protocol", json_object_new_string(
+	    e->te_proto == IPPROTO_TCP ? "tcp" : "udp"));
+	json_object_object_add(cap, "port", json_object_new_int(e->te_dport));
+	json_object_object_add(f, "schema_version", json_object_new_int(1));
+	json_object_object_add(f, "subject", subj);
+	json_object_object_add(f, "capability", cap);
+	json_object_object_add(f, "source", json_object_new_string("nft_trace"));
+	json_object_object_add(p, "operation_id", json_object_new_string(o->so_id));
+	json_object_object_add(p, "fault", f);
+	sensord_request("fault.submit", p);
+	log_debug("%s: trace fault %s %s/%u", o->so_id, dst,
+	    e->te_proto == IPPROTO_TCP ? "tcp" : "udp", e->te_dport);
+}
+
+static void
+sensord_trace_event(const struct nftrace_event *e)
+{
+	struct sop *o;
+
+	if (e->te_lost) {
+		struct json_object *p = json_object_new_object();
+		json_object_object_add(p, "sensor", json_object_new_string("nft_trace"));
+		json_object_object_add(p, "count", json_object_new_int(1));
+		json_object_object_add(p, "detail", json_object_new_string("trace queue overrun"));
+		sensord_request("sensor.loss", p);
+		return;
+	}
+	/*
+	 * The kernel puts the packet headers only in the first trace message
+	 * of a packet in a base chain; later ones (same te_id) carry only the
+	 * verdict. Remember headers by id, complete verdict events from them.
+	 */
+	struct nftrace_event full = *e;
+	if (e->te_family != 0) {
+		struct stuple *t = &sd.sd_tuples[sd.sd_tuples_next++ % nitems(sd.sd_tuples)];
+		t->st_id = e->te_id;
+		t->st_ev = *e;
+	} else {
+		size_t i;
+		for (i = 0; i < nitems(sd.sd_tuples); i++)
+			if (sd.sd_tuples[i].st_id == e->te_id && sd.sd_tuples[i].st_ev.te_family != 0)
+				break;
+		if (i == nitems(sd.sd_tuples))
+			return;
+		full.te_family = sd.sd_tuples[i].st_ev.te_family;
+		memcpy(full.te_daddr, sd.sd_tuples[i].st_ev.te_daddr, 16);
+		full.te_proto = sd.sd_tuples[i].st_ev.te_proto;
+		full.te_dport = sd.sd_tuples[i].st_ev.te_dport;
+	}
+	/* Only the reject verdicts of our own tables, TCP and UDP with a port. */
+	if (strncmp(full.te_table, "gensee_", 7) != 0 || strcmp(full.te_chain, "blocked") != 0 ||
+	    !full.te_has_verdict || full.te_verdict != NF_DROP ||
+	    (full.te_proto != IPPROTO_TCP && full.te_proto != IPPROTO_UDP))
+		return;
+	e = &full;
+	if ((o = sensord_op_of_table(e->te_table)) != NULL) {
+		sensord_trace_fault(o, e);
+		return;
+	}
+	/* A table we have no config for yet: keep it briefly, the config may be on its way. */
+	if (sd.sd_npending < nitems(sd.sd_pending)) {
+		sd.sd_pending[sd.sd_npending].sn_ev = *e;
+		sd.sd_pending[sd.sd_npending].sn_ms = util_monotonic_ms();
+		sd.sd_npending++;
+	}
+}
+
+/* Replay held traces once a config arrived. */
+void
+sensord_nft_replay(void)
+{
+	size_t k = 0;
+	for (size_t i = 0; i < sd.sd_npending; i++) {
+		struct sop *o = sensord_op_of_table(sd.sd_pending[i].sn_ev.te_table);
+		if (o != NULL)
+			sensord_trace_fault(o, &sd.sd_pending[i].sn_ev);
+		else
+			sd.sd_pending[k++] = sd.sd_pending[i];
+	}
+	sd.sd_npending = k;
+}
+
+/* Drop held traces of tables no operation claimed within 2 s. */
+void
+sensord_nft_expire(void)
+{
+	size_t k = 0;
+	int64_t now = util_monotonic_ms();
+	for (size_t i = 0; i < sd.sd_npending; i++)
+		if (now - sd.sd_pending[i].sn_ms < 2000)
+			sd.sd_pending[k++] = sd.sd_pending[i];
+	sd.sd_npending = k;
+}
+
+static void
+sensord_nftrace_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct nftrace_event v[32];
+	size_t n;
+	char *cause = NULL;
+
+	(void)fd;
+	(void)what;
+	(void)arg;
+	do {
+		n = 0;
+		if (nftrace_read(sd.sd_nftrace, v, nitems(v), &n, &cause) != 0) {
+			log_warnx("nft trace: %s", cause);
+			free(cause);
+			cause = NULL;
+		}
+		for (size_t i = 0; i < n; i++)
+			sensord_trace_event(&v[i]);
+	} while (n == nitems(v));
+}
+
+static void
+sensord_signal_cb(evutil_socket_t sig, short what, void *arg)
+{
+	(void)what;
+	(void)arg;
+	log_info("signal %d: stopping", (int)sig);
+	event_base_loopexit(sd.sd_base, NULL);
+}
+
+int
+main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "runtime-dir", required_argument, NULL, 'r' },
+		{ "foreground", no_argument, NULL, 'f' },
+		{ "debug", no_argument, NULL, 'd' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *runtime_dir = NULL;
+	int ch, logflags = LOG_F_ASYNC;
+	char *cause = NULL;
+
+	while ((ch = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+		switch (ch) {
+		case 'r':
+			runtime_dir = optarg;
+			break;
+		case 'f':
+			break; /* always in the foreground: the service manager supervises us */
+		case 'd':
+			logflags |= LOG_F_DEBUG;
+			break;
+		default:
+			usage();
+		}
+	}
+	if (optind != argc || runtime_dir == NULL)
+		usage();
+	log_init(SENSORD_NAME, 0);
+	if (geteuid() != 0)
+		fatalx("must run as root");
+	if (ids_init() != 0)
+		fatalx("libsodium initialisation failed");
+	signal(SIGPIPE, SIG_IGN);
+	log_init(SENSORD_NAME, logflags);
+	memset(&sd, 0, sizeof(sd));
+	sd.sd_next_id = 1;
+	sd.sd_base = event_base_new();
+	if (sd.sd_base == NULL)
+		fatalx("event_base_new failed");
+
+	/*
+	 * The sensors open before we register, so that from the moment
+	 * boundaryd hands us an operation nothing of it goes unseen.
+	 */
+	const char *names[3];
+	size_t nnames = 0;
+	if (proccn_open(&sd.sd_proccn, &cause) == 0) {
+		names[nnames++] = "proc_connector";
+	} else {
+		log_warnx("proc connector unavailable: %s", cause);
+		free(cause);
+		cause = NULL;
+	}
+	if (nftrace_open(&sd.sd_nftrace, &cause) == 0) {
+		names[nnames++] = "nft_trace";
+	} else {
+		log_warnx("nft trace unavailable: %s", cause);
+		free(cause);
+		cause = NULL;
+	}
+	if (sensord_fan_init(&cause) == 0) {
+		names[nnames++] = "fanotify";
+	} else {
+		log_warnx("fanotify unavailable: %s", cause);
+		free(cause);
+		cause = NULL;
+	}
+	if (nnames == 0)
+		fatalx("no sensor could be opened");
+	if (sensord_connect(runtime_dir, &cause) != 0)
+		fatalx("cannot reach boundaryd: %s", cause);
+	if (sandbox_sensord(&cause) != 0)
+		fatalx("sandbox: %s", cause);
+
+	struct event *ev_proc = NULL, *ev_trace = NULL;
+	if (sd.sd_proccn != NULL) {
+		ev_proc = event_new(sd.sd_base, proccn_fd(sd.sd_proccn), EV_READ | EV_PERSIST,
+		    sensord_proccn_cb, NULL);
+		if (ev_proc == NULL || event_add(ev_proc, NULL) != 0)
+			fatalx("cannot watch the proc connector");
+	}
+	if (sd.sd_nftrace != NULL) {
+		ev_trace = event_new(sd.sd_base, nftrace_fd(sd.sd_nftrace), EV_READ | EV_PERSIST,
+		    sensord_nftrace_cb, NULL);
+		if (ev_trace == NULL || event_add(ev_trace, NULL) != 0)
+			fatalx("cannot watch nft traces");
+	}
+	struct event *ev_flush = event_new(sd.sd_base, -1, EV_PERSIST, sensord_flush_cb, NULL);
+	struct timeval flush_tv = { 0, SENSORD_FLUSH_MS * 1000 };
+	struct event *ev_term = evsignal_new(sd.sd_base, SIGTERM, sensord_signal_cb, NULL);
+	struct event *ev_int = evsignal_new(sd.sd_base, SIGINT, sensord_signal_cb, NULL);
+	if (ev_flush == NULL || event_add(ev_flush, &flush_tv) != 0 || ev_term == NULL ||
+	    ev_int == NULL || event_add(ev_term, NULL) != 0 || event_add(ev_int, NULL) != 0)
+		fatalx("cannot install events");
+
+	struct json_object *p = json_object_new_object(), *arr = json_object_new_array();
+	for (size_t i = 0; i < nnames; i++)
+		json_object_array_add(arr, json_object_new_string(names[i]));
+	json_object_object_add(p, "sensors", arr);
+	sd.sd_register_id = sd.sd_next_id;
+	sensord_request("sensor.register", p);
+	log_info("sensors open, registering with boundaryd in %s", runtime_dir);
+
+	event_base_dispatch(sd.sd_base);
+
+	for (size_t i = 0; i < sd.sd_nops; i++)
+		sensord_op_clear(&sd.sd_ops[i]);
+	sensord_fan_shutdown();
+	if (ev_proc != NULL)
+		event_free(ev_proc);
+	if (ev_trace != NULL)
+		event_free(ev_trace);
+	event_free(ev_flush);
+	event_free(ev_term);
+	event_free(ev_int);
+	if (sd.sd_bev != NULL)
+		bufferevent_free(sd.sd_bev);
+	proccn_close(sd.sd_proccn);
+	nftrace_close(sd.sd_nftrace);
+	event_base_free(sd.sd_base);
+	log_info("stopped");
+	log_shutdown();
+	return 0;
+}

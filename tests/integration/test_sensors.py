@@ -1,0 +1,133 @@
+"""gensee-sensord: nftables traces become faults, the proc connector
+becomes lineage, fanotify permission events guard sensitive paths."""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+
+from harness import Failure, check, main
+from test_network import REFUSED, run_sandboxed
+
+
+def trace_fault_then_lease(env):
+    env.use_netns()
+    env.start()
+    env.start_sensord()
+    env.serve(env.netns, "tcp,203.0.113.40,8443", "tcp,203.0.113.40,9999")
+    args = ["--deny-all", "--lease-scope", "203.0.113.40,tcp,8443", "--max-lease-ttl", "30"]
+    # The program never asks for anything: the kernel's reject of its first
+    # connect is traced, turned into a fault, and the approved lease lets
+    # its own retry through.
+    rc, lines, summary, err = run_sandboxed(env, args, [
+        "/usr/bin/python3", env.tool("netprobe.py"), "--retry", "tcp,203.0.113.40,8443", "1.5"])
+    got = json.loads(lines[0])
+    check(got["first"] in REFUSED, "first connect: %r" % got)
+    check(got["second"] == "ok", "retry after the trace fault: %r (%s)" % (got, err))
+    opid = summary["operation_id"]
+    faults = [json.loads(l) for l in open(os.path.join(env.state, "network-operations", opid,
+                                                       "faults.jsonl"))]
+    traced = [f for f in faults if f["source"] == "nft_trace"]
+    check(traced and traced[0]["capability"]["destination"] == "203.0.113.40" and
+          traced[0]["capability"]["protocol"] == "tcp" and traced[0]["capability"]["port"] == 8443,
+          "faults.jsonl %r" % faults)
+    check(traced[0]["disposition"] == "lease" and traced[0]["subject"]["nft_table"], "%r" % traced[0])
+    # Outside the lease scope: the fault is recorded as denied and the retry stays refused.
+    rc, lines, summary, err = run_sandboxed(env, args, [
+        "/usr/bin/python3", env.tool("netprobe.py"), "--retry", "tcp,203.0.113.40,9999", "1.0"])
+    got = json.loads(lines[0])
+    check(got["first"] in REFUSED and got["second"] in REFUSED, "%r" % got)
+    faults = [json.loads(l) for l in open(os.path.join(env.state, "network-operations",
+                                                       summary["operation_id"], "faults.jsonl"))]
+    check(any(f["source"] == "nft_trace" and f["disposition"] == "deny" and
+              f["reason"] == "not_eligible" for f in faults), "%r" % faults)
+
+
+def proc_connector_lineage(env):
+    env.start()
+    env.start_sensord()
+    r = env.gensee("run", "--json", "--", "sh", "-c",
+                   "/usr/bin/python3 -c 'import subprocess; subprocess.run([\"sleep\", \"0.05\"])'; exit 4")
+    check(r.returncode == 4, "rc %d %s" % (r.returncode, r.stderr))
+    rec = json.loads(r.stdout)["record"]
+    lin = rec["lineage"]
+    exes = [e["executable"] for e in lin]
+    check(any(x.endswith("/python3") or "python3" in x for x in exes) and
+          any(x.endswith("/sleep") for x in exes), "lineage %r" % exes)
+    # sleep lives 50 ms: only the proc connector can see it reliably, with its exit.
+    sl = [e for e in lin if e["executable"].endswith("/sleep")]
+    check(sl and sl[0]["start_time_ticks"] > 0 and sl[0].get("exit_status") == {"code": 0, "signal": None},
+          "sleep entry %r" % sl)
+    root = [e for e in lin if e["pid"] == rec["root_process"]["pid"]]
+    check(root and root[0].get("exit_status", {}).get("code") == 4, "root entry %r" % root)
+    check(rec["sensors"]["proc_connector"] == "active", "%r" % rec.get("sensors"))
+
+
+def fanotify_sensitive_paths(env):
+    env.start()
+    env.start_sensord()
+    home = tempfile.mkdtemp(prefix="home.", dir=env.bindir)
+    os.makedirs(os.path.join(home, ".ssh"))
+    ws = os.path.join(home, "work", "a", "b")
+    os.makedirs(ws)
+    for path, text in ((os.path.join(home, ".ssh", "id_ed25519"), "PRIVATE KEY\n"),
+                       (os.path.join(ws, ".env"), "TOKEN=1\n"),
+                       (os.path.join(ws, "ok.txt"), "fine\n")):
+        with open(path, "w") as f:
+            f.write(text)
+    with open(os.path.join(home, "policy.json"), "w") as f:
+        json.dump({"linux": {"fanotify": {"enabled": True, "paths": ["**/.env"]}}}, f)
+    for d, _, files in os.walk(home):
+        os.chown(d, env.uid, env.gid)
+        for n in files:
+            os.chown(os.path.join(d, n), env.uid, env.gid)
+    os.chmod(home, 0o755)
+    user_env = {"HOME": home, "GENSEE_HOME": home}
+    key = os.path.join(home, ".ssh", "id_ed25519")
+    r = env.gensee("run", "--sandbox", "linux", "--deny-all", "--json", "--", "sh", "-c",
+                   "cat %s; echo rc=$? >&2; cat %s/.env; echo rc=$? >&2; cat %s/ok.txt" % (key, ws, ws),
+                   env=user_env)
+    check(r.returncode == 0, "rc %d: %s" % (r.returncode, r.stderr))
+    check("PRIVATE KEY" not in r.stdout and "TOKEN" not in r.stdout, "secret leaked: %r" % r.stdout)
+    check("fine" in r.stdout, "ordinary file not readable: %r" % r.stdout)
+    check(r.stderr.count("rc=1") == 2 and "Operation not permitted" in r.stderr, r.stderr)
+    # The same read by a process outside every operation succeeds.
+    out = subprocess.run(env.user_prefix() + ["cat", key], capture_output=True, text=True)
+    check(out.returncode == 0 and "PRIVATE KEY" in out.stdout, "unsupervised read failed: %r" % out)
+    summary = json.loads(r.stdout[r.stdout.index("{"):])
+    opid = summary["operation_id"]
+    tl = env.gensee("timeline", "--operation", opid, "--json")
+    files = [json.loads(l) for l in tl.stdout.splitlines() if '"file"' in l]
+    denied = {e["path"] for e in files if e["decision"] == "deny"}
+    check(key in denied and os.path.join(ws, ".env") in denied, "timeline file decisions %r" % files)
+
+
+def fanotify_needs_sensord(env):
+    env.start()
+    marker = os.path.join(env.bindir, "ran")
+    r = env.gensee("run", "--sandbox", "linux", "--deny-all", "--linux-fanotify", "--", "sh", "-c",
+                   "touch " + marker)
+    check(r.returncode == 125 and "sensor_unavailable" in r.stderr, "rc %d %s" % (r.returncode, r.stderr))
+    check(not os.path.exists(marker), "ran without its sensitive-path guard")
+
+
+def sensor_exit_is_violation(env):
+    env.start()
+    env.start_sensord()
+    p = env.gensee_bg("run", "--", "sleep", "60")
+    opid = env.wait_for("operation", lambda: env.running_ops())[0]
+    env.sensord.send_signal(signal.SIGKILL)
+    env.sensord.wait()
+    rec = env.wait_for("violation", lambda: (lambda r: r if r["counts"]["violations"] >= 1 else None)(env.record(opid)))
+    check(rec["sensors"]["proc_connector"] == "lost", "%r" % rec["sensors"])
+    env.user_call(env.client_sock, "operation.end", {"operation_id": opid, "kill": True})
+    env.finish(p)
+
+
+if __name__ == "__main__":
+    main({f.__name__: f for f in (trace_fault_then_lease, proc_connector_lineage,
+                                  fanotify_sensitive_paths, fanotify_needs_sensord,
+                                  sensor_exit_is_violation)})
