@@ -40,6 +40,7 @@ static const struct schema_field sensor_register_params[] = {
 
 static const struct schema_field sensor_ack_params[] = {
 	{ "operation_id", SCHEMA_STRING, SCHEMA_REQUIRED, 1, 72, 0 },
+	{ "action", SCHEMA_STRING, 0, 1, 16, 0 },
 };
 
 static const struct schema_field sensor_loss_params[] = {

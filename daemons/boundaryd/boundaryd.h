@@ -40,6 +40,7 @@ struct evconnlistener;
 #define OP_POLL_MS 100
 #define OP_REAP_POLL_MS 20
 #define OP_REAP_MAX_MS 5000
+#define OP_SENSOR_FLUSH_MS 1000
 
 /* A request whose reply waits for an operation's cleanup. */
 struct op_waiter {
@@ -102,6 +103,8 @@ struct operation {
 	int64_t op_create_id;
 	struct json_object *op_create_result;
 	struct event *op_create_timer;
+	int op_sensor_pushed;	/* sensord was told about it */
+	int op_sensor_flushed;	/* sensord sent everything it had and let go */
 };
 TAILQ_HEAD(operation_list, operation);
 struct conn;

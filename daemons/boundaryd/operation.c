@@ -434,7 +434,13 @@ op_reap_cb(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
-	if ((populated != 0 || !op_root_exited(op)) && waited < OP_REAP_MAX_MS) {
+	/*
+	 * Wait (bounded) for sensord to report the last lineage and decisions
+	 * it holds for this operation, so its record is complete.
+	 */
+	int sensor_pending = op->op_sensor_pushed && !op->op_sensor_flushed &&
+	    op->op_bd->bd_sensor != NULL && waited < OP_SENSOR_FLUSH_MS;
+	if ((populated != 0 || !op_root_exited(op) || sensor_pending) && waited < OP_REAP_MAX_MS) {
 		if (populated > 0 && waited > OP_REAP_MAX_MS / 2 && op->op_cg_valid)
 			cgroup_kill(&op->op_cg, NULL);
 		/* Back off from 1 ms: most trees are gone within a few. */
@@ -1068,6 +1074,7 @@ operation_create(struct boundaryd *bd, struct conn *conn, const struct peer *p, 
 	 * by the right rules.
 	 */
 	if (sensor_push(bd, op, "add") == 0) {
+		op->op_sensor_pushed = 1;
 		struct timeval tv = { SENSOR_ACK_MS / 1000, (SENSOR_ACK_MS % 1000) * 1000 };
 		op->op_create_result = r->or_result;
 		op->op_create_conn = conn;

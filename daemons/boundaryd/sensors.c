@@ -131,7 +131,11 @@ sensor_ack(struct boundaryd *bd, const struct peer *p, struct json_object *param
 		sensor_fail(r, PE_NOT_FOUND, "no such operation");
 		return;
 	}
-	operation_create_resolve(op, 1);
+	if (schema_string(params, "action") != NULL &&
+	    strcmp(schema_string(params, "action"), "remove") == 0)
+		op->op_sensor_flushed = 1; /* its last lineage and decisions are in */
+	else
+		operation_create_resolve(op, 1);
 	r->or_result = json_object_new_object();
 }
 

@@ -49,6 +49,8 @@
 
 static struct sensord sd;
 
+static void sensord_proccn_drain(void);
+
 static void
 usage(void)
 {
@@ -159,7 +161,13 @@ sensord_apply_config(struct json_object *c, const char *action)
 	o = sensord_op_find(id);
 	if (strcmp(action, "remove") == 0) {
 		if (o != NULL) {
+			/* Take in what the kernel already sent about its last processes. */
+			sensord_proccn_drain();
 			sensord_flush_op(o);
+			struct json_object *p = json_object_new_object();
+			json_object_object_add(p, "operation_id", json_object_new_string(id));
+			json_object_object_add(p, "action", json_object_new_string("remove"));
+			sensord_request("sensor.ack", p);
 			sensord_op_clear(o);
 			*o = sd.sd_ops[--sd.sd_nops];
 			memset(&sd.sd_ops[sd.sd_nops], 0, sizeof(*o));
@@ -412,13 +420,22 @@ sensord_proccn_event(const struct proccn_event *e)
 static void
 sensord_proccn_cb(evutil_socket_t fd, short what, void *arg)
 {
+	(void)fd;
+	(void)what;
+	(void)arg;
+	sensord_proccn_drain();
+}
+
+/* Handle every proc connector event that is waiting. */
+static void
+sensord_proccn_drain(void)
+{
 	struct proccn_event v[64];
 	size_t n;
 	char *cause = NULL;
 
-	(void)fd;
-	(void)what;
-	(void)arg;
+	if (sd.sd_proccn == NULL)
+		return;
 	do {
 		n = 0;
 		if (proccn_read(sd.sd_proccn, v, nitems(v), &n, &cause) != 0) {
