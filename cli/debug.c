@@ -352,6 +352,10 @@ cmd_debug(int argc, char **argv)
 		return debug_network_apply(argc - 1, argv + 1);
 	if (argc >= 2 && strcmp(argv[1], "seccomp-profile") == 0)
 		return debug_seccomp_profile(argc - 1, argv + 1);
-	fprintf(stderr, "usage: gensee debug network-plan|network-apply|seccomp-profile ...\n");
+	if (argc >= 2 && (strcmp(argv[1], "plan") == 0 || strcmp(argv[1], "fanotify-plan") == 0 ||
+	    strcmp(argv[1], "fanotify-once") == 0))
+		return cmd_debug_fanotify(argc - 1, argv + 1);
+	fprintf(stderr, "usage: gensee debug plan|fanotify-plan|fanotify-once|network-plan|"
+	    "network-apply|seccomp-profile ...\n");
 	return 2;
 }

@@ -20,6 +20,9 @@
 #include <json-c/json.h>
 
 #include "cli.h"
+#include "client.h"
+#include "netspec.h"
+#include "schema.h"
 #include "proctree.h"
 #include "util.h"
 
@@ -51,7 +54,8 @@ watch_on_signal(int sig)
 static void __attribute__((noreturn))
 watch_usage(void)
 {
-	fprintf(stderr, "usage: gensee watch --pid PID [--duration-seconds N] [--json]\n");
+	fprintf(stderr, "usage: gensee watch --pid PID [--duration-seconds N] [--json] "
+	    "[--linux-fanotify]\n");
 	exit(2);
 }
 
@@ -153,6 +157,79 @@ watch_event(const struct proctree_event *ev, void *arg)
 	}
 }
 
+/*
+ * --linux-fanotify (root): put the running tree under an operation whose
+ * sensitive-path rules gensee-sensord applies, the same listener a
+ * sandboxed run gets. The tree keeps running; when the watch ends it is
+ * detached again (moved back to the cgroup it came from), not killed.
+ */
+static int
+watch_attach_fanotify(pid_t pid, char *opid, size_t len)
+{
+	struct json_object *policy, *fan, *p, *res;
+	struct client_error err;
+	struct proc_stat st;
+	char *cause = NULL;
+
+	if (geteuid() != 0) {
+		fprintf(stderr, "gensee watch: --linux-fanotify needs root\n");
+		return -1;
+	}
+	if (proc_read_stat(pid, &st) != 0) {
+		fprintf(stderr, "gensee watch: no process %d\n", (int)pid);
+		return -1;
+	}
+	if ((policy = policy_load(&cause)) == NULL ||
+	    (fan = fanspec_build(policy, 1, &cause)) == NULL) {
+		fprintf(stderr, "gensee watch: %s\n", cause);
+		free(cause);
+		json_object_put(policy);
+		return -1;
+	}
+	json_object_put(policy);
+	p = json_object_new_object();
+	json_object_object_add(p, "pid", json_object_new_int(pid));
+	json_object_object_add(p, "start_time_ticks", json_object_new_int64((int64_t)st.ps_start_ticks));
+	json_object_object_add(p, "adopt_existing", json_object_new_boolean(1));
+	json_object_object_add(p, "source_run", json_object_new_string("gensee watch"));
+	json_object_object_add(p, "action_class", json_object_new_string("watch"));
+	json_object_object_add(p, "fanotify", fan);
+	if (client_call("boundary.sock", "operation.create", p, &res, &err) != 0) {
+		fprintf(stderr, "gensee watch: cannot attach the fanotify listener: %s: %s\n",
+		    err.ce_code, err.ce_message);
+		client_error_clear(&err);
+		return -1;
+	}
+	util_strlcpy(opid, schema_string(res, "operation_id"), len);
+	fprintf(stderr, "gensee watch: sensitive paths of pid %d guarded by operation %s "
+	    "(decisions: gensee timeline --operation %s)\n", (int)pid, opid, opid);
+	json_object_put(res);
+	return 0;
+}
+
+/* End the watch's operation: detach a tree that still runs. */
+static void
+watch_detach(const char *opid, int root_exited)
+{
+	struct json_object *p = json_object_new_object(), *res;
+	struct client_error err;
+
+	json_object_object_add(p, "operation_id", json_object_new_string(opid));
+	/* Once the root exited the operation has ended by itself (and let go of the rest). */
+	if (root_exited) {
+		json_object_put(p);
+		return;
+	}
+	json_object_object_add(p, "detach", json_object_new_boolean(1));
+	if (client_call("boundary.sock", "operation.end", p, &res, &err) != 0) {
+		fprintf(stderr, "gensee watch: ending %s: %s: %s\n", opid, err.ce_code,
+		    err.ce_message);
+		client_error_clear(&err);
+		return;
+	}
+	json_object_put(res);
+}
+
 int
 cmd_watch(int argc, char **argv)
 {
@@ -203,15 +280,13 @@ cmd_watch(int argc, char **argv)
 	}
 	if (optind != argc)
 		watch_usage();
-	if (fanotify) {
-		fprintf(stderr, "gensee watch: --linux-fanotify needs gensee-sensord "
-		    "(not available yet)\n");
-		return 2;
-	}
 	if (pid == 0) {
 		fprintf(stderr, "gensee watch: --pid is required\n");
 		watch_usage();
 	}
+	char opid[128] = "";
+	if (fanotify && watch_attach_fanotify((pid_t)pid, opid, sizeof(opid)) != 0)
+		return 1;
 
 	if (proctree_init(&pt, (pid_t)pid, &cause) != 0) {
 		fprintf(stderr, "gensee watch: %s\n", cause);
@@ -272,5 +347,7 @@ cmd_watch(int argc, char **argv)
 		}
 	}
 	proctree_free(&pt);
+	if (opid[0] != '\0')
+		watch_detach(opid, pt.pt_root_exited);
 	return rv;
 }

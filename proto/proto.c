@@ -103,6 +103,7 @@ static const struct schema_field operation_end_params[] = {
 	{ "exit_code", SCHEMA_INT, 0, 0, 255, 0 },
 	{ "exit_signal", SCHEMA_INT, 0, 1, 64, 0 },
 	{ "kill", SCHEMA_BOOL, 0, 0, 0, 0 },
+	{ "detach", SCHEMA_BOOL, 0, 0, 0, 0 },
 };
 
 /*
@@ -287,6 +288,14 @@ proto_parse_operation_end(struct json_object *params, struct proto_operation_end
 		out->oe_exit_signal = (int)schema_int(params, "exit_signal", 0);
 	}
 	out->oe_kill = schema_bool(params, "kill", 0);
+	out->oe_detach = schema_bool(params, "detach", 0);
+	if (out->oe_detach && (out->oe_kill || out->oe_has_exit)) {
+		err->se_code = SCHEMA_E_RANGE;
+		util_strlcpy(err->se_field, "detach", sizeof(err->se_field));
+		snprintf(err->se_message, sizeof(err->se_message),
+		    "detach excludes kill and an exit report");
+		return -1;
+	}
 	return 0;
 }
 

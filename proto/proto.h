@@ -132,6 +132,7 @@ struct proto_operation_end {
 	int oe_exit_code;
 	int oe_exit_signal;
 	int oe_kill;
+	int oe_detach;	/* root: leave an adopted tree running, unsupervised */
 };
 int proto_parse_operation_end(struct json_object *params, struct proto_operation_end *out,
     struct schema_error *err);

@@ -105,6 +105,9 @@ struct operation {
 	struct event *op_create_timer;
 	int op_sensor_pushed;	/* sensord was told about it */
 	int op_sensor_flushed;	/* sensord sent everything it had and let go */
+	int op_detach;		/* finish by moving the tree back, not by killing it */
+	int op_adopted;		/* adopt_existing: a tree it did not start */
+	char op_origin_cg[256];	/* ... and where that tree was before ("" = the root) */
 };
 TAILQ_HEAD(operation_list, operation);
 struct conn;

@@ -156,6 +156,41 @@ operation_free_all(struct boundaryd *bd)
 	}
 }
 
+/*
+ * Give an adopted tree back: move every member to the cgroup it was taken
+ * from. Used when a root `gensee watch --linux-fanotify` ends while the
+ * tree it watched keeps running.
+ */
+static void
+op_detach_members(struct operation *op)
+{
+	char val[32], *cause = NULL;
+	struct cgroup origin;
+	pid_t *pids;
+	size_t n;
+
+	if (cgroup_open(op->op_bd->bd_cgroup_mount, op->op_origin_cg[0] ? op->op_origin_cg : ".",
+	    &origin, &cause) != 0) {
+		log_warnx("%s: detach: %s", op->op_id, cause);
+		free(cause);
+		return;
+	}
+	for (int round = 0; round < 8 && cgroup_members(&op->op_cg, &pids, &n, NULL) == 0; round++) {
+		for (size_t i = 0; i < n; i++) {
+			snprintf(val, sizeof(val), "%d", (int)pids[i]);
+			if (cgroup_attach(&origin, pids[i], &cause) != 0) {
+				log_warnx("%s: detach %s: %s", op->op_id, val, cause);
+				free(cause);
+				cause = NULL;
+			}
+		}
+		free(pids);
+		if (n == 0)
+			break;
+	}
+	cgroup_close(&origin);
+}
+
 /* Has the root process exited? The pidfd turns readable when it does. */
 static int
 op_root_exited(struct operation *op)
@@ -395,14 +430,14 @@ operation_finish(struct operation *op, const char *state, const char *reason)
 	if (op->op_timeout_ev != NULL)
 		event_del(op->op_timeout_ev);
 	int populated = op->op_cg_valid ? cgroup_populated(&op->op_cg) : 0;
-	int members = op_collect_lineage(op, populated != 0, &lb);
+	int members = op_collect_lineage(op, populated != 0 && !op->op_detach, &lb);
 	if (members >= 0 && lb.lb_n > 0) {
 		lin.ol_procs = lb.lb_procs;
 		lin.ol_n = lb.lb_n;
 		op_batch_add(&b, oprecord_mut_lineage, &lin);
 	}
 	op_batch_add(&b, oprecord_mut_lifecycle, &l);
-	if (populated != 0 && members > 0) {
+	if (populated != 0 && members > 0 && !op->op_detach) {
 		c.ocg_killed_leftovers = members;
 		op_batch_add(&b, oprecord_mut_cgroup, &c);
 	}
@@ -410,6 +445,10 @@ operation_finish(struct operation *op, const char *state, const char *reason)
 	if (members >= 0)
 		lineage_batch_free(&lb);
 	log_info("%s: %s (%s)", op->op_id, state, reason);
+	if (op->op_detach && populated != 0) {
+		op_detach_members(op);
+		populated = 0;
+	}
 	if (populated != 0 && cgroup_kill(&op->op_cg, &cause) != 0) {
 		log_warnx("%s: %s", op->op_id, cause);
 		free(cause);
@@ -916,6 +955,15 @@ operation_create(struct boundaryd *bd, struct conn *conn, const struct peer *p, 
 	}
 	op->op_pidfd = pidfd;
 	op->op_uid = p->pr_uid;
+	if (c.oc_adopt_existing) {
+		op->op_adopted = 1;
+		util_strlcpy(op->op_origin_cg, cgname, sizeof(op->op_origin_cg));
+		/*
+		 * A watched tree is someone else's: when the watch or its root
+		 * ends, the rest is given back, never killed.
+		 */
+		op->op_detach = strcmp(c.oc_action_class, "watch") == 0;
+	}
 	op->op_root_pid = c.oc_pid;
 	op->op_root_start = c.oc_start_ticks;
 	if (ids_new("op_", op->op_id, sizeof(op->op_id)) != 0 ||
@@ -1284,7 +1332,16 @@ operation_end(struct boundaryd *bd, struct conn *c, const struct peer *p, int64_
 		return;
 	json_object_put(rec);
 	op = operation_find(bd, e.oe_id);
-	if (op != NULL && op->op_phase == OP_RUNNING) {
+	if (e.oe_detach && (p->pr_uid != 0 || op == NULL || !op->op_adopted)) {
+		close(dirfd);
+		reply_error(r, p->pr_uid != 0 ? PE_NOT_AUTHORIZED : PE_STATE,
+		    "detach is for root, and only for a running tree it adopted");
+		return;
+	}
+	if (op != NULL && op->op_phase == OP_RUNNING && e.oe_detach) {
+		op->op_detach = 1;
+		operation_finish(op, OPSTATE_ENDED, "detached");
+	} else if (op != NULL && op->op_phase == OP_RUNNING) {
 		if (e.oe_has_exit && !e.oe_kill) {
 			/* An exit report is only believable once the root is gone. */
 			if (!op_root_exited(op)) {

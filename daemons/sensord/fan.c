@@ -3,10 +3,9 @@
  *
  * One engine marks the union of every operation's sensitive paths; each
  * permission event is judged by the rules of the operation the opener
- * belongs to. Processes outside every operation are allowed at once. A
- * process inside a gensee operation this sensor has no config for is
- * denied: boundaryd holds each operation's start until its config is
- * acknowledged, so that only happens when something is wrong.
+ * belongs to. Processes outside every operation of this instance are
+ * allowed at once (boundaryd holds each operation's start until its config
+ * is acknowledged, so an unknown operation is another instance's).
  *
  * This thread answers the kernel: it must never open a regular file on a
  * marked filesystem itself (only /proc is read here).
@@ -137,20 +136,23 @@ fan_decide(const struct fan_event *ev, struct fan_verdict *vd, void *arg)
 	memset(&fan_last, 0, sizeof(fan_last));
 	o = sensord_op_of_pid(ev->ev_pid);
 	if (o == NULL) {
-		if (sensord_pid_in_gensee(ev->ev_pid)) {
-			vd->vd_response = FAN_DENY;
-			vd->vd_reason = "unknown_operation";
-			vd->vd_nocache = 1;
-			return 0;
-		}
+		/*
+		 * Not one of our operations. boundaryd holds every operation's
+		 * start until we acknowledged its config, so a gensee cgroup we
+		 * do not know belongs to another instance (another state root):
+		 * its own sensor decides for it; denying here would break it.
+		 */
+		vd->vd_nocache = sensord_pid_in_gensee(ev->ev_pid);
 		vd->vd_response = FAN_ALLOW;
 		vd->vd_reason = FANR_OUTSIDE_OPERATION;
+		vd->vd_record = 0;
 		return 0;
 	}
 	util_strlcpy(fan_last.op, o->so_id, sizeof(fan_last.op));
 	if (o->so_fan == NULL) {
 		vd->vd_response = FAN_ALLOW;
 		vd->vd_reason = "fanotify_off";
+		vd->vd_record = 0;
 		return 0;
 	}
 	if (ev->ev_path == NULL) {
@@ -176,6 +178,7 @@ fan_decide(const struct fan_event *ev, struct fan_verdict *vd, void *arg)
 	if (m == 0) {
 		vd->vd_response = FAN_ALLOW;
 		vd->vd_reason = FANR_NO_RULE;
+		vd->vd_record = 0;
 		return 0;
 	}
 	fanpolicy_decide((enum fan_posture)o->so_posture, hit->fr_action, 1, &d);

@@ -78,8 +78,12 @@ def main():
                  "requested_ttl_seconds": ttl, "source": "explicit"}
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
             json.dump(fault, f)
+        # Inside the sandbox ptrace is refused, and LeakSanitizer (in a
+        # sanitized build) needs it: leak checking is for the outer CLI.
+        env = dict(os.environ)
+        env["ASAN_OPTIONS"] = (env.get("ASAN_OPTIONS", "") + ":detect_leaks=0").lstrip(":")
         r = subprocess.run([gensee, "run", "fault", "--operation", os.environ["GENSEE_OPERATION_ID"],
-                            "--fault", f.name], capture_output=True, text=True)
+                            "--fault", f.name], capture_output=True, text=True, env=env)
         os.unlink(f.name)
         out["fault_rc"] = r.returncode
         out["fault"] = json.loads(r.stdout) if r.stdout.strip() else r.stderr

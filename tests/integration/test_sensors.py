@@ -127,7 +127,88 @@ def sensor_exit_is_violation(env):
     env.finish(p)
 
 
+def make_home(env, with_policy=True):
+    home = tempfile.mkdtemp(prefix="home.", dir=env.bindir)
+    os.makedirs(os.path.join(home, ".ssh"))
+    ws = os.path.join(home, "work", "a", "b")
+    os.makedirs(ws)
+    for path, text in ((os.path.join(home, ".ssh", "id_ed25519"), "PRIVATE KEY\n"),
+                       (os.path.join(ws, ".env"), "TOKEN=1\n")):
+        with open(path, "w") as f:
+            f.write(text)
+    if with_policy:
+        with open(os.path.join(home, "policy.json"), "w") as f:
+            json.dump({"linux": {"fanotify": {"enabled": True, "paths": ["**/.env"]}}}, f)
+    for d, _, files in os.walk(home):
+        os.chown(d, env.uid, env.gid)
+        for n in files:
+            os.chown(os.path.join(d, n), env.uid, env.gid)
+    os.chmod(home, 0o755)
+    return home, ws
+
+
+def watch_attaches_fanotify(env):
+    env.start()
+    env.start_sensord()
+    home, ws = make_home(env)
+    key = os.path.join(home, ".ssh", "id_ed25519")
+    tree = subprocess.Popen(env.user_prefix() + ["sh", "-c", "sleep 1.5; cat %s; echo rc=$? >&2; "
+                                                  "exec sleep 30" % key],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    env.children.append(tree)
+    time.sleep(0.2)
+    before = open("/proc/%d/cgroup" % tree.pid).read()
+    r = env.gensee("watch", "--pid", str(tree.pid), "--linux-fanotify", "--duration-seconds", "4",
+                   "--json", as_root=True, env={"HOME": home, "GENSEE_HOME": home}, timeout=30)
+    check(r.returncode == 0, "watch rc %d: %s" % (r.returncode, r.stderr))
+    opid = r.stderr.split("operation ")[1].split()[0]
+    # The tree outlived the watch and is back where it was, unsupervised.
+    check(tree.poll() is None, "the watched tree was killed")
+    after = open("/proc/%d/cgroup" % tree.pid).read()
+    check(after == before, "tree not detached: %r -> %r" % (before, after))
+    rec = env.record(opid)
+    check(rec["lifecycle"]["state"] == "ended" and rec["lifecycle"]["end_reason"] == "detached", "%r" % rec["lifecycle"])
+    tree.kill()
+    out, err = tree.communicate(timeout=10)
+    check("PRIVATE KEY" not in out and "rc=1" in err, "the watched read was not denied: %r %r" % (out, err))
+    tl = env.gensee("timeline", "--operation", opid, "--json", as_root=True)
+    check(any('"deny"' in l and "id_ed25519" in l for l in tl.stdout.splitlines()), tl.stdout)
+
+
+def debug_fanotify_commands(env):
+    home, ws = make_home(env)
+    r = env.gensee("debug", "fanotify-plan", "--json", env={"HOME": home, "GENSEE_HOME": home})
+    check(r.returncode == 0, r.stderr)
+    plan = json.loads(r.stdout)
+    pats = {x["pattern"]: x for x in plan["rules"]}
+    check("~/.ssh/**" in pats and pats["~/.ssh/**"]["builtin"] and "**/.env" in pats, "%r" % pats)
+    check(pats["**/.env"]["kind"] == "suffix" and plan["marks"], "%r" % plan)
+    check(any(".aws" in w for w in plan["warnings"]), "no warning for a missing root: %r" % plan["warnings"])
+    r = env.gensee("debug", "plan", "--json", env={"HOME": home, "GENSEE_HOME": home})
+    check(r.returncode == 0, r.stderr)
+    full = json.loads(r.stdout)
+    for k in ("seccomp", "landlock", "fanotify", "network", "posture", "speculation"):
+        check(k in full, "debug plan lacks %s" % k)
+    check(full["fanotify"]["enabled"] is True and full["posture"] == "enforce", "%r" % full["fanotify"])
+    # fanotify-once: the debug enforcer judges one open, by anyone.
+    p = subprocess.Popen([env.cli, "debug", "fanotify-once", "--seconds", "15", "--events", "1",
+                          "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env=env.user_env({"HOME": home, "GENSEE_HOME": home}))
+    env.children.append(p)
+    line = ""
+    deadline = time.monotonic() + 10
+    while "judging" not in line and time.monotonic() < deadline:
+        line = p.stderr.readline()
+    check("judging" in line, "fanotify-once did not start")
+    c = subprocess.run(["cat", os.path.join(home, ".ssh", "id_ed25519")], capture_output=True, text=True)
+    out, err = p.communicate(timeout=20)
+    check(c.returncode != 0 and "PRIVATE" not in c.stdout, "read not denied: %r" % c)
+    got = json.loads(out.splitlines()[0])
+    check(got["decision"] == "deny" and got["path"].endswith("id_ed25519"), "%r" % got)
+
+
 if __name__ == "__main__":
     main({f.__name__: f for f in (trace_fault_then_lease, proc_connector_lineage,
                                   fanotify_sensitive_paths, fanotify_needs_sensord,
-                                  sensor_exit_is_violation)})
+                                  sensor_exit_is_violation, watch_attaches_fanotify,
+                                  debug_fanotify_commands)})
