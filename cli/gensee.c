@@ -80,6 +80,11 @@ main(int argc, char **argv)
 		fprintf(stderr, "gensee: libsodium initialisation failed\n");
 		return 1;
 	}
+	/* The older `gensee linux ...` form is kept as an alias (seed 003). */
+	if (strcmp(argv[1], "linux") == 0 && argc >= 3) {
+		argv++;
+		argc--;
+	}
 	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
 		if (strcmp(argv[1], cmds[i].name) == 0)
 			return cmds[i].fn(argc - 1, argv + 1);
