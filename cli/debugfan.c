@@ -27,36 +27,6 @@
 #include "seccomp.h"
 #include "util.h"
 
-/* The fanotify policy of a run: built-ins plus the policy's rules. */
-static int
-debugfan_policy(struct json_object *fanspec, struct fanpolicy *p, enum fan_posture *posture,
-    char **cause)
-{
-	const char *home = schema_string(fanspec, "home");
-	struct json_object *rules = schema_child(fanspec, "rules");
-
-	fanpolicy_init(p);
-	if (fanpolicy_posture_from_name(schema_string(fanspec, "posture"), posture) != 0) {
-		util_cause(cause, "unknown posture %s", schema_string(fanspec, "posture"));
-		return -1;
-	}
-	if (fanpolicy_add_builtins(p, home, cause) != 0)
-		return -1;
-	for (size_t i = 0; rules != NULL && i < json_object_array_length(rules); i++) {
-		struct json_object *r = json_object_array_get_idx(rules, i);
-		const char *path = schema_string(r, "path");
-		enum fan_action a;
-		if (path == NULL || fanpolicy_action_from_name(schema_string(r, "action") ?
-		    schema_string(r, "action") : "", &a) != 0) {
-			util_cause(cause, "linux.fanotify rule %zu: a path and a known action", i);
-			return -1;
-		}
-		if (fanpolicy_add(p, path, strlen(path), home, a, cause) != 0)
-			return -1;
-	}
-	return fanpolicy_resolve(p, cause);
-}
-
 static struct json_object *
 debugfan_plan_json(const struct fanpolicy *p, const struct fan_plan *plan)
 {
@@ -133,7 +103,7 @@ debugfan_load(struct fanpolicy *fp, struct fan_plan *plan, enum fan_posture *pos
 
 	if (policy != NULL)
 		spec = fanspec_build(policy, 1, &cause);
-	if (spec == NULL || debugfan_policy(spec, fp, posture, &cause) != 0 ||
+	if (spec == NULL || fanpolicy_from_spec(fp, spec, posture, &cause) != 0 ||
 	    fanpolicy_plan(fp, plan, &cause) != 0) {
 		fprintf(stderr, "gensee debug: %s\n", cause ? cause : "cannot build the plan");
 		free(cause);

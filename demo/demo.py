@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 
 build = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else "build")
@@ -70,6 +71,38 @@ def main():
         r = env.gensee("watch", "--pid", str(tree.pid), "--duration-seconds", "5")
         tree.wait()
         show(["watch", "--pid", str(tree.pid), "--duration-seconds", "5"], r)
+
+        say("A sandboxed agent: seccomp, an nftables envelope, sensitive paths")
+        env.stop()
+        env.use_netns()          # all traffic stays in a namespace of its own
+        env.start()
+        env.start_sensord()
+        env.serve(env.netns, "tcp,192.0.2.1,8080", "tcp,192.0.2.1,8081", "tcp,203.0.113.40,8443")
+        home = tempfile.mkdtemp(prefix="home.", dir=env.bindir)
+        os.makedirs(os.path.join(home, ".ssh"))
+        with open(os.path.join(home, ".ssh", "id_ed25519"), "w") as f:
+            f.write("-----BEGIN OPENSSH PRIVATE KEY-----\n")
+        for d, _, files in os.walk(home):
+            os.chown(d, env.uid, env.gid)
+            for n in files:
+                os.chown(os.path.join(d, n), env.uid, env.gid)
+        os.chmod(home, 0o755)
+        probe = env.tool("netprobe.py")
+        agent = ("unshare -U true 2>/dev/null && echo 'unshare: allowed' || echo 'unshare: refused (seccomp)'; "
+                 "cat ~/.ssh/id_ed25519 >/dev/null 2>&1 && echo 'ssh key: read' || echo 'ssh key: refused (fanotify)'; "
+                 "python3 %s tcp,192.0.2.1,8080 tcp,192.0.2.1,8081; "
+                 "python3 %s --retry tcp,203.0.113.40,8443 1.5" % (probe, probe))
+        cmd = ["run", "--sandbox", "linux", "--linux-fanotify", "--allow-net", "192.0.2.1,tcp,8080",
+               "--lease-scope", "203.0.113.40,tcp,8443", "--max-lease-ttl", "30", "--", "sh", "-c", "..."]
+        r = env.gensee(*(cmd[:-1] + [agent]), env={"HOME": home, "GENSEE_HOME": home})
+        print("$ gensee " + " ".join(cmd))
+        sys.stdout.write(r.stdout)
+        sys.stdout.write(r.stderr)
+        print("(the first connect to 203.0.113.40:8443 was rejected; its nftables trace became a\n"
+              " capability fault, the lease scope approved it, and the agent's own retry got through)")
+        opid = r.stderr.split("operation ")[1].split(":")[0]
+        say("Its timeline: execs, the file decision, faults, leases, blocked packets")
+        show(["timeline", "--operation", opid], env.gensee("timeline", "--operation", opid))
 
         say("All operations of this user")
         show(["operation", "list"], env.gensee("operation", "list"))

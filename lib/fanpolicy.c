@@ -18,6 +18,8 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include <json-c/json.h>
+
 #include "fanpolicy.h"
 #include "util.h"
 
@@ -1096,4 +1098,57 @@ fanpolicy_plan_free(struct fan_plan *plan)
 	free(plan->pl_marks);
 	fanpolicy_warnings_free(&plan->pl_warn);
 	memset(plan, 0, sizeof(*plan));
+}
+
+int
+fanpolicy_add_spec(struct fanpolicy *p, struct json_object *spec, char **cause)
+{
+	struct json_object *home_v = NULL, *rules = NULL;
+	const char *home = NULL;
+
+	if (json_object_object_get_ex(spec, "home", &home_v) &&
+	    json_object_is_type(home_v, json_type_string))
+		home = json_object_get_string(home_v);
+	if (fanpolicy_add_builtins(p, home, cause) != 0)
+		return -1;
+	if (!json_object_object_get_ex(spec, "rules", &rules) || rules == NULL)
+		return 0;
+	if (!json_object_is_type(rules, json_type_array)) {
+		util_cause(cause, "fanotify rules must be a list");
+		return -1;
+	}
+	for (size_t i = 0; i < json_object_array_length(rules); i++) {
+		struct json_object *r = json_object_array_get_idx(rules, i), *pv, *av;
+		enum fan_action a;
+		if (!json_object_object_get_ex(r, "path", &pv) ||
+		    !json_object_is_type(pv, json_type_string) ||
+		    !json_object_object_get_ex(r, "action", &av) ||
+		    !json_object_is_type(av, json_type_string) ||
+		    fanpolicy_action_from_name(json_object_get_string(av), &a) != 0) {
+			util_cause(cause, "fanotify rule %zu: a path and a known action are required", i);
+			return -1;
+		}
+		if (fanpolicy_add(p, json_object_get_string(pv),
+		    (size_t)json_object_get_string_len(pv), home, a, cause) != 0)
+			return -1;
+	}
+	return 0;
+}
+
+int
+fanpolicy_from_spec(struct fanpolicy *p, struct json_object *spec, enum fan_posture *posture,
+    char **cause)
+{
+	struct json_object *pv = NULL;
+
+	fanpolicy_init(p);
+	if (!json_object_object_get_ex(spec, "posture", &pv) ||
+	    !json_object_is_type(pv, json_type_string) ||
+	    fanpolicy_posture_from_name(json_object_get_string(pv), posture) != 0) {
+		util_cause(cause, "fanotify posture must be monitor, warn, enforce or isolate");
+		return -1;
+	}
+	if (fanpolicy_add_spec(p, spec, cause) != 0 || fanpolicy_resolve(p, cause) != 0)
+		return -1;
+	return 0;
 }

@@ -224,4 +224,15 @@ const char *fanpolicy_mark_kind_name(enum fan_mark_kind k);
  */
 int fanpolicy_mnt_id(int dirfd, const char *path, int flags, uint64_t *id);
 
+/*
+ * The "fanotify" section of operation.create ({"enabled", "posture",
+ * "rules": [{"path", "action"}], "home"}), as gensee run builds it:
+ * fanpolicy_add_spec appends the built-ins and the rules to p;
+ * fanpolicy_from_spec initialises p, takes the posture and resolves.
+ */
+struct json_object;
+int fanpolicy_add_spec(struct fanpolicy *p, struct json_object *spec, char **cause);
+int fanpolicy_from_spec(struct fanpolicy *p, struct json_object *spec, enum fan_posture *posture,
+    char **cause);
+
 #endif

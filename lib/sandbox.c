@@ -22,14 +22,21 @@
  * and no_new_privs keeps an exec from regaining any of it. State and cgroup
  * files are root-owned, so the root uid alone can write them.
  */
-int
-sandbox_boundaryd(char **cause)
+/*
+ * Keep only caps (a -1 terminated list) in the effective and permitted
+ * sets, clear the inheritable and bounding sets, and set no_new_privs so
+ * that no exec can ever regain the rest.
+ */
+static int
+sandbox_keep_caps(const int *caps, char **cause)
 {
 	capng_clear(CAPNG_SELECT_BOTH);
-	if (capng_updatev(CAPNG_ADD, CAPNG_EFFECTIVE | CAPNG_PERMITTED, CAP_KILL, CAP_SYS_PTRACE,
-		CAP_DAC_READ_SEARCH, CAP_NET_ADMIN, -1) != 0) {
-		util_cause(cause, "capng_updatev failed");
-		return -1;
+	for (; *caps >= 0; caps++) {
+		if (capng_update(CAPNG_ADD, CAPNG_EFFECTIVE | CAPNG_PERMITTED,
+		    (unsigned int)*caps) != 0) {
+			util_cause(cause, "capng_update failed");
+			return -1;
+		}
 	}
 	if (capng_apply(CAPNG_SELECT_BOTH) != 0) {
 		util_cause(cause, "capng_apply failed");
@@ -40,6 +47,14 @@ sandbox_boundaryd(char **cause)
 		return -1;
 	}
 	return 0;
+}
+
+int
+sandbox_boundaryd(char **cause)
+{
+	static const int caps[] = { CAP_KILL, CAP_SYS_PTRACE, CAP_DAC_READ_SEARCH, CAP_NET_ADMIN,
+		-1 };
+	return sandbox_keep_caps(caps, cause);
 }
 
 /*
@@ -53,19 +68,7 @@ sandbox_boundaryd(char **cause)
 int
 sandbox_sensord(char **cause)
 {
-	capng_clear(CAPNG_SELECT_BOTH);
-	if (capng_updatev(CAPNG_ADD, CAPNG_EFFECTIVE | CAPNG_PERMITTED, CAP_SYS_ADMIN,
-		CAP_NET_ADMIN, CAP_DAC_READ_SEARCH, CAP_SYS_PTRACE, -1) != 0) {
-		util_cause(cause, "capng_updatev failed");
-		return -1;
-	}
-	if (capng_apply(CAPNG_SELECT_BOTH) != 0) {
-		util_cause(cause, "capng_apply failed");
-		return -1;
-	}
-	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
-		util_cause(cause, "PR_SET_NO_NEW_PRIVS: %s", strerror(errno));
-		return -1;
-	}
-	return 0;
+	static const int caps[] = { CAP_SYS_ADMIN, CAP_NET_ADMIN, CAP_DAC_READ_SEARCH,
+		CAP_SYS_PTRACE, -1 };
+	return sandbox_keep_caps(caps, cause);
 }

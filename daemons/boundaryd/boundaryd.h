@@ -201,6 +201,9 @@ struct op_reply {
 	char *or_msg;
 	int or_deferred; /* the handler replies later through control_send() */
 };
+/* Fill r with an error: a stable code and a formatted message. */
+void reply_error(struct op_reply *r, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 void operation_create(struct boundaryd *bd, struct conn *c, const struct peer *p,
     int64_t reqid, struct json_object *params, struct op_reply *r);
 void operation_inspect(struct boundaryd *bd, const struct peer *p, struct json_object *params,

@@ -48,23 +48,6 @@
 
 static void netop_lease_expire_cb(evutil_socket_t, short, void *);
 
-static void
-reply_fail(struct op_reply *r, const char *code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void
-reply_fail(struct op_reply *r, const char *code, const char *fmt, ...)
-{
-	va_list ap;
-	r->or_code = code;
-	free(r->or_msg);
-	r->or_msg = NULL;
-	va_start(ap, fmt);
-	if (vasprintf(&r->or_msg, fmt, ap) < 0)
-		r->or_msg = NULL;
-	va_end(ap);
-}
-
 /* Load the table-name key, creating it (0600, root) on first start. */
 static int
 netop_load_key(struct boundaryd *bd, char **cause)
@@ -1198,23 +1181,23 @@ netop_lookup(struct boundaryd *bd, const struct peer *p, const char *scope,
 
 	if (scope != NULL) {
 		if (id != NULL && strcmp(id, scope) != 0) {
-			reply_fail(r, PE_NOT_AUTHORIZED, "this socket serves operation %s", scope);
+			reply_error(r, PE_NOT_AUTHORIZED, "this socket serves operation %s", scope);
 			return NULL;
 		}
 		id = scope;
 	}
 	if (id == NULL) {
-		reply_fail(r, PE_INVALID_PARAMS, "operation_id: required field missing");
+		reply_error(r, PE_INVALID_PARAMS, "operation_id: required field missing");
 		return NULL;
 	}
 	if (!ids_valid_operation(id)) {
-		reply_fail(r, PE_INVALID_PARAMS, "operation_id: malformed id");
+		reply_error(r, PE_INVALID_PARAMS, "operation_id: malformed id");
 		return NULL;
 	}
 	op = operation_find(bd, id);
 	if (op == NULL || !operation_visible(op, p) || op->op_net == NULL ||
 	    op->op_net->no_table_gone) {
-		reply_fail(r, PE_NOT_FOUND, "no active network operation %s", id);
+		reply_error(r, PE_NOT_FOUND, "no active network operation %s", id);
 		return NULL;
 	}
 	return op->op_net;
@@ -1397,7 +1380,7 @@ netop_validate(struct json_object *o, const struct schema_field *f, size_t n, co
 {
 	struct schema_error err;
 	if (schema_validate(o, f, n, &err) != 0) {
-		reply_fail(r, PE_INVALID_PARAMS, "%s.%s (%s)", what, err.se_message, err.se_code);
+		reply_error(r, PE_INVALID_PARAMS, "%s.%s (%s)", what, err.se_message, err.se_code);
 		return -1;
 	}
 	return 0;
@@ -1442,7 +1425,7 @@ fault_submit(struct boundaryd *bd, const struct peer *p, const char *scope,
 		return;
 	const char *kind = schema_string(schema_child(f, "capability"), "kind");
 	if (strcmp(kind, "network.connect") != 0 && strcmp(kind, "network.send") != 0) {
-		reply_fail(r, PE_INVALID_PARAMS, "fault.capability.kind: unsupported capability %s",
+		reply_error(r, PE_INVALID_PARAMS, "fault.capability.kind: unsupported capability %s",
 		    kind);
 		return;
 	}
@@ -1495,7 +1478,7 @@ network_revoke(struct boundaryd *bd, const struct peer *p, const char *scope,
 		if (strcmp(l->nl_id, lid) == 0)
 			break;
 	if (l == NULL) {
-		reply_fail(r, PE_NOT_FOUND, "no active lease %s", lid);
+		reply_error(r, PE_NOT_FOUND, "no active lease %s", lid);
 		return;
 	}
 	netop_remove_lease(no, l, "lease_revoked");
@@ -1519,7 +1502,7 @@ network_reinstall(struct boundaryd *bd, const struct peer *p, struct json_object
 	if (no == NULL)
 		return;
 	if (netop_commit(no, &cause) != 0) {
-		reply_fail(r, PE_ENFORCEMENT, "%s", cause);
+		reply_error(r, PE_ENFORCEMENT, "%s", cause);
 		free(cause);
 		return;
 	}
@@ -1539,26 +1522,26 @@ network_start(struct boundaryd *bd, const struct peer *p, struct json_object *pa
 
 	(void)p;
 	if (netop_spec_from_file(schema_string(params, "config_path"), &s, &cause, &cfg) != 0) {
-		reply_fail(r, PE_INVALID_CONFIG, "%s", cause);
+		reply_error(r, PE_INVALID_CONFIG, "%s", cause);
 		free(cause);
 		netop_spec_free(&s);
 		return;
 	}
 	if (s.ns_subject != NFT_SUBJECT_SOURCE_ADDRESS) {
 		netop_spec_free(&s);
-		reply_fail(r, PE_INVALID_CONFIG, "network.start needs a source_address config; "
+		reply_error(r, PE_INVALID_CONFIG, "network.start needs a source_address config; "
 		    "root_pid configs are given to `gensee run --sandbox linux --network-config`");
 		return;
 	}
 	if ((op = operation_new_address(bd, cfg.nc_operation_id, &cause)) == NULL) {
 		netop_spec_free(&s);
-		reply_fail(r, PE_CONFLICT, "%s", cause);
+		reply_error(r, PE_CONFLICT, "%s", cause);
 		free(cause);
 		return;
 	}
 	if (netop_attach(op, &s, &cause) == NULL) {
 		netop_spec_free(&s);
-		reply_fail(r, PE_ENFORCEMENT, "%s", cause);
+		reply_error(r, PE_ENFORCEMENT, "%s", cause);
 		free(cause);
 		operation_finish(op, OPSTATE_FAILED, "enforcement_failed");
 		return;
@@ -1612,7 +1595,7 @@ operation_evidence(struct boundaryd *bd, const struct peer *p, struct json_objec
 	int dfd;
 
 	if (!ids_valid_operation(id)) {
-		reply_fail(r, PE_INVALID_PARAMS, "operation_id: malformed id");
+		reply_error(r, PE_INVALID_PARAMS, "operation_id: malformed id");
 		return;
 	}
 	if ((dfd = safefs_opendir(bd->bd_ops_fd, id)) < 0 ||
@@ -1620,14 +1603,14 @@ operation_evidence(struct boundaryd *bd, const struct peer *p, struct json_objec
 		if (dfd >= 0)
 			close(dfd);
 		free(cause);
-		reply_fail(r, PE_NOT_FOUND, "no such operation");
+		reply_error(r, PE_NOT_FOUND, "no such operation");
 		return;
 	}
 	close(dfd);
 	if (p->pr_uid != 0 &&
 	    schema_int(schema_child(rec, "source"), "uid", -1) != (int64_t)p->pr_uid) {
 		json_object_put(rec);
-		reply_fail(r, PE_NOT_FOUND, "no such operation");
+		reply_error(r, PE_NOT_FOUND, "no such operation");
 		return;
 	}
 	arr = json_object_new_array();

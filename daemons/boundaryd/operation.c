@@ -32,11 +32,7 @@
 static void op_reap_cb(evutil_socket_t, short, void *);
 static void op_answer_waiters(struct operation *);
 
-static void
-reply_error(struct op_reply *r, const char *code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void
+void
 reply_error(struct op_reply *r, const char *code, const char *fmt, ...)
 {
 	va_list ap;

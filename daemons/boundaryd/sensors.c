@@ -24,14 +24,6 @@
 #include "record.h"
 #include "util.h"
 
-static void
-sensor_fail(struct op_reply *r, const char *code, const char *msg)
-{
-	r->or_code = code;
-	free(r->or_msg);
-	r->or_msg = strdup(msg);
-}
-
 /* What sensord needs to know about one operation. */
 struct json_object *
 sensor_op_config(struct operation *op)
@@ -73,7 +65,7 @@ sensor_register(struct boundaryd *bd, struct conn *c, const struct peer *p,
 	(void)p;
 	if (bd->bd_sensor != NULL && bd->bd_sensor != c) {
 		/* One sensor channel: a second one could split or hide coverage. */
-		sensor_fail(r, PE_CONFLICT, "a sensor is already registered");
+		reply_error(r, PE_CONFLICT, "a sensor is already registered");
 		return;
 	}
 	bd->bd_sensor = c;
@@ -128,7 +120,7 @@ sensor_ack(struct boundaryd *bd, const struct peer *p, struct json_object *param
 
 	(void)p;
 	if (op == NULL) {
-		sensor_fail(r, PE_NOT_FOUND, "no such operation");
+		reply_error(r, PE_NOT_FOUND, "no such operation");
 		return;
 	}
 	if (schema_string(params, "action") != NULL &&
@@ -176,12 +168,12 @@ lineage_report(struct boundaryd *bd, const struct peer *p, struct json_object *p
 
 	(void)p;
 	if (op == NULL) {
-		sensor_fail(r, PE_NOT_FOUND, "no such operation");
+		reply_error(r, PE_NOT_FOUND, "no such operation");
 		return;
 	}
 	v = calloc(n + 1, sizeof(*v));
 	if (v == NULL) {
-		sensor_fail(r, PE_INTERNAL, "out of memory");
+		reply_error(r, PE_INTERNAL, "out of memory");
 		return;
 	}
 	for (size_t i = 0; i < n; i++) {
@@ -234,7 +226,7 @@ file_decision(struct boundaryd *bd, const struct peer *p, struct json_object *pa
 
 	(void)p;
 	if (op == NULL) {
-		sensor_fail(r, PE_NOT_FOUND, "no such operation");
+		reply_error(r, PE_NOT_FOUND, "no such operation");
 		return;
 	}
 	for (size_t i = 0; i < json_object_array_length(arr); i++) {

@@ -38,44 +38,14 @@ static struct {
 	const char *posture;
 } fan_last;
 
-/* Add an operation's rules (built-ins first) to p. */
-static int
-fan_add_rules(struct json_object *fan, struct fanpolicy *p, char **cause)
-{
-	const char *home = schema_string(fan, "home");
-	struct json_object *rules = schema_child(fan, "rules");
-
-	if (fanpolicy_add_builtins(p, home, cause) != 0)
-		return -1;
-	for (size_t i = 0; rules != NULL && i < json_object_array_length(rules); i++) {
-		struct json_object *r = json_object_array_get_idx(rules, i);
-		const char *path = schema_string(r, "path");
-		enum fan_action a;
-		if (path == NULL || fanpolicy_action_from_name(schema_string(r, "action") ?
-		    schema_string(r, "action") : "", &a) != 0) {
-			util_cause(cause, "rule %zu: a path and a known action are required", i);
-			return -1;
-		}
-		if (fanpolicy_add(p, path, strlen(path), home, a, cause) != 0)
-			return -1;
-	}
-	return 0;
-}
-
 int
 sensord_fan_policy(struct json_object *fan, struct fanpolicy *out, int *posture, char **cause)
 {
 	enum fan_posture pst;
 
-	fanpolicy_init(out);
-	if (fanpolicy_posture_from_name(schema_string(fan, "posture") ?
-	    schema_string(fan, "posture") : "", &pst) != 0) {
-		util_cause(cause, "unknown posture");
+	if (fanpolicy_from_spec(out, fan, &pst, cause) != 0)
 		return -1;
-	}
 	*posture = (int)pst;
-	if (fan_add_rules(fan, out, cause) != 0 || fanpolicy_resolve(out, cause) != 0)
-		return -1;
 	return 0;
 }
 
@@ -254,7 +224,7 @@ sensord_fan_reconfigure(void)
 	fanpolicy_init(u);
 	for (size_t i = 0; i < sensord_nops(); i++) {
 		struct sop *o = sensord_op_at(i);
-		if (o->so_fan_json != NULL && fan_add_rules(o->so_fan_json, u, &cause) != 0) {
+		if (o->so_fan_json != NULL && fanpolicy_add_spec(u, o->so_fan_json, &cause) != 0) {
 			log_warnx("%s: fanotify rules: %s", o->so_id, cause);
 			free(cause);
 			cause = NULL;
