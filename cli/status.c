@@ -21,9 +21,9 @@
 #include "schema.h"
 
 /*
- * The daemons and the socket each answers on. DESIGN.md names no socket
- * of their own for sensord and tcloned (they talk to boundaryd on
- * boundary.sock); the names here are placeholders until they exist.
+ * The daemons that answer on a socket of their own. gensee-sensord has
+ * none: it is a client of boundaryd, whose system.status says whether it
+ * is connected and with which sensors. gensee-tcloned is not built yet.
  */
 static const struct {
 	const char *name;
@@ -31,9 +31,36 @@ static const struct {
 } status_daemons[] = {
 	{ "gensee-boundaryd", "client.sock" },
 	{ "gensee-httpmediatord", "mediator.sock" },
-	{ "gensee-sensord", "sensord.sock" },
-	{ "gensee-tcloned", "tcloned.sock" },
 };
+
+static void status_down(struct json_object *e, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* sensord, as boundaryd sees it. */
+static struct json_object *
+status_sensord(struct json_object *boundaryd)
+{
+	struct json_object *e = json_object_new_object();
+	struct json_object *sd = schema_child(schema_child(boundaryd, "status"), "sensord");
+
+	if (sd == NULL) {
+		status_down(e, "unknown (gensee-boundaryd does not answer)");
+	} else if (!schema_bool(sd, "connected", 0)) {
+		status_down(e, "not connected to gensee-boundaryd");
+	} else {
+		struct json_object *list = schema_child(sd, "sensors");
+		char buf[256] = "connected to gensee-boundaryd:";
+		for (size_t i = 0; list != NULL && i < json_object_array_length(list); i++) {
+			strncat(buf, " ", sizeof(buf) - strlen(buf) - 1);
+			strncat(buf, json_object_get_string(json_object_array_get_idx(list, i)),
+			    sizeof(buf) - strlen(buf) - 1);
+		}
+		json_object_object_add(e, "answering", json_object_new_boolean(1));
+		json_object_object_add(e, "detail", json_object_new_string(buf));
+		json_object_object_add(e, "sensors", json_object_get(list));
+	}
+	return e;
+}
 
 /* Print the usage line to f. */
 static void
@@ -43,7 +70,7 @@ status_usage(FILE *f)
 }
 
 /* Fill a daemon entry that does not answer. */
-static void __attribute__((format(printf, 2, 3)))
+static void
 status_down(struct json_object *e, const char *fmt, ...)
 {
 	va_list ap;
@@ -192,6 +219,11 @@ cmd_status(int argc, char **argv)
 	for (size_t i = 0; i < sizeof(status_daemons) / sizeof(status_daemons[0]); i++)
 		json_object_object_add(daemons, status_daemons[i].name,
 		    status_daemon(status_daemons[i].socket));
+	json_object_object_add(daemons, "gensee-sensord",
+	    status_sensord(schema_child(daemons, "gensee-boundaryd")));
+	struct json_object *tc = json_object_new_object();
+	status_down(tc, "not built yet");
+	json_object_object_add(daemons, "gensee-tcloned", tc);
 	out = json_object_new_object();
 	json_object_object_add(out, "host", host);
 	json_object_object_add(out, "daemons", daemons);

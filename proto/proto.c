@@ -18,7 +18,7 @@ static const struct schema_field envelope_fields[] = {
 };
 
 static const struct schema_field no_params[] = {
-	{ "", SCHEMA_BOOL, 0, 0, 0, 0 }, /* placeholder so the array is not empty */
+	{ "", SCHEMA_BOOL, 0, 0, 0, 0 }, /* never read: nparams is 0 (C has no empty arrays) */
 };
 
 static const struct schema_field operation_create_params[] = {
