@@ -477,36 +477,12 @@ nftrace_close(struct nftrace *t)
 static ssize_t
 nftrace_recv(struct nftrace *t)
 {
-	struct sockaddr_nl sa;
-	struct iovec iov = { .iov_base = t->tr_buf, .iov_len = sizeof(t->tr_buf) };
-	struct msghdr msg;
-	ssize_t r;
-
-	memset(&msg, 0, sizeof(msg));
-	memset(&sa, 0, sizeof(sa));
-	msg.msg_name = &sa;
-	msg.msg_namelen = sizeof(sa);
-	msg.msg_iov = &iov;
-	msg.msg_iovlen = 1;
-	do
-		r = recvmsg(mnl_socket_get_fd(t->tr_nl), &msg, MSG_DONTWAIT);
-	while (r < 0 && errno == EINTR);
-	if (r < 0)
-		return -1;
-	if (msg.msg_flags & MSG_TRUNC) {
-		errno = EBADMSG;
-		return -1;
-	}
 	/*
 	 * Only the kernel reports traces. Another socket would need
 	 * CAP_NET_ADMIN to reach our port, but a forged trace would be a
 	 * forged fault against an operation, so anything else is dropped.
 	 */
-	if (msg.msg_namelen < sizeof(sa) || sa.nl_family != AF_NETLINK || sa.nl_pid != 0) {
-		errno = EPERM;
-		return -1;
-	}
-	return r;
+	return util_netlink_recv_kernel(mnl_socket_get_fd(t->tr_nl), t->tr_buf, sizeof(t->tr_buf));
 }
 
 /* Drain the socket into v without blocking. */

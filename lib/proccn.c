@@ -215,37 +215,13 @@ proccn_send(int fd, uint32_t ack, enum proc_cn_mcast_op op)
 static ssize_t
 proccn_recv(struct proccn *p)
 {
-	struct sockaddr_nl sa;
-	struct iovec iov = { .iov_base = p->pc_buf, .iov_len = sizeof(p->pc_buf) };
-	struct msghdr msg;
-	ssize_t r;
-
-	memset(&msg, 0, sizeof(msg));
-	memset(&sa, 0, sizeof(sa));
-	msg.msg_name = &sa;
-	msg.msg_namelen = sizeof(sa);
-	msg.msg_iov = &iov;
-	msg.msg_iovlen = 1;
-	do
-		r = recvmsg(p->pc_fd, &msg, MSG_DONTWAIT);
-	while (r < 0 && errno == EINTR);
-	if (r < 0)
-		return -1;
-	if (msg.msg_flags & MSG_TRUNC) {
-		errno = EBADMSG;
-		return -1;
-	}
 	/*
 	 * Only the kernel speaks for the proc connector. Sending to our port
 	 * needs CAP_NET_ADMIN already, but a datagram from any other port is
 	 * dropped rather than believed: a forged exit could make the sensor
 	 * forget a live process.
 	 */
-	if (msg.msg_namelen < sizeof(sa) || sa.nl_family != AF_NETLINK || sa.nl_pid != 0) {
-		errno = EPERM;
-		return -1;
-	}
-	return r;
+	return util_netlink_recv_kernel(p->pc_fd, p->pc_buf, sizeof(p->pc_buf));
 }
 
 /*

@@ -8,7 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/socket.h>
 #include <unistd.h>
+
+#include <linux/netlink.h>
 
 #include "util.h"
 
@@ -163,4 +166,34 @@ util_parse_i64(const char *s, int64_t min, int64_t max, int64_t *out)
 		return -1;
 	*out = v;
 	return 0;
+}
+
+ssize_t
+util_netlink_recv_kernel(int fd, void *buf, size_t len)
+{
+	struct sockaddr_nl sa;
+	struct iovec iov = { .iov_base = buf, .iov_len = len };
+	struct msghdr msg;
+	ssize_t r;
+
+	memset(&msg, 0, sizeof(msg));
+	memset(&sa, 0, sizeof(sa));
+	msg.msg_name = &sa;
+	msg.msg_namelen = sizeof(sa);
+	msg.msg_iov = &iov;
+	msg.msg_iovlen = 1;
+	do
+		r = recvmsg(fd, &msg, MSG_DONTWAIT);
+	while (r < 0 && errno == EINTR);
+	if (r < 0)
+		return -1;
+	if (msg.msg_flags & MSG_TRUNC) {
+		errno = EBADMSG;
+		return -1;
+	}
+	if (msg.msg_namelen < sizeof(sa) || sa.nl_family != AF_NETLINK || sa.nl_pid != 0) {
+		errno = EPERM;
+		return -1;
+	}
+	return r;
 }

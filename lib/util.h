@@ -31,6 +31,13 @@ int util_read_path(const char *path, size_t max, char **out, size_t *outlen);
 /* Write a whole buffer, retrying on EINTR and short writes. */
 int util_write_all(int fd, const void *buf, size_t len);
 
+/*
+ * Receive one netlink datagram without blocking, and only from the kernel
+ * (port 0): a datagram from any other socket is refused with EPERM rather
+ * than believed, a truncated one with EBADMSG. Returns its length or -1.
+ */
+ssize_t util_netlink_recv_kernel(int fd, void *buf, size_t len);
+
 /* Parse a base-10 integer filling the whole string, within [min, max]. */
 int util_parse_i64(const char *s, int64_t min, int64_t max, int64_t *out);
 
