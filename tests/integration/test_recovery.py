@@ -42,6 +42,16 @@ def sigkill_adopt_and_timeout(env):
     check(rec["counts"]["violations"] == 0, "%r" % rec["counts"])
 
 
+def pid_gone_or_zombie(pid):
+    # The pid may be reaped between any two looks: reading once and treating
+    # a vanished file as "gone" is the only race-free check.
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(") ", 1)[1][0] == "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+
+
 def sigkill_root_gone_is_cleaned(env):
     env.start()
     p = env.gensee_bg("run", "--json", "--", "sh", "-c", "sleep 313 & sleep 314")
@@ -54,8 +64,7 @@ def sigkill_root_gone_is_cleaned(env):
         os.kill(root, signal.SIGKILL)  # the root dies while no supervisor watches
     except ProcessLookupError:
         raise Failure("root %d already gone; record %r; cli %r" % (root, rec, p.poll()))
-    env.wait_for("root gone", lambda: not os.path.exists("/proc/%d/stat" % root) or
-                 open("/proc/%d/stat" % root).read().split(") ")[1][0] == "Z")
+    env.wait_for("root gone", lambda: pid_gone_or_zombie(root))
     check(pids_with_cmdline(b"sleep 313"), "leftover should still be contained")
     env.start()
     rec = env.wait_for("cleanup", lambda: (lambda r: r if r["cgroup"]["cleanup"]["state"] == "removed" else None)(env.record(opid)))
