@@ -54,6 +54,7 @@
 #include <libnftnl/chain.h>
 #include <libnftnl/common.h>
 #include <libnftnl/expr.h>
+#include <libnftnl/object.h>
 #include <libnftnl/rule.h>
 #include <libnftnl/set.h>
 #include <libnftnl/table.h>
@@ -86,6 +87,8 @@
 #define NFT_CHAIN_ENVELOPE "envelope"
 #define NFT_CHAIN_BLOCKED "blocked"
 #define NFT_CHAIN_GENERATION "generation"
+#define NFT_COUNTER_ALLOWED "allowed"	/* named counters: survive rule flushes */
+#define NFT_COUNTER_BLOCKED "blocked"
 #define NFT_OWNER_MAX 64		/* sizeof(nti_owner) */
 #define NFT_CGROUP_PATH_MAX 4096
 
@@ -118,7 +121,7 @@ struct nft_batch {
 	size_t nb_n, nb_cap;
 };
 
-/* The four sets, their family and their transaction-local ids. */
+/* The sets, their family and their transaction-local ids. */
 struct nft_setdef {
 	const char *sd_name;
 	int sd_family;
@@ -126,16 +129,31 @@ struct nft_setdef {
 	int sd_timeout; /* elements may carry a timeout (the allow sets, for leases) */
 };
 
+/* The policy sets: interval sets that each generation refills. */
 static const struct nft_setdef nft_sets[] = {
 	{ "allow4", AF_INET, 1, 1 },
 	{ "allow6", AF_INET6, 2, 1 },
-	{ "deny4", AF_INET, 3 },
-	{ "deny6", AF_INET6, 4 },
+	{ "deny4", AF_INET, 3, 0 },
+	{ "deny6", AF_INET6, 4, 0 },
 };
 #define NFT_SET_ALLOW4 (&nft_sets[0])
 #define NFT_SET_ALLOW6 (&nft_sets[1])
 #define NFT_SET_DENY4 (&nft_sets[2])
 #define NFT_SET_DENY6 (&nft_sets[3])
+
+/*
+ * The evidence sets: exact tuples the packet path adds with a counter each
+ * (`update @blockedN { ... counter }`), so the rejects of an operation can
+ * be reported per destination. They keep their contents across refills.
+ * Full, the update breaks out of its rule and the reject still happens: a
+ * full set costs per-destination detail, never enforcement.
+ */
+static const struct nft_setdef nft_evidence_sets[] = {
+	{ "blocked4", AF_INET, 5, 0 },
+	{ "blocked6", AF_INET6, 6, 0 },
+};
+#define NFT_SET_BLOCKED4 (&nft_evidence_sets[0])
+#define NFT_SET_BLOCKED6 (&nft_evidence_sets[1])
 
 /* The name of an nf_tables message type, for causes. */
 static const char *
@@ -815,11 +833,12 @@ nft_set_base(const char *table, const struct nft_setdef *sd)
  * key type is nft's concatenated datatype (each field's type shifted in by
  * 6 bits) so that nft(8) can list the set; the kernel needs the key length,
  * the field lengths (4 or 16, 1, 2; the kernel rounds each up to 4) and
- * INTERVAL|CONCAT, which selects the pipapo backend.
+ * INTERVAL|CONCAT, which selects the pipapo backend. An evidence set is a
+ * plain hash of exact keys instead: flags dynamic, at most NFT_BLOCKED_MAX.
  */
 static int
 nft_put_set(struct nft_batch *b, const char *table, const struct nft_setdef *sd,
-    char **cause)
+    int evidence, char **cause)
 {
 	struct nftnl_set *s = nft_set_base(table, sd);
 	uint8_t fields[3];
@@ -837,11 +856,18 @@ nft_put_set(struct nft_batch *b, const char *table, const struct nft_setdef *sd,
 	addrtype = sd->sd_family == AF_INET ? NFT_TYPE_IPADDR : NFT_TYPE_IP6ADDR;
 	keytype = (((addrtype << NFT_TYPE_BITS) | NFT_TYPE_INET_PROTOCOL) << NFT_TYPE_BITS) |
 	    NFT_TYPE_INET_SERVICE;
-	nftnl_set_set_u32(s, NFTNL_SET_FLAGS, NFT_SET_INTERVAL | NFT_SET_CONCAT |
-	    (sd->sd_timeout ? NFT_SET_TIMEOUT : 0));
 	nftnl_set_set_u32(s, NFTNL_SET_KEY_TYPE, keytype);
 	nftnl_set_set_u32(s, NFTNL_SET_KEY_LEN, (uint32_t)fields[0] + 4 + 4);
-	if (nftnl_set_set_data(s, NFTNL_SET_DESC_CONCAT, fields, sizeof(fields)) != 0) {
+	if (evidence) {
+		/* A bounded hash the packet path may add to (flags dynamic). */
+		nftnl_set_set_u32(s, NFTNL_SET_FLAGS, NFT_SET_EVAL);
+		nftnl_set_set_u32(s, NFTNL_SET_DESC_SIZE, NFT_BLOCKED_MAX);
+	} else {
+		nftnl_set_set_u32(s, NFTNL_SET_FLAGS, NFT_SET_INTERVAL | NFT_SET_CONCAT |
+		    (sd->sd_timeout ? NFT_SET_TIMEOUT : 0));
+	}
+	if (!evidence &&
+	    nftnl_set_set_data(s, NFTNL_SET_DESC_CONCAT, fields, sizeof(fields)) != 0) {
 		nftnl_set_free(s);
 		util_cause(cause, "out of memory");
 		return -1;
@@ -852,6 +878,37 @@ nft_put_set(struct nft_batch *b, const char *table, const struct nft_setdef *sd,
 	nftnl_set_free(s);
 	rc = nft_batch_next(b, nlh, NFT_MSG_NEWSET, sd->sd_name, cause);
 	return rc;
+}
+
+/*
+ * NEWOBJ for a named counter. Rules count into it by reference, so a
+ * refill, which flushes and re-adds the rules, keeps what was counted.
+ */
+static int
+nft_put_counter(struct nft_batch *b, const char *table, const char *name, char **cause)
+{
+	struct nftnl_obj *o = nftnl_obj_alloc();
+	struct nlmsghdr *nlh;
+
+	/* The setters return nothing; a failed copy leaves the attribute unset. */
+	if (o != NULL) {
+		nftnl_obj_set_str(o, NFTNL_OBJ_TABLE, table);
+		nftnl_obj_set_str(o, NFTNL_OBJ_NAME, name);
+	}
+	if (o == NULL || !nftnl_obj_is_set(o, NFTNL_OBJ_TABLE) ||
+	    !nftnl_obj_is_set(o, NFTNL_OBJ_NAME)) {
+		if (o != NULL)
+			nftnl_obj_free(o);
+		util_cause(cause, "out of memory");
+		return -1;
+	}
+	nftnl_obj_set_u32(o, NFTNL_OBJ_FAMILY, NFPROTO_INET);
+	nftnl_obj_set_u32(o, NFTNL_OBJ_TYPE, NFT_OBJECT_COUNTER);
+	nlh = nftnl_nlmsg_build_hdr(nft_batch_buf(b), NFT_MSG_NEWOBJ, NFPROTO_INET,
+	    NLM_F_CREATE | NLM_F_EXCL | NLM_F_ACK, b->nb_seq);
+	nftnl_obj_nlmsg_build_payload(nlh, o);
+	nftnl_obj_free(o);
+	return nft_batch_next(b, nlh, NFT_MSG_NEWOBJ, name, cause);
 }
 
 /* Lay out the low (hi == 0) or high end of an element's key; returns its length. */
@@ -1024,14 +1081,38 @@ nft_x_lookup(struct nftnl_rule *r, uint32_t sreg, const struct nft_setdef *sd)
 	    nft_x_u32(e, NFTNL_EXPR_LOOKUP_SET_ID, sd->sd_id) != 0);
 }
 
-/* counter. */
+/* counter name NAME (a named counter object of the table). */
 static int
-nft_x_counter(struct nftnl_rule *r)
+nft_x_objref_counter(struct nftnl_rule *r, const char *name)
 {
-	struct nftnl_expr *e = nftnl_expr_alloc("counter");
+	struct nftnl_expr *e = nftnl_expr_alloc("objref");
 
 	if (e == NULL)
 		return -1;
+	return nft_x_add(r, e, nft_x_u32(e, NFTNL_EXPR_OBJREF_IMM_TYPE, NFT_OBJECT_COUNTER) != 0 ||
+	    nftnl_expr_set_str(e, NFTNL_EXPR_OBJREF_IMM_NAME, name) != 0);
+}
+
+/* update @set { key in sreg.. counter }: the element is added if absent. */
+static int
+nft_x_dynset_counter(struct nftnl_rule *r, uint32_t sreg, const struct nft_setdef *sd)
+{
+	struct nftnl_expr *e = nftnl_expr_alloc("dynset");
+	struct nftnl_expr *c;
+
+	if (e == NULL)
+		return -1;
+	if (nft_x_u32(e, NFTNL_EXPR_DYNSET_SREG_KEY, sreg) != 0 ||
+	    nft_x_u32(e, NFTNL_EXPR_DYNSET_OP, NFT_DYNSET_OP_UPDATE) != 0 ||
+	    nftnl_expr_set_str(e, NFTNL_EXPR_DYNSET_SET_NAME, sd->sd_name) != 0 ||
+	    nft_x_u32(e, NFTNL_EXPR_DYNSET_SET_ID, sd->sd_id) != 0 ||
+	    (c = nftnl_expr_alloc("counter")) == NULL)
+		return nft_x_add(r, e, 1);
+	/* The dynset owns the counter from here on. */
+	if (nftnl_expr_set(e, NFTNL_EXPR_DYNSET_EXPR, c, 0) != 0) {
+		nftnl_expr_free(c);
+		return nft_x_add(r, e, 1);
+	}
 	return nft_x_add(r, e, 0);
 }
 
@@ -1123,20 +1204,49 @@ enum nft_rule_kind {
 	NFT_R_SADDR,		/* ip[6] saddr SRC jump envelope */
 	NFT_R_DENY4,		/* ... @deny4 jump blocked */
 	NFT_R_DENY6,
-	NFT_R_ALLOW4,		/* ... @allow4 counter accept */
+	NFT_R_ALLOW4,		/* ... @allow4 counter name "allowed" accept */
 	NFT_R_ALLOW6,
 	NFT_R_JUMP_BLOCKED,	/* jump blocked */
-	NFT_R_COUNTER_ACCEPT,	/* counter accept */
+	NFT_R_COUNTER_ACCEPT,	/* counter name "allowed" accept */
 	NFT_R_NFTRACE,		/* meta nftrace set 1 */
-	NFT_R_TCP_RESET,	/* meta l4proto tcp counter reject with tcp reset */
-	NFT_R_ICMPX,		/* counter reject with icmpx admin-prohibited */
+	NFT_R_RECORD4_TCP,	/* meta nfproto ipv4 meta l4proto tcp update @blocked4 {... counter} */
+	NFT_R_RECORD4_UDP,
+	NFT_R_RECORD6_TCP,
+	NFT_R_RECORD6_UDP,
+	NFT_R_TCP_RESET,	/* meta l4proto tcp counter name "blocked" reject with tcp reset */
+	NFT_R_ICMPX,		/* counter name "blocked" reject with icmpx admin-prohibited */
 };
+
+/*
+ * `meta nfproto F meta l4proto P update @blockedF { ADDR . meta l4proto .
+ * th dport counter }`: only TCP and UDP, the protocols grants name; other
+ * rejects are counted by the `blocked` counter alone.
+ */
+static int
+nft_x_record_blocked(struct nftnl_rule *r, int family, uint8_t proto)
+{
+	const struct nft_setdef *sd = family == AF_INET ? NFT_SET_BLOCKED4 : NFT_SET_BLOCKED6;
+	int v4 = family == AF_INET;
+	uint32_t proto_reg = v4 ? NFT_REG32_01 : NFT_REG32_04;
+
+	if (nft_x_nfproto(r, family) != 0 ||
+	    nft_x_meta(r, NFT_META_L4PROTO, NFT_REG_1) != 0 ||
+	    nft_x_cmp_eq(r, NFT_REG_1, &proto, sizeof(proto)) != 0 ||
+	    nft_x_payload(r, NFT_PAYLOAD_NETWORK_HEADER, v4 ? 16 : 24, v4 ? 4 : 16,
+	    NFT_REG32_00) != 0 ||
+	    nft_x_meta(r, NFT_META_L4PROTO, proto_reg) != 0 ||
+	    nft_x_payload(r, NFT_PAYLOAD_TRANSPORT_HEADER, 2, 2, proto_reg + 1) != 0 ||
+	    nft_x_dynset_counter(r, NFT_REG32_00, sd) != 0)
+		return -1;
+	return 0;
+}
 
 /* Add the expressions of one rule kind to r. */
 static int
 nft_rule_exprs(struct nftnl_rule *r, enum nft_rule_kind kind, const struct nft_policy *p)
 {
 	uint8_t one = 1, tcp = IPPROTO_TCP;
+	int fam;
 
 	switch (kind) {
 	case NFT_R_CGROUP:
@@ -1160,23 +1270,31 @@ nft_rule_exprs(struct nftnl_rule *r, enum nft_rule_kind kind, const struct nft_p
 	case NFT_R_ALLOW6:
 		return nft_x_envelope_match(r, kind == NFT_R_ALLOW4 ? NFT_SET_ALLOW4 :
 		    NFT_SET_ALLOW6) != 0 ||
-		    nft_x_counter(r) != 0 ||
+		    nft_x_objref_counter(r, NFT_COUNTER_ALLOWED) != 0 ||
 		    nft_x_verdict(r, NF_ACCEPT, NULL) != 0 ? -1 : 0;
 	case NFT_R_JUMP_BLOCKED:
 		return nft_x_verdict(r, NFT_JUMP, NFT_CHAIN_BLOCKED);
 	case NFT_R_COUNTER_ACCEPT:
-		return nft_x_counter(r) != 0 || nft_x_verdict(r, NF_ACCEPT, NULL) != 0 ? -1 : 0;
+		return nft_x_objref_counter(r, NFT_COUNTER_ALLOWED) != 0 ||
+		    nft_x_verdict(r, NF_ACCEPT, NULL) != 0 ? -1 : 0;
 	case NFT_R_NFTRACE:
 		/* The trace bit is what sensord's trace listener keys on. */
 		return nft_x_imm_data(r, NFT_REG_1, &one, sizeof(one)) != 0 ||
 		    nft_x_meta_set(r, NFT_META_NFTRACE, NFT_REG_1) != 0 ? -1 : 0;
+	case NFT_R_RECORD4_TCP:
+	case NFT_R_RECORD4_UDP:
+	case NFT_R_RECORD6_TCP:
+	case NFT_R_RECORD6_UDP:
+		fam = kind == NFT_R_RECORD4_TCP || kind == NFT_R_RECORD4_UDP ? AF_INET : AF_INET6;
+		return nft_x_record_blocked(r, fam, kind == NFT_R_RECORD4_TCP ||
+		    kind == NFT_R_RECORD6_TCP ? IPPROTO_TCP : IPPROTO_UDP);
 	case NFT_R_TCP_RESET:
 		return nft_x_meta(r, NFT_META_L4PROTO, NFT_REG_1) != 0 ||
 		    nft_x_cmp_eq(r, NFT_REG_1, &tcp, sizeof(tcp)) != 0 ||
-		    nft_x_counter(r) != 0 ||
+		    nft_x_objref_counter(r, NFT_COUNTER_BLOCKED) != 0 ||
 		    nft_x_reject(r, NFT_REJECT_TCP_RST, 0) != 0 ? -1 : 0;
 	case NFT_R_ICMPX:
-		return nft_x_counter(r) != 0 ||
+		return nft_x_objref_counter(r, NFT_COUNTER_BLOCKED) != 0 ||
 		    nft_x_reject(r, NFT_REJECT_ICMPX_UNREACH,
 		    NFT_REJECT_ICMPX_ADMIN_PROHIBITED) != 0 ? -1 : 0;
 	}
@@ -1238,8 +1356,14 @@ nft_build_generation(struct nft_batch *b, const struct nft_policy *p, char **cau
 	    cause) != 0)
 		return -1;
 	for (size_t i = 0; i < nitems(nft_sets); i++)
-		if (nft_put_set(b, t, &nft_sets[i], cause) != 0)
+		if (nft_put_set(b, t, &nft_sets[i], 0, cause) != 0)
 			return -1;
+	for (size_t i = 0; i < nitems(nft_evidence_sets); i++)
+		if (nft_put_set(b, t, &nft_evidence_sets[i], 1, cause) != 0)
+			return -1;
+	if (nft_put_counter(b, t, NFT_COUNTER_ALLOWED, cause) != 0 ||
+	    nft_put_counter(b, t, NFT_COUNTER_BLOCKED, cause) != 0)
+		return -1;
 	if (nft_put_elems(b, NFT_MSG_NEWSETELEM, t, NFT_SET_ALLOW4, p->np_allow, p->np_nallow,
 	    cause) != 0 ||
 	    nft_put_elems(b, NFT_MSG_NEWSETELEM, t, NFT_SET_ALLOW6, p->np_allow, p->np_nallow,
@@ -1282,7 +1406,8 @@ nft_build_generation(struct nft_batch *b, const struct nft_policy *p, char **cau
 static int
 nft_build_rules(struct nft_batch *b, const struct nft_policy *p, char **cause)
 {
-	static const enum nft_rule_kind blocked[] = { NFT_R_NFTRACE, NFT_R_TCP_RESET,
+	static const enum nft_rule_kind blocked[] = { NFT_R_NFTRACE, NFT_R_RECORD4_TCP,
+	    NFT_R_RECORD4_UDP, NFT_R_RECORD6_TCP, NFT_R_RECORD6_UDP, NFT_R_TCP_RESET,
 	    NFT_R_ICMPX };
 	static const enum nft_rule_kind allowlist[] = { NFT_R_DENY4, NFT_R_DENY6,
 	    NFT_R_ALLOW4, NFT_R_ALLOW6, NFT_R_JUMP_BLOCKED };
@@ -1740,62 +1865,38 @@ nft_tables_list(struct nft_ctx *ctx, struct nft_table_info **out, size_t *n, cha
 	return -1;
 }
 
-/* Per-rule state while walking its expressions. */
-struct nft_rule_walk {
-	uint64_t rw_packets, rw_bytes;
-	int rw_reject;
-	int rw_accept;		/* the last expression so far is `accept` */
-};
-
-/* nftnl_expr_foreach callback: sum counters, note reject and final accept. */
-static int
-nft_counter_expr_cb(struct nftnl_expr *e, void *arg)
-{
-	struct nft_rule_walk *w = arg;
-	const char *name = nftnl_expr_get_str(e, NFTNL_EXPR_NAME);
-
-	w->rw_accept = 0;
-	if (name == NULL)
-		return MNL_CB_OK;
-	if (strcmp(name, "counter") == 0) {
-		w->rw_packets += nftnl_expr_get_u64(e, NFTNL_EXPR_CTR_PACKETS);
-		w->rw_bytes += nftnl_expr_get_u64(e, NFTNL_EXPR_CTR_BYTES);
-	} else if (strcmp(name, "reject") == 0) {
-		w->rw_reject = 1;
-	} else if (strcmp(name, "immediate") == 0 &&
-	    nftnl_expr_is_set(e, NFTNL_EXPR_IMM_VERDICT) &&
-	    (int)nftnl_expr_get_u32(e, NFTNL_EXPR_IMM_VERDICT) == NF_ACCEPT) {
-		w->rw_accept = 1;
-	}
-	return MNL_CB_OK;
-}
-
-/* GETRULE dump callback: add the rule's counters to allowed or blocked. */
+/* GETOBJ dump callback: our two named counters. */
 static int
 nft_counters_cb(const struct nlmsghdr *nlh, void *arg)
 {
 	struct nft_counters *c = arg;
-	struct nftnl_rule *r = nftnl_rule_alloc();
-	struct nft_rule_walk w = { 0 };
+	struct nftnl_obj *o = nftnl_obj_alloc();
+	const char *name;
 
-	if (r == NULL) {
+	if (o == NULL) {
 		errno = ENOMEM;
 		return MNL_CB_ERROR;
 	}
-	if (nftnl_rule_nlmsg_parse(nlh, r) < 0 ||
-	    nftnl_expr_foreach(r, nft_counter_expr_cb, &w) < 0) {
-		nftnl_rule_free(r);
+	if (nftnl_obj_nlmsg_parse(nlh, o) < 0) {
+		nftnl_obj_free(o);
 		errno = EPROTO;
 		return MNL_CB_ERROR;
 	}
-	nftnl_rule_free(r);
-	if (w.rw_reject) {
-		c->nc_blocked_packets += w.rw_packets;
-		c->nc_blocked_bytes += w.rw_bytes;
-	} else if (w.rw_accept) {
-		c->nc_allowed_packets += w.rw_packets;
-		c->nc_allowed_bytes += w.rw_bytes;
+	name = nftnl_obj_get_str(o, NFTNL_OBJ_NAME);
+	if (nftnl_obj_get_u32(o, NFTNL_OBJ_TYPE) == NFT_OBJECT_COUNTER && name != NULL) {
+		uint64_t pk = nftnl_obj_get_u64(o, NFTNL_OBJ_CTR_PKTS);
+		uint64_t by = nftnl_obj_get_u64(o, NFTNL_OBJ_CTR_BYTES);
+		if (strcmp(name, NFT_COUNTER_ALLOWED) == 0) {
+			c->nc_allowed_packets = pk;
+			c->nc_allowed_bytes = by;
+			c->nc_found |= 1;
+		} else if (strcmp(name, NFT_COUNTER_BLOCKED) == 0) {
+			c->nc_blocked_packets = pk;
+			c->nc_blocked_bytes = by;
+			c->nc_found |= 2;
+		}
 	}
+	nftnl_obj_free(o);
 	return MNL_CB_OK;
 }
 
@@ -1808,21 +1909,14 @@ nft_ignore_cb(const struct nlmsghdr *nlh, void *arg)
 	return MNL_CB_OK;
 }
 
-/* Sum the allow-rule and reject-rule counters of a table. */
-int
-nft_counters_read(struct nft_ctx *ctx, const char *table, struct nft_counters *out,
-    char **cause)
+/* Ask for the table itself: a dump of a missing table is just empty. */
+static int
+nft_table_exists(struct nft_ctx *ctx, const char *table, char **cause)
 {
 	char req[512] __attribute__((aligned(8)));
 	struct nftnl_table *t;
 	struct nlmsghdr *nlh;
 
-	memset(out, 0, sizeof(*out));
-	if (!nft_table_name_ok(table)) {
-		util_cause(cause, "not a %s table name", NFT_TABLE_PREFIX);
-		return -1;
-	}
-	/* A rule dump of a missing table is just empty: ask for the table first. */
 	t = nftnl_table_alloc();
 	if (t == NULL || nftnl_table_set_str(t, NFTNL_TABLE_NAME, table) != 0) {
 		if (t != NULL)
@@ -1839,27 +1933,188 @@ nft_counters_read(struct nft_ctx *ctx, const char *table, struct nft_counters *o
 			util_cause(cause, "no table inet %s", table);
 		return -1;
 	}
+	return 0;
+}
 
+/* Read the named counters `allowed` and `blocked` of a table. */
+int
+nft_counters_read(struct nft_ctx *ctx, const char *table, struct nft_counters *out,
+    char **cause)
+{
+	char req[512] __attribute__((aligned(8)));
+	struct nlmsghdr *nlh;
+
+	memset(out, 0, sizeof(*out));
+	if (!nft_table_name_ok(table)) {
+		util_cause(cause, "not a %s table name", NFT_TABLE_PREFIX);
+		return -1;
+	}
+	if (nft_table_exists(ctx, table, cause) != 0)
+		return -1;
 	for (int tries = 0; tries < NFT_DUMP_TRIES; tries++) {
-		struct nftnl_rule *r = nftnl_rule_alloc();
+		struct nftnl_obj *o = nftnl_obj_alloc();
 
 		memset(out, 0, sizeof(*out));
-		if (r == NULL || nftnl_rule_set_str(r, NFTNL_RULE_TABLE, table) != 0) {
-			if (r != NULL)
-				nftnl_rule_free(r);
+		if (o != NULL)
+			nftnl_obj_set_str(o, NFTNL_OBJ_TABLE, table);
+		if (o == NULL || !nftnl_obj_is_set(o, NFTNL_OBJ_TABLE)) {
+			if (o != NULL)
+				nftnl_obj_free(o);
 			util_cause(cause, "out of memory");
 			return -1;
 		}
-		nlh = nftnl_rule_nlmsg_build_hdr(req, NFT_MSG_GETRULE, NFPROTO_INET, NLM_F_DUMP,
+		/* The dump is filtered by table (and type) in the kernel. */
+		nftnl_obj_set_u32(o, NFTNL_OBJ_TYPE, NFT_OBJECT_COUNTER);
+		nlh = nftnl_nlmsg_build_hdr(req, NFT_MSG_GETOBJ, NFPROTO_INET, NLM_F_DUMP,
 		    ctx->nc_seq++);
-		nftnl_rule_nlmsg_build_payload(nlh, r);
-		nftnl_rule_free(r);
-		if (nft_request(ctx, nlh, nft_counters_cb, out, cause) == 0)
+		nftnl_obj_nlmsg_build_payload(nlh, o);
+		nftnl_obj_free(o);
+		if (nft_request(ctx, nlh, nft_counters_cb, out, cause) == 0) {
+			if (out->nc_found != 3) {
+				/* A table of another layout: its counts cannot be read. */
+				util_cause(cause, "table inet %s has no counters %s and %s", table,
+				    NFT_COUNTER_ALLOWED, NFT_COUNTER_BLOCKED);
+				memset(out, 0, sizeof(*out));
+				return -1;
+			}
 			return 0;
+		}
 		if (errno != EINTR)
 			break;
 	}
 	memset(out, 0, sizeof(*out));
+	return -1;
+}
+
+/* What nft_blocked_read() collects. */
+struct nft_blocked_walk {
+	int bw_family;
+	struct nft_blocked *bw_v;
+	size_t bw_n, bw_cap;
+	int bw_err;
+};
+
+/* nftnl_set_elem_expr_foreach callback: the element's counter. */
+static int
+nft_blocked_expr_cb(struct nftnl_expr *e, void *arg)
+{
+	struct nft_blocked *d = arg;
+	const char *name = nftnl_expr_get_str(e, NFTNL_EXPR_NAME);
+
+	if (name != NULL && strcmp(name, "counter") == 0) {
+		d->nb_packets += nftnl_expr_get_u64(e, NFTNL_EXPR_CTR_PACKETS);
+		d->nb_bytes += nftnl_expr_get_u64(e, NFTNL_EXPR_CTR_BYTES);
+	}
+	return 0;
+}
+
+/* One element of an evidence set, from its key layout (see the top). */
+static int
+nft_blocked_elem(struct nftnl_set_elem *se, void *arg)
+{
+	struct nft_blocked_walk *w = arg;
+	size_t alen = nft_addr_len(w->bw_family);
+	uint32_t klen = 0;
+	const uint8_t *key = nftnl_set_elem_get(se, NFTNL_SET_ELEM_KEY, &klen);
+	struct nft_blocked *d;
+
+	if (key == NULL || klen != alen + 8)
+		return 0;	/* not our layout: skip, the total still counts it */
+	if (w->bw_n == w->bw_cap) {
+		size_t cap = w->bw_cap ? 2 * w->bw_cap : 64;
+		struct nft_blocked *v = reallocarray(w->bw_v, cap, sizeof(*v));
+		if (v == NULL) {
+			w->bw_err = ENOMEM;
+			return -1;
+		}
+		w->bw_v = v;
+		w->bw_cap = cap;
+	}
+	d = &w->bw_v[w->bw_n];
+	memset(d, 0, sizeof(*d));
+	d->nb_family = w->bw_family;
+	memcpy(d->nb_addr, key, alen);
+	d->nb_proto = key[alen];
+	d->nb_port = (uint16_t)(key[alen + 4] << 8 | key[alen + 5]);
+	if (nftnl_set_elem_expr_foreach(se, nft_blocked_expr_cb, d) < 0)
+		return 0;
+	w->bw_n++;
+	return 0;
+}
+
+/* GETSETELEM dump callback. */
+static int
+nft_blocked_cb(const struct nlmsghdr *nlh, void *arg)
+{
+	struct nft_blocked_walk *w = arg;
+	struct nftnl_set *s = nftnl_set_alloc();
+
+	if (s == NULL) {
+		errno = ENOMEM;
+		return MNL_CB_ERROR;
+	}
+	if (nftnl_set_elems_nlmsg_parse(nlh, s) < 0) {
+		nftnl_set_free(s);
+		errno = EPROTO;
+		return MNL_CB_ERROR;
+	}
+	nftnl_set_elem_foreach(s, nft_blocked_elem, w);
+	nftnl_set_free(s);
+	if (w->bw_err != 0) {
+		errno = w->bw_err;
+		return MNL_CB_ERROR;
+	}
+	return MNL_CB_OK;
+}
+
+/* The elements of both evidence sets, with their counters. */
+int
+nft_blocked_read(struct nft_ctx *ctx, const char *table, struct nft_blocked **out, size_t *n,
+    char **cause)
+{
+	char req[512] __attribute__((aligned(8)));
+	struct nft_blocked_walk w;
+
+	*out = NULL;
+	*n = 0;
+	if (!nft_table_name_ok(table)) {
+		util_cause(cause, "not a %s table name", NFT_TABLE_PREFIX);
+		return -1;
+	}
+	for (int tries = 0; tries < NFT_DUMP_TRIES; tries++) {
+		int e = 0;
+
+		memset(&w, 0, sizeof(w));
+		for (size_t i = 0; i < nitems(nft_evidence_sets) && e == 0; i++) {
+			struct nftnl_set *s = nft_set_base(table, &nft_evidence_sets[i]);
+			struct nlmsghdr *nlh;
+
+			if (s == NULL) {
+				util_cause(cause, "out of memory");
+				free(w.bw_v);
+				return -1;
+			}
+			w.bw_family = nft_evidence_sets[i].sd_family;
+			nlh = nftnl_set_elem_nlmsg_build_hdr(req, NFT_MSG_GETSETELEM, NFPROTO_INET,
+			    NLM_F_DUMP, ctx->nc_seq++);
+			nftnl_set_elems_nlmsg_build_payload(nlh, s);
+			nftnl_set_free(s);
+			if (nft_request(ctx, nlh, nft_blocked_cb, &w, cause) != 0)
+				e = errno != 0 ? errno : EIO;
+		}
+		if (e == 0) {
+			*out = w.bw_v;
+			*n = w.bw_n;
+			return 0;
+		}
+		free(w.bw_v);
+		if (e != EINTR)
+			return -1;
+		if (cause != NULL) {
+			free(*cause);
+			*cause = NULL;
+		}
+	}
 	return -1;
 }
 
@@ -1968,6 +2223,15 @@ nft_text(FILE *f, const struct nft_policy *p, const char *cgroup_path)
 	    nft_text_set(f, NFT_SET_DENY4, p->np_deny, p->np_ndeny) != 0 ||
 	    nft_text_set(f, NFT_SET_DENY6, p->np_deny, p->np_ndeny) != 0)
 		return -1;
+	for (size_t i = 0; i < nitems(nft_evidence_sets); i++)
+		if (fprintf(f, "\tset %s {\n\t\ttype %s . inet_proto . inet_service\n"
+		    "\t\tsize %d\n\t\tflags dynamic\n\t}\n", nft_evidence_sets[i].sd_name,
+		    nft_evidence_sets[i].sd_family == AF_INET ? "ipv4_addr" : "ipv6_addr",
+		    NFT_BLOCKED_MAX) < 0)
+			return -1;
+	if (fprintf(f, "\tcounter %s {\n\t}\n\tcounter %s {\n\t}\n", NFT_COUNTER_ALLOWED,
+	    NFT_COUNTER_BLOCKED) < 0)
+		return -1;
 	switch (p->np_subject) {
 	case NFT_SUBJECT_CGROUP:
 		if (fprintf(f, "\tchain output {\n"
@@ -1996,17 +2260,24 @@ nft_text(FILE *f, const struct nft_policy *p, const char *cgroup_path)
 	    match[1], NFT_CHAIN_BLOCKED) < 0)
 		return -1;
 	if (p->np_mode == NFT_MODE_ALLOWLIST) {
-		if (fprintf(f, "\t\t%s @allow4 counter accept\n"
-		    "\t\t%s @allow6 counter accept\n"
-		    "\t\tjump %s\n", match[0], match[1], NFT_CHAIN_BLOCKED) < 0)
+		if (fprintf(f, "\t\t%s @allow4 counter name \"%s\" accept\n"
+		    "\t\t%s @allow6 counter name \"%s\" accept\n"
+		    "\t\tjump %s\n", match[0], NFT_COUNTER_ALLOWED, match[1],
+		    NFT_COUNTER_ALLOWED, NFT_CHAIN_BLOCKED) < 0)
 			return -1;
-	} else if (fputs("\t\tcounter accept\n", f) < 0)
+	} else if (fprintf(f, "\t\tcounter name \"%s\" accept\n", NFT_COUNTER_ALLOWED) < 0)
 		return -1;
-	if (fprintf(f, "\t}\n\tchain %s {\n"
-	    "\t\tmeta nftrace set 1\n"
-	    "\t\tmeta l4proto tcp counter reject with tcp reset\n"
-	    "\t\tcounter reject with icmpx admin-prohibited\n"
-	    "\t}\n}\n", NFT_CHAIN_BLOCKED) < 0)
+	if (fprintf(f, "\t}\n\tchain %s {\n\t\tmeta nftrace set 1\n", NFT_CHAIN_BLOCKED) < 0)
+		return -1;
+	for (int i = 0; i < 4; i++)
+		if (fprintf(f, "\t\tmeta nfproto %s meta l4proto %s update @%s "
+		    "{ %s daddr . meta l4proto . th dport counter }\n", i < 2 ? "ipv4" : "ipv6",
+		    i % 2 == 0 ? "tcp" : "udp", nft_evidence_sets[i / 2].sd_name,
+		    i < 2 ? "ip" : "ip6") < 0)
+			return -1;
+	if (fprintf(f, "\t\tmeta l4proto tcp counter name \"%s\" reject with tcp reset\n"
+	    "\t\tcounter name \"%s\" reject with icmpx admin-prohibited\n"
+	    "\t}\n}\n", NFT_COUNTER_BLOCKED, NFT_COUNTER_BLOCKED) < 0)
 		return -1;
 	return 0;
 }

@@ -14,6 +14,10 @@
  *     set allow6 { type ipv6_addr . inet_proto . inet_service; flags interval,timeout; }
  *     set deny4  { ... same as allow4 ... }
  *     set deny6  { ... same as allow6 ... }
+ *     set blocked4 { type ipv4_addr . inet_proto . inet_service; size 4096; flags dynamic; }
+ *     set blocked6 { type ipv6_addr . inet_proto . inet_service; size 4096; flags dynamic; }
+ *     counter allowed { }
+ *     counter blocked { }
  *     chain output  { type filter hook output priority 0; policy accept;       (cgroup subject)
  *                     socket cgroupv2 level L <cgroup id> jump envelope }
  *     chain forward { type filter hook forward priority 0; policy accept;      (source_address subject)
@@ -23,17 +27,25 @@
  *     chain envelope {
  *       meta nfproto ipv4 ip daddr . meta l4proto . th dport @deny4 jump blocked
  *       meta nfproto ipv6 ip6 daddr . meta l4proto . th dport @deny6 jump blocked
- *       meta nfproto ipv4 ip daddr . meta l4proto . th dport @allow4 counter accept   (allowlist)
- *       meta nfproto ipv6 ip6 daddr . meta l4proto . th dport @allow6 counter accept  (allowlist)
+ *       meta nfproto ipv4 ip daddr . meta l4proto . th dport @allow4 counter name "allowed" accept  (allowlist)
+ *       meta nfproto ipv6 ip6 daddr . meta l4proto . th dport @allow6 counter name "allowed" accept (allowlist)
  *       jump blocked                                                                  (allowlist)
- *       counter accept                                                                (denylist)
+ *       counter name "allowed" accept                                                 (denylist)
  *     }
  *     chain blocked {
  *       meta nftrace set 1
- *       meta l4proto tcp counter reject with tcp reset
- *       counter reject with icmpx admin-prohibited
+ *       meta nfproto ipv4 meta l4proto tcp update @blocked4 { ip daddr . meta l4proto . th dport counter }
+ *       ... the same for ipv4 udp, ipv6 tcp and ipv6 udp ...
+ *       meta l4proto tcp counter name "blocked" reject with tcp reset
+ *       counter name "blocked" reject with icmpx admin-prohibited
  *     }
  *   }
+ *
+ * The counters are named objects, so a refill (which flushes and re-adds
+ * the rules) keeps what they counted, and so do the blocked sets, which a
+ * refill leaves alone: an operation's rejects add up over its whole life,
+ * per destination. A full blocked set only loses detail: the update breaks
+ * out of its rule and the next rule still rejects and counts.
  *
  * The table comment (userdata) is "gen=N;owner=ID". The chain is called
  * envelope, not policy: `policy` is an nft(8) keyword, and a ruleset with a
@@ -147,10 +159,33 @@ int nft_tables_list(struct nft_ctx *ctx, struct nft_table_info **out, size_t *n,
 struct nft_counters {
 	uint64_t nc_allowed_packets, nc_allowed_bytes;
 	uint64_t nc_blocked_packets, nc_blocked_bytes;
+	int nc_found;		/* internal: which counters the dump held */
 };
-/* Sum of the allow-rule and reject-rule counters of a table. */
+/*
+ * The named counters `allowed` and `blocked` of a table. Fails for a
+ * missing table and for a table without them (another layout).
+ */
 int nft_counters_read(struct nft_ctx *ctx, const char *table, struct nft_counters *out,
     char **cause);
+
+/* At most this many destinations per blocked set (per family). */
+#define NFT_BLOCKED_MAX 4096
+
+/* One rejected destination tuple with what its element counted. */
+struct nft_blocked {
+	int nb_family;
+	uint8_t nb_addr[16];
+	uint8_t nb_proto;	/* IPPROTO_TCP or IPPROTO_UDP */
+	uint16_t nb_port;	/* host byte order */
+	uint64_t nb_packets, nb_bytes;
+};
+/*
+ * Every element of the blocked sets (caller frees *out). Rejects beyond
+ * NFT_BLOCKED_MAX destinations, and of protocols other than TCP and UDP,
+ * are only in the `blocked` counter.
+ */
+int nft_blocked_read(struct nft_ctx *ctx, const char *table, struct nft_blocked **out,
+    size_t *n, char **cause);
 
 /*
  * The same ruleset in nft(8) syntax (heap string), for `gensee debug

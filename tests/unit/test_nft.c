@@ -661,26 +661,46 @@ body_commit_lists(void *arg)
 	T_CHECK(strcmp(test_json_rule(root, "envelope", 2),
 	    "[{\"match\":{\"op\":\"==\",\"left\":{\"concat\":[{\"payload\":{\"protocol\":\"ip\","
 	    "\"field\":\"daddr\"}},{\"meta\":{\"key\":\"l4proto\"}},{\"payload\":{\"protocol\":"
-	    "\"th\",\"field\":\"dport\"}}]},\"right\":\"@allow4\"}},{\"counter\":{\"packets\":0,"
-	    "\"bytes\":0}},{\"accept\":null}]") == 0, "envelope rule 2 %s",
+	    "\"th\",\"field\":\"dport\"}}]},\"right\":\"@allow4\"}},{\"counter\":\"allowed\"},"
+	    "{\"accept\":null}]") == 0, "envelope rule 2 %s",
 	    test_json_rule(root, "envelope", 2));
 	T_CHECK(strstr(test_json_rule(root, "envelope", 3), "\"right\":\"@allow6\"") != NULL,
 	    "envelope rule 3 %s", test_json_rule(root, "envelope", 3));
 	T_CHECK(strcmp(test_json_rule(root, "envelope", 4),
 	    "[{\"jump\":{\"target\":\"blocked\"}}]") == 0, "envelope rule 4 %s",
 	    test_json_rule(root, "envelope", 4));
-	T_CHECK(test_json_count(root, "rule", "chain", "blocked") == 3, "blocked rules");
+	T_CHECK(test_json_count(root, "rule", "chain", "blocked") == 7, "blocked rules");
 	T_CHECK(strcmp(test_json_rule(root, "blocked", 0),
 	    "[{\"mangle\":{\"key\":{\"meta\":{\"key\":\"nftrace\"}},\"value\":1}}]") == 0,
 	    "blocked rule 0 %s", test_json_rule(root, "blocked", 0));
-	T_CHECK(strcmp(test_json_rule(root, "blocked", 1),
+	/* Rules 1-4 record the tuple, with a counter, in blocked4 / blocked6. */
+	for (int i = 1; i <= 4; i++) {
+		const char *r = test_json_rule(root, "blocked", i);
+		T_CHECK(strstr(r, "\"op\":\"update\"") != NULL && strstr(r, i <= 2 ?
+		    "\"set\":\"@blocked4\"" : "\"set\":\"@blocked6\"") != NULL &&
+		    strstr(r, "\"stmt\":[{\"counter\"") != NULL &&
+		    strstr(r, i % 2 ? "\"protocol\":\"tcp\",\"field\":\"dport\"" :
+		    "\"protocol\":\"udp\",\"field\":\"dport\"") != NULL, "blocked rule %d %s", i, r);
+	}
+	T_CHECK(strcmp(test_json_rule(root, "blocked", 5),
 	    "[{\"match\":{\"op\":\"==\",\"left\":{\"meta\":{\"key\":\"l4proto\"}},\"right\":"
-	    "\"tcp\"}},{\"counter\":{\"packets\":0,\"bytes\":0}},{\"reject\":{\"type\":"
-	    "\"tcp reset\"}}]") == 0, "blocked rule 1 %s", test_json_rule(root, "blocked", 1));
-	T_CHECK(strcmp(test_json_rule(root, "blocked", 2),
-	    "[{\"counter\":{\"packets\":0,\"bytes\":0}},{\"reject\":{\"type\":\"icmpx\","
-	    "\"expr\":\"admin-prohibited\"}}]") == 0, "blocked rule 2 %s",
-	    test_json_rule(root, "blocked", 2));
+	    "\"tcp\"}},{\"counter\":\"blocked\"},{\"reject\":{\"type\":"
+	    "\"tcp reset\"}}]") == 0, "blocked rule 5 %s", test_json_rule(root, "blocked", 5));
+	T_CHECK(strcmp(test_json_rule(root, "blocked", 6),
+	    "[{\"counter\":\"blocked\"},{\"reject\":{\"type\":\"icmpx\","
+	    "\"expr\":\"admin-prohibited\"}}]") == 0, "blocked rule 6 %s",
+	    test_json_rule(root, "blocked", 6));
+	for (int i = 0; i < 2; i++) {
+		struct json_object *v;
+		set = test_json_find(root, "set", "name", i == 0 ? "blocked4" : "blocked6", 0);
+		T_CHECK(set != NULL, "no evidence set %d", i);
+		v = json_object_object_get(set, "flags");
+		/* nft -j does not list "dynamic"; an interval flag would show. */
+		T_CHECK(v == NULL && json_object_get_int(json_object_object_get(set,
+		    "size")) == NFT_BLOCKED_MAX, "evidence set %s", json_object_to_json_string(set));
+	}
+	T_CHECK(test_json_find(root, "counter", "name", "allowed", 0) != NULL &&
+	    test_json_find(root, "counter", "name", "blocked", 0) != NULL, "named counters");
 	json_object_put(root);
 
 	T_CHECK(test_table_info(ctx, "gensee_t1", &gen, owner, sizeof(owner)) == 0,
@@ -935,7 +955,7 @@ body_replace(void *arg)
 	T_CHECK(test_json_count(root, "rule", "chain", "input") == 1 &&
 	    test_json_count(root, "rule", "chain", "forward") == 1 &&
 	    test_json_count(root, "rule", "chain", "envelope") == 5 &&
-	    test_json_count(root, "rule", "chain", "blocked") == 3, "rule counts after replace");
+	    test_json_count(root, "rule", "chain", "blocked") == 7, "rule counts after replace");
 	T_CHECK(strstr(test_json_rule(root, "input", 0), "\"right\":\"192.0.2.99\"") != NULL,
 	    "input rule %s", test_json_rule(root, "input", 0));
 	json_object_put(root);
@@ -1457,7 +1477,9 @@ body_counters(void *arg)
 	struct nft_policy p = test_policy("gensee_cnt", "op_cnt", 1, NFT_SUBJECT_SOURCE_ADDRESS,
 	    NFT_MODE_ALLOWLIST);
 	struct sockaddr_in to = { .sin_family = AF_INET };
-	struct nft_counters c;
+	struct nft_counters c, c2;
+	struct nft_blocked *bl = NULL;
+	size_t nbl = 0;
 	struct nft_elem allow[1];
 	struct nft_ctx *ctx;
 	char *cause = NULL, payload[100] = "x";
@@ -1503,8 +1525,41 @@ body_counters(void *arg)
 	    "allowed datagram not delivered");
 	T_CHECK(recv(s2, payload, sizeof(payload), MSG_DONTWAIT) < 0 && errno == EAGAIN,
 	    "rejected datagram delivered");
+	/*
+	 * Per destination: exactly the rejected tuple, with its own count (the
+	 * ICMP error the reject sends back is blocked too, but is no TCP/UDP
+	 * tuple, so it is only in the total).
+	 */
+	T_OK(nft_blocked_read(ctx, "gensee_cnt", &bl, &nbl, &cause), cause);
+	T_CHECK(nbl == 1 && bl[0].nb_family == AF_INET && bl[0].nb_proto == IPPROTO_UDP &&
+	    bl[0].nb_port == p2 && memcmp(bl[0].nb_addr, "\x7f\0\0\1", 4) == 0 &&
+	    bl[0].nb_packets == 2 && bl[0].nb_bytes == 2 * (20 + 8 + sizeof(payload)),
+	    "blocked destinations: %zu, first port %u proto %u packets %" PRIu64 "; last port %u"
+	    " proto %u packets %" PRIu64 " (want %u)", nbl,
+	    nbl ? bl[0].nb_port : 0, nbl ? bl[0].nb_proto : 0, nbl ? bl[0].nb_packets : 0,
+	    nbl ? bl[nbl - 1].nb_port : 0, nbl ? bl[nbl - 1].nb_proto : 0,
+	    nbl ? bl[nbl - 1].nb_packets : 0, p2);
+	free(bl);
+
+	/* A refill (the next generation) keeps every count. */
+	p.np_generation = 2;
+	T_OK(nft_generation_refill(ctx, &p, &cause), cause);
+	to.sin_port = htons(p2);
+	T_CHECK(sendto(tx, payload, sizeof(payload), 0, (struct sockaddr *)&to,
+	    sizeof(to)) == (ssize_t)sizeof(payload), "sendto: %s", strerror(errno));
+	T_OK(nft_counters_read(ctx, "gensee_cnt", &c2, &cause), cause);
+	T_CHECK(c2.nc_allowed_packets == 3 && c2.nc_blocked_packets >= c.nc_blocked_packets + 1,
+	    "after refill: allowed %" PRIu64 " blocked %" PRIu64 " (before %" PRIu64 ")",
+	    c2.nc_allowed_packets, c2.nc_blocked_packets, c.nc_blocked_packets);
+	T_OK(nft_blocked_read(ctx, "gensee_cnt", &bl, &nbl, &cause), cause);
+	T_CHECK(nbl == 1 && bl[0].nb_packets == 3, "after refill: %zu destinations, %" PRIu64
+	    " packets", nbl, nbl ? bl[0].nb_packets : 0);
+	free(bl);
+
 	T_CHECK(nft_counters_read(ctx, "gensee_nosuch", &c, &cause) != 0,
 	    "counters of a missing table");
+	T_CHECK(nft_blocked_read(ctx, "gensee_nosuch", &bl, &nbl, &cause) != 0,
+	    "blocked destinations of a missing table");
 	close(s1);
 	close(s2);
 	close(tx);
@@ -1516,6 +1571,63 @@ body_counters(void *arg)
 START_TEST(test_counters)
 {
 	test_in_netns("counters", body_counters, NULL);
+}
+END_TEST
+
+/*
+ * More rejected destinations than a blocked set holds: the set stops at
+ * NFT_BLOCKED_MAX, and every datagram past that is still rejected and still
+ * in the total.
+ */
+static int
+body_blocked_full(void *arg)
+{
+	struct nft_policy p = test_policy("gensee_full", "op_full", 1,
+	    NFT_SUBJECT_SOURCE_ADDRESS, NFT_MODE_ALLOWLIST);
+	enum { EXTRA = 50 };
+	struct sockaddr_in to = { .sin_family = AF_INET };
+	struct nft_counters c;
+	struct nft_blocked *bl = NULL;
+	size_t nbl = 0;
+	struct nft_ctx *ctx;
+	char *cause = NULL, payload[8] = "x";
+	uint16_t last;
+	int rx, tx;
+
+	(void)arg;
+	T_CHECK(test_lo_up() == 0, "lo up: %s", strerror(errno));
+	T_CHECK(inet_pton(AF_INET, "127.0.0.1", p.np_src_addr) == 1, "inet_pton");
+	T_OK(nft_open(&ctx, &cause), cause);
+	T_OK(nft_generation_commit(ctx, &p, &cause), cause);
+	/* The last destination of the run has a listener: it must see nothing. */
+	rx = test_bind_lo(SOCK_DGRAM, &last);
+	tx = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	T_CHECK(rx >= 0 && tx >= 0, "sockets: %s", strerror(errno));
+	to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	for (int i = 0; i < NFT_BLOCKED_MAX + EXTRA; i++) {
+		uint16_t port = i == NFT_BLOCKED_MAX + EXTRA - 1 ? last :
+		    (uint16_t)(last == 10000 + i ? 9999 : 10000 + i);
+		to.sin_port = htons(port);
+		T_CHECK(sendto(tx, payload, sizeof(payload), 0, (struct sockaddr *)&to,
+		    sizeof(to)) == (ssize_t)sizeof(payload), "sendto %d: %s", i, strerror(errno));
+	}
+	T_CHECK(recv(rx, payload, sizeof(payload), MSG_DONTWAIT) < 0 && errno == EAGAIN,
+	    "a datagram past the full set was delivered");
+	T_OK(nft_blocked_read(ctx, "gensee_full", &bl, &nbl, &cause), cause);
+	T_OK(nft_counters_read(ctx, "gensee_full", &c, &cause), cause);
+	T_CHECK(nbl == NFT_BLOCKED_MAX, "%zu destinations recorded", nbl);
+	T_CHECK(c.nc_blocked_packets >= NFT_BLOCKED_MAX + EXTRA, "blocked total %" PRIu64,
+	    c.nc_blocked_packets);
+	free(bl);
+	close(rx);
+	close(tx);
+	nft_close(ctx);
+	return 0;
+}
+
+START_TEST(test_blocked_full)
+{
+	test_in_netns("blocked_full", body_blocked_full, NULL);
 }
 END_TEST
 
@@ -1648,14 +1760,18 @@ START_TEST(test_policy_text)
 	    "\t\t\t     192.0.2.1-192.0.2.9 . udp . 53-60 }"));
 	ck_assert_ptr_nonnull(strstr(t, "elements = { 2001:db8::/120 . tcp . 1-2 }"));
 	ck_assert_ptr_nonnull(strstr(t, "socket cgroupv2 level 2 \"gensee/op_x\" jump envelope"));
-	ck_assert_ptr_null(strstr(t, "counter accept\n\t\tjump blocked\n\t\tcounter accept"));
+	ck_assert_ptr_null(strstr(t, "accept\n\t\tjump blocked\n\t\tcounter"));
+	ck_assert_ptr_nonnull(strstr(t, "\t\tmeta nfproto ipv6 meta l4proto udp update @blocked6 "
+	    "{ ip6 daddr . meta l4proto . th dport counter }\n"));
+	ck_assert_ptr_nonnull(strstr(t, "\tcounter blocked {\n\t}\n"));
 	free(t);
 	p.np_mode = NFT_MODE_DENYLIST;
 	p.np_subject = NFT_SUBJECT_SOURCE_ADDRESS;
 	t = nft_policy_text(&p, NULL);
 	ck_assert_ptr_nonnull(t);
 	ck_assert_ptr_nonnull(strstr(t, "\t\tip saddr 192.0.2.99 jump envelope\n"));
-	ck_assert_ptr_nonnull(strstr(t, "@deny6 jump blocked\n\t\tcounter accept\n\t}\n"));
+	ck_assert_ptr_nonnull(strstr(t, "@deny6 jump blocked\n\t\tcounter name \"allowed\" accept\n"
+	    "\t}\n"));
 	ck_assert_ptr_null(strstr(t, "@allow4"));
 	free(t);
 }
@@ -1681,6 +1797,7 @@ test_nft_suite(void)
 	tcase_add_test(k, test_tables_list);
 	tcase_add_test(k, test_table_delete);
 	tcase_add_test(k, test_counters);
+	tcase_add_test(k, test_blocked_full);
 	tcase_add_test(k, test_packet_cgroup);
 	suite_add_tcase(s, k);
 	tcase_add_test(txt, test_policy_text);
