@@ -122,6 +122,16 @@ netcmd_call(const struct netcmd_args *a, const char *method, struct json_object 
 			printf("counters    allowed %lld pkts, blocked %lld pkts\n",
 			    (long long)schema_int(c, "allowed_packets", 0),
 			    (long long)schema_int(c, "blocked_packets", 0));
+		struct json_object *top = schema_child(schema_child(c, "blocked_destinations"), "top");
+		for (size_t i = 0; top != NULL && json_object_is_type(top, json_type_array) &&
+		    i < json_object_array_length(top); i++) {
+			struct json_object *d = json_object_array_get_idx(top, i);
+			printf("blocked     %s %s/%lld: %lld pkts (%s)\n",
+			    schema_string(d, "destination") ? schema_string(d, "destination") : "?",
+			    schema_string(d, "protocol") ? schema_string(d, "protocol") : "?",
+			    (long long)schema_int(d, "port", 0), (long long)schema_int(d, "packets", 0),
+			    schema_string(d, "reason") ? schema_string(d, "reason") : "?");
+		}
 	}
 	/* A denied fault is a successful answer; its exit status says denied. */
 	const char *disp = schema_string(res, "disposition");

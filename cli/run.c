@@ -250,6 +250,31 @@ run_host_controls(const struct run_controls *ctl)
 }
 
 /* Tell boundaryd how the child ended; retried while it restarts. */
+/* The NetworkBlocked summary at run end: totals, then the top destinations. */
+static void
+run_print_blocked(const char *opid, struct json_object *net)
+{
+	struct json_object *bd = schema_child(net, "blocked_destinations");
+	struct json_object *top = schema_child(bd, "top");
+	size_t n = top != NULL && json_object_is_type(top, json_type_array) ?
+	    json_object_array_length(top) : 0;
+
+	fprintf(stderr, "gensee: operation %s: NetworkBlocked: %lld packet(s), %lld byte(s) "
+	    "rejected", opid, (long long)schema_int(net, "blocked_packets", 0),
+	    (long long)schema_int(net, "blocked_bytes", 0));
+	if (bd != NULL)
+		fprintf(stderr, ", %lld destination(s)", (long long)schema_int(bd, "destinations", 0));
+	fprintf(stderr, " (see gensee timeline --operation %s)\n", opid);
+	for (size_t i = 0; i < n && i < 5; i++) {
+		struct json_object *d = json_object_array_get_idx(top, i);
+		const char *dst = schema_string(d, "destination"), *proto = schema_string(d, "protocol");
+		const char *why = schema_string(d, "reason");
+		fprintf(stderr, "gensee:   %s %s/%lld: %lld packet(s) (%s)\n", dst ? dst : "?",
+		    proto ? proto : "?", (long long)schema_int(d, "port", 0),
+		    (long long)schema_int(d, "packets", 0), why ? why : "?");
+	}
+}
+
 static struct json_object *
 run_report_end(const char *opid, int status)
 {
@@ -556,10 +581,7 @@ cmd_run(int argc, char **argv)
 		rc = RUN_EXIT_GENSEE;
 	struct json_object *net = res ? schema_child(res, "network") : NULL;
 	if (net != NULL && schema_int(net, "blocked_packets", 0) > 0)
-		fprintf(stderr, "gensee: operation %s: NetworkBlocked: %lld packet(s), %lld byte(s) "
-		    "rejected (see gensee timeline --operation %s)\n", opid,
-		    (long long)schema_int(net, "blocked_packets", 0),
-		    (long long)schema_int(net, "blocked_bytes", 0), opid);
+		run_print_blocked(opid, net);
 	if (json) {
 		struct json_object *out = json_object_new_object();
 		json_object_object_add(out, "operation_id", json_object_new_string(opid));

@@ -49,10 +49,11 @@ timeline_print(struct json_object *e)
 		printf(" pid %lld", (long long)schema_int(e, "pid", 0));
 	if (schema_string(e, "executable") != NULL)
 		printf(" %s", schema_string(e, "executable"));
-	if (schema_string(e, "destination") != NULL)
-		printf(" %s %s/%lld", schema_string(e, "destination"),
-		    schema_string(e, "protocol") ? schema_string(e, "protocol") : "",
+	if (schema_string(e, "destination") != NULL && schema_string(e, "protocol") != NULL)
+		printf(" %s %s/%lld", schema_string(e, "destination"), schema_string(e, "protocol"),
 		    (long long)schema_int(e, "port", 0));
+	else if (schema_string(e, "destination") != NULL)
+		printf(" %s", schema_string(e, "destination"));
 	struct json_object *cap = schema_child(e, "capability");
 	if (cap != NULL)
 		printf(" %s %s/%lld", schema_string(cap, "destination"), schema_string(cap, "protocol"),

@@ -45,6 +45,7 @@
  * still takes the authority back.
  */
 #define NETOP_LEASE_GRACE_MS 2000
+#define NETOP_BLOCKED_IN_RECORD 16	/* top destinations copied into the operation record */
 
 static void netop_lease_expire_cb(evutil_socket_t, short, void *);
 
@@ -853,6 +854,135 @@ netop_leases_grants(struct netop *no, struct np_grants *g)
 		np_grants_add(g, &l->nl_grant);
 }
 
+/* Most packets first; ties in a stable order (family, address, proto, port). */
+static int
+netop_blocked_cmp(const void *a, const void *b)
+{
+	const struct nft_blocked *x = a, *y = b;
+
+	if (x->nb_packets != y->nb_packets)
+		return x->nb_packets > y->nb_packets ? -1 : 1;
+	if (x->nb_family != y->nb_family)
+		return x->nb_family < y->nb_family ? -1 : 1;
+	int c = memcmp(x->nb_addr, y->nb_addr, 16);
+	if (c != 0)
+		return c;
+	if (x->nb_proto != y->nb_proto)
+		return x->nb_proto < y->nb_proto ? -1 : 1;
+	return x->nb_port < y->nb_port ? -1 : x->nb_port > y->nb_port;
+}
+
+/* {destination, protocol, port, packets, bytes, reason} of one rejected tuple. */
+static struct json_object *
+netop_blocked_json(const struct netop *no, const struct nft_blocked *d)
+{
+	struct json_object *o = json_object_new_object();
+	struct np_range rg = { .nr_family = d->nb_family };
+	char a[128];
+
+	memcpy(rg.nr_lo, d->nb_addr, 16);
+	memcpy(rg.nr_hi, d->nb_addr, 16);
+	netpolicy_range_format(&rg, a, sizeof(a));
+	json_object_object_add(o, "destination", json_object_new_string(a));
+	json_object_object_add(o, "protocol", json_object_new_string(netpolicy_proto_name(d->nb_proto)));
+	json_object_object_add(o, "port", json_object_new_int(d->nb_port));
+	json_object_object_add(o, "packets", json_object_new_int64((int64_t)d->nb_packets));
+	json_object_object_add(o, "bytes", json_object_new_int64((int64_t)d->nb_bytes));
+	/* The deny list is checked first in the kernel too. */
+	json_object_object_add(o, "reason", json_object_new_string(
+	    no->no_spec.ns_mode == NFT_MODE_DENYLIST || np_grants_find(&no->no_spec.ns_deny,
+	    d->nb_family, d->nb_addr, d->nb_proto, d->nb_port) >= 0 ? "deny_list" :
+	    "outside_envelope"));
+	return o;
+}
+
+/* The blocked sets' elements, most packets first (none if unreadable). */
+static void
+netop_blocked_sorted(struct netop *no, struct nft_blocked **v, size_t *n)
+{
+	char *cause = NULL;
+
+	if (nft_blocked_read(no->no_bd->bd_nft, no->no_table, v, n, &cause) != 0) {
+		log_warnx("%s: blocked destinations: %s", no->no_op->op_id, cause);
+		free(cause);
+		*v = NULL;
+		*n = 0;
+		return;
+	}
+	qsort(*v, *n, sizeof(**v), netop_blocked_cmp);
+}
+
+/* {"destinations": N, "top": [the first NETOP_BLOCKED_IN_RECORD]} */
+static struct json_object *
+netop_blocked_top(struct netop *no, const struct nft_blocked *v, size_t n)
+{
+	struct json_object *top = json_object_new_object();
+	struct json_object *list = json_object_new_array();
+
+	for (size_t i = 0; i < n && i < NETOP_BLOCKED_IN_RECORD; i++)
+		json_object_array_add(list, netop_blocked_json(no, &v[i]));
+	json_object_object_add(top, "destinations", json_object_new_int64((int64_t)n));
+	json_object_object_add(top, "top", list);
+	return top;
+}
+
+/* Set counts.network.blocked_destinations once (the end of the operation). */
+static int
+netop_mut_blocked(struct json_object *rec, void *arg, char **cause)
+{
+	struct json_object *net = schema_child(schema_child(rec, "counts"), "network");
+
+	if (schema_child(net, "blocked_destinations") != NULL) {
+		util_cause(cause, "blocked destinations already recorded");
+		return -1;
+	}
+	json_object_object_add(net, "blocked_destinations", json_object_get(arg));
+	return 0;
+}
+
+/*
+ * NetworkBlocked events for c: one per rejected TCP/UDP destination (from
+ * the blocked sets, most packets first), and one for what no element holds
+ * (other protocols, or destinations past a full set). The top ones also go
+ * into the operation record, so `gensee run` can name them at its end.
+ */
+static void
+netop_record_blocked(struct netop *no, const struct nft_counters *c)
+{
+	struct nft_blocked *v = NULL;
+	size_t n = 0;
+	uint64_t pk = 0, by = 0;
+	struct json_object *top;
+
+	/* On failure the totals below still say how much was rejected. */
+	netop_blocked_sorted(no, &v, &n);
+	for (size_t i = 0; i < n; i++) {
+		struct json_object *b = netop_blocked_json(no, &v[i]);
+		pk += v[i].nb_packets;
+		by += v[i].nb_bytes;
+		json_object_object_add(b, "kind", json_object_new_string("NetworkBlocked"));
+		json_object_object_add(b, "generation", json_object_new_int64((int64_t)no->no_generation));
+		netop_append(no, "effects.jsonl", b);
+	}
+	/* Counters read one after the other may disagree by a packet or two. */
+	if (c->nc_blocked_packets > pk) {
+		struct json_object *b = json_object_new_object();
+		json_object_object_add(b, "kind", json_object_new_string("NetworkBlocked"));
+		json_object_object_add(b, "destination", json_object_new_string("untracked"));
+		json_object_object_add(b, "packets", json_object_new_int64((int64_t)(c->nc_blocked_packets - pk)));
+		json_object_object_add(b, "bytes", json_object_new_int64(
+		    c->nc_blocked_bytes > by ? (int64_t)(c->nc_blocked_bytes - by) : 0));
+		json_object_object_add(b, "reason", json_object_new_string(n >= NFT_BLOCKED_MAX ?
+		    "not_tcp_udp_or_past_full_set" : "not_tcp_udp"));
+		json_object_object_add(b, "generation", json_object_new_int64((int64_t)no->no_generation));
+		netop_append(no, "effects.jsonl", b);
+	}
+	top = netop_blocked_top(no, v, n);
+	oprecord_update(no->no_op->op_dirfd, no->no_op->op_id, netop_mut_blocked, top, NULL, NULL);
+	json_object_put(top);
+	free(v);
+}
+
 struct json_object *
 netop_summary(struct netop *no)
 {
@@ -874,6 +1004,11 @@ netop_summary(struct netop *no)
 		json_object_object_add(k, "allowed_bytes", json_object_new_int64((int64_t)c.nc_allowed_bytes));
 		json_object_object_add(k, "blocked_packets", json_object_new_int64((int64_t)c.nc_blocked_packets));
 		json_object_object_add(k, "blocked_bytes", json_object_new_int64((int64_t)c.nc_blocked_bytes));
+		struct nft_blocked *v = NULL;
+		size_t n = 0;
+		netop_blocked_sorted(no, &v, &n);
+		json_object_object_add(k, "blocked_destinations", netop_blocked_top(no, v, n));
+		free(v);
 		json_object_object_add(o, "counters", k);
 	} else {
 		json_object_object_add(o, "counters", NULL);
@@ -895,7 +1030,7 @@ netop_mut_netcounts(struct json_object *rec, void *arg, char **cause)
 
 /*
  * At the end of the operation (its tree is gone): read the counters, record
- * nonzero rejects as a NetworkBlocked event, delete the table.
+ * nonzero rejects as NetworkBlocked events, delete the table.
  */
 void
 netop_end(struct netop *no)
@@ -928,16 +1063,8 @@ netop_end(struct netop *no)
 		};
 		oprecord_update(no->no_op->op_dirfd, no->no_op->op_id, netop_mut_netcounts, &oc, NULL,
 		    NULL);
-		if (c.nc_blocked_packets > 0) {
-			struct json_object *b = json_object_new_object();
-			json_object_object_add(b, "kind", json_object_new_string("NetworkBlocked"));
-			json_object_object_add(b, "destination", json_object_new_string(
-			    no->no_spec.ns_mode == NFT_MODE_ALLOWLIST ? "outside_envelope" : "deny_list"));
-			json_object_object_add(b, "packets", json_object_new_int64((int64_t)c.nc_blocked_packets));
-			json_object_object_add(b, "bytes", json_object_new_int64((int64_t)c.nc_blocked_bytes));
-			json_object_object_add(b, "generation", json_object_new_int64((int64_t)no->no_generation));
-			netop_append(no, "effects.jsonl", b);
-		}
+		if (c.nc_blocked_packets > 0)
+			netop_record_blocked(no, &c);
 	} else {
 		log_warnx("%s: counters: %s", no->no_op->op_id, cause ? cause : "no nftables");
 		free(cause);

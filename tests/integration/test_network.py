@@ -72,8 +72,20 @@ def allowlist_tcp_udp_v4_v6(env):
     check("NetworkBlocked" in err, err)
     check(gensee_tables(env) == [], "table left behind: %r" % gensee_tables(env))
     tl = env.gensee("timeline", "--operation", summary["operation_id"], "--json")
-    kinds = [json.loads(l).get("kind") for l in tl.stdout.splitlines()]
+    events = [json.loads(l) for l in tl.stdout.splitlines()]
+    kinds = [e.get("kind") for e in events]
     check("NetworkBlocked" in kinds and "exec" in kinds, "timeline %r" % kinds)
+    # One NetworkBlocked per rejected destination tuple, from the kernel's
+    # own per-element counters; nothing for an allowed one.
+    blocked = {"%s,%s,%d" % (e["protocol"], e["destination"], e["port"]): e
+               for e in events if e.get("kind") == "NetworkBlocked" and "protocol" in e}
+    want_blocked = set(targets) - want_ok
+    check(set(blocked) == want_blocked, "blocked %r, want %r" % (sorted(blocked), sorted(want_blocked)))
+    check(all(e["packets"] >= 1 and e["bytes"] > 0 and e["reason"] == "outside_envelope"
+              for e in blocked.values()), "%r" % blocked)
+    bd = rec["counts"]["network"]["blocked_destinations"]
+    check(bd["destinations"] == len(want_blocked) and len(bd["top"]) == len(want_blocked), "%r" % bd)
+    check("tcp/8081" in err and "192.0.2.1" in err, "run end names the destinations: %s" % err)
 
 
 def grants_are_tuples(env):
@@ -134,6 +146,13 @@ def lease_then_expiry(env):
                                                                 opid, "effects.jsonl"))]
     check("lease" in effects and "lease_expired" in effects, "effects %r" % effects)
     check(rec["counts"]["effects"] >= 1, "effect count %r" % rec["counts"])
+    # The reject before the lease and the one after its expiry were counted
+    # in different generations; the per-destination count holds both.
+    blocked = [json.loads(l) for l in open(os.path.join(env.state, "network-operations", opid,
+                                                        "effects.jsonl"))]
+    blocked = [e for e in blocked if e["kind"] == "NetworkBlocked" and e.get("port") == 8443]
+    check(len(blocked) == 1 and blocked[0]["destination"] == "203.0.113.40" and
+          blocked[0]["packets"] >= 2 and blocked[0]["generation"] >= 2, "NetworkBlocked %r" % blocked)
 
 
 def fault_denials(env):
