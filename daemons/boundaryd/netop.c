@@ -909,7 +909,8 @@ netop_blocked_sorted(struct netop *no, struct nft_blocked **v, size_t *n)
 		*n = 0;
 		return;
 	}
-	qsort(*v, *n, sizeof(**v), netop_blocked_cmp);
+	if (*n > 1)	/* qsort(NULL, 0, ...) is undefined */
+		qsort(*v, *n, sizeof(**v), netop_blocked_cmp);
 }
 
 /* {"destinations": N, "top": [the first NETOP_BLOCKED_IN_RECORD]} */
