@@ -10,6 +10,11 @@
  * 2. TCP connect latency to 192.0.2.1 from a process in the cgroup, with no
  *    table, with 10 grants and with 10,000 grants (the allowed destination
  *    among them), median of 2,000 connects each.
+ * 3. Time to a refused TCP connect (192.0.2.1:8081, never granted) through
+ *    our table with 10,000 grants (deny sets, allow miss, trace bit,
+ *    per-destination recording, named counter, reset) against a one-rule
+ *    `counter reject with tcp reset` table loaded by `nft -f`: the price of
+ *    the evidence on the reject path.
  * Prints one JSON object.
  */
 #include <arpa/inet.h>
@@ -104,17 +109,40 @@ one_connect(int port)
 	return r == 0 ? t1 - t0 : -1;
 }
 
+/* One connect to 192.0.2.1:port that must be refused at once, in microseconds (-1: not). */
 static double
-connect_median(int port)
+one_refused(int port)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	double t0, t1;
+
+	inet_pton(AF_INET, "192.0.2.1", &sin.sin_addr);
+	t0 = now_us();
+	int r = connect(fd, (struct sockaddr *)&sin, sizeof(sin));
+	int e = errno;
+	t1 = now_us();
+	close(fd);
+	return r != 0 && e == ECONNREFUSED ? t1 - t0 : -1;
+}
+
+static double
+measure_median(double (*one)(int), int port)
 {
 	static double v[CONNECTS];
 	size_t n = 0;
 	for (int i = 0; i < CONNECTS; i++) {
-		double d = one_connect(port);
+		double d = one(port);
 		if (d >= 0)
 			v[n++] = d;
 	}
 	return n == CONNECTS ? median(v, n) : -1;
+}
+
+static double
+connect_median(int port)
+{
+	return measure_median(one_connect, port);
 }
 
 int
@@ -240,7 +268,32 @@ main(void)
 		printf("%s\"%s\": %.1f", s ? ", " : "", n == 0 ? "no_table" : n == 10 ? "grants_10" :
 		    "grants_10000", m);
 	}
-	printf("}\n}\n");
+	printf("},\n");
+
+	/* Refused connects: our 10,000-grant table, then a one-rule peer. */
+	measure_median(one_refused, 8081); /* warm up; the tuple is recorded once */
+	double ours_rej = measure_median(one_refused, 8081);
+	nft_table_delete(ctx, "gensee_bench", NULL);
+	char peer[PATH_MAX + 512], ppath[] = "/tmp/gensee-bench-XXXXXX";
+	snprintf(peer, sizeof(peer), "table inet gensee_benchpeer {\n\tchain output {\n"
+	    "\t\ttype filter hook output priority 0; policy accept;\n"
+	    "\t\tsocket cgroupv2 level 2 \"%s\" tcp dport 8081 counter reject with tcp reset\n"
+	    "\t}\n}\n", cgpath);
+	int pfd = mkstemp(ppath);
+	if (pfd < 0 || util_write_all(pfd, peer, strlen(peer)) != 0 || run_nft_file(ppath) != 0) {
+		fprintf(stderr, "nft_bench: peer reject table\n");
+		if (pfd >= 0)
+			unlink(ppath);
+		goto out;
+	}
+	close(pfd);
+	unlink(ppath);
+	measure_median(one_refused, 8081);
+	double peer_rej = measure_median(one_refused, 8081);
+	nft_table_delete(ctx, "gensee_benchpeer", NULL);
+	printf("  \"refused_connect_median_us\": {\"gensee_10000_grants\": %.1f, "
+	    "\"nft_f_one_reject_rule\": %.1f, \"gensee_over_peer\": %.2f}\n}\n", ours_rej, peer_rej,
+	    peer_rej > 0 ? ours_rej / peer_rej : -1);
 	rc = 0;
 out:
 	if (acceptor > 0) {
@@ -248,6 +301,7 @@ out:
 		waitpid(acceptor, NULL, 0);
 	}
 	nft_table_delete(ctx, "gensee_bench", NULL);
+	nft_table_delete(ctx, "gensee_benchpeer", NULL);
 	nft_close(ctx);
 	/* Back to the root cgroup, so the scratch one can be removed. */
 	char procs[PATH_MAX + 16];
