@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <linux/close_range.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -44,6 +45,7 @@
 #define RUN_EXIT_NOTFOUND 127
 /* The launcher's own last-resort timeout, if boundaryd is gone at the deadline. */
 #define RUN_FALLBACK_GRACE_MS 5000
+#define RUN_OBSERVE_WAIT_MS 1000	/* for the child to exec after its release */
 
 /*
  * Whether operation.create carries "host_controls" (what the child applies
@@ -250,6 +252,31 @@ run_host_controls(const struct run_controls *ctl)
 }
 
 /* Tell boundaryd how the child ended; retried while it restarts. */
+/*
+ * Once the child has exec'd (its close-on-exec status pipe ends without a
+ * word), ask boundaryd to look at the tree now: a command that exits
+ * within boundaryd's poll interval is then still recorded as what it ran.
+ * A failure report on the pipe is left for the end; errors are ignored
+ * (boundaryd's own polls still run). Bounded: at most RUN_OBSERVE_WAIT_MS.
+ */
+static void
+run_observe_exec(const char *opid, int status_fd)
+{
+	struct pollfd pfd = { .fd = status_fd, .events = POLLIN };
+	struct json_object *params, *res = NULL;
+	struct client_error err = { 0 };
+	int avail = 0;
+
+	if (poll(&pfd, 1, RUN_OBSERVE_WAIT_MS) != 1 || (pfd.revents & POLLHUP) == 0 ||
+	    ioctl(status_fd, FIONREAD, &avail) != 0 || avail != 0)
+		return;
+	params = json_object_new_object();
+	json_object_object_add(params, "operation_id", json_object_new_string(opid));
+	if (client_call("client.sock", "operation.observe", params, &res, &err) != 0)
+		client_error_clear(&err);
+	json_object_put(res);
+}
+
 /* The NetworkBlocked summary at run end: totals, then the top destinations. */
 static void
 run_print_blocked(const char *opid, struct json_object *net)
@@ -531,6 +558,7 @@ cmd_run(int argc, char **argv)
 		kill(child, SIGKILL);
 	}
 	close(go[1]);
+	run_observe_exec(opid, st[0]);
 
 	int64_t fallback = timeout > 0 ? util_monotonic_ms() + timeout * 1000 + RUN_FALLBACK_GRACE_MS : 0;
 	int fallback_fired = 0;

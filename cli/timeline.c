@@ -43,6 +43,11 @@ timeline_print(struct json_object *e)
 {
 	const char *ev = schema_string(e, "evidence");
 	const char *kind = schema_string(e, "kind");
+	int counters = ev != NULL && strcmp(ev, "counters") == 0;
+
+	/* Counter snapshots have no kind of their own. */
+	if (kind == NULL && counters)
+		kind = schema_bool(e, "final", 0) ? "final" : "snapshot";
 	printf("%-24s %-8s %-16s", schema_string(e, "time") ? schema_string(e, "time") : "-",
 	    ev ? ev : "?", kind ? kind : "?");
 	if (schema_child(e, "pid") != NULL)
@@ -62,6 +67,10 @@ timeline_print(struct json_object *e)
 		printf(" -> %s", schema_string(e, "disposition"));
 	if (schema_string(e, "reason") != NULL)
 		printf(" (%s)", schema_string(e, "reason"));
+	if (counters)
+		printf(" allowed %lld packets, blocked %lld packets",
+		    (long long)schema_int(e, "allowed_packets", 0),
+		    (long long)schema_int(e, "blocked_packets", 0));
 	if (schema_child(e, "packets") != NULL)
 		printf(" %lld packets %lld bytes", (long long)schema_int(e, "packets", 0),
 		    (long long)schema_int(e, "bytes", 0));

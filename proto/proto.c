@@ -123,6 +123,8 @@ static const struct proto_method_info proto_methods[PM__COUNT] = {
 	    operation_end_params, nitems(operation_end_params) },
 	{ PM_OPERATION_EVIDENCE, "operation.evidence", PS_BOUNDARY | PS_CLIENT, PA_ANY_USER,
 	    operation_evidence_params, nitems(operation_evidence_params) },
+	{ PM_OPERATION_OBSERVE, "operation.observe", PS_BOUNDARY | PS_CLIENT, PA_ANY_USER,
+	    operation_id_params, nitems(operation_id_params) },
 	{ PM_NETWORK_INSPECT, "network.inspect", PS_BOUNDARY | PS_CLIENT | PS_SUPERVISOR,
 	    PA_ANY_USER, network_inspect_params, nitems(network_inspect_params) },
 	{ PM_NETWORK_EVENT, "network.event", PS_BOUNDARY | PS_CLIENT | PS_SUPERVISOR,

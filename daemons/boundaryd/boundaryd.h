@@ -206,6 +206,8 @@ void reply_error(struct op_reply *r, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void operation_create(struct boundaryd *bd, struct conn *c, const struct peer *p,
     int64_t reqid, struct json_object *params, struct op_reply *r);
+void operation_observe(struct boundaryd *bd, const struct peer *p, struct json_object *params,
+    struct op_reply *r);
 void operation_inspect(struct boundaryd *bd, const struct peer *p, struct json_object *params,
     struct op_reply *r);
 void operation_list(struct boundaryd *bd, const struct peer *p, struct json_object *params,

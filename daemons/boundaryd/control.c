@@ -103,6 +103,9 @@ control_dispatch(struct conn *c, struct json_object *msg)
 	case PM_OPERATION_EVIDENCE:
 		operation_evidence(bd, &c->c_peer, req.pr_params, &r);
 		break;
+	case PM_OPERATION_OBSERVE:
+		operation_observe(bd, &c->c_peer, req.pr_params, &r);
+		break;
 	case PM_NETWORK_INSPECT:
 		network_inspect(bd, &c->c_peer, c->c_scope[0] ? c->c_scope : NULL, req.pr_params, &r);
 		break;

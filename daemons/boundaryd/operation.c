@@ -1172,6 +1172,38 @@ op_load_visible(struct boundaryd *bd, const struct peer *p, const char *id, int 
 	return rec;
 }
 
+/*
+ * operation.observe: the launcher says its child has just exec'd. Nothing
+ * it says is believed: boundaryd only refreshes the lineage from /proc now,
+ * so a root that exits before the first poll is still recorded as what it
+ * ran rather than as the launcher it was forked from. The running
+ * operation is checked first and the record only loaded for the error, so
+ * the look at /proc comes as early as it can.
+ */
+void
+operation_observe(struct boundaryd *bd, const struct peer *p, struct json_object *params,
+    struct op_reply *r)
+{
+	const char *id = schema_string(params, "operation_id");
+	struct operation *op = ids_valid_operation(id) ? operation_find(bd, id) : NULL;
+	struct json_object *rec;
+	int observed = 0;
+
+	if (op != NULL && (p->pr_uid == 0 || p->pr_uid == op->op_uid)) {
+		if (op->op_phase == OP_RUNNING) {
+			op_poll_lineage(op);
+			observed = 1;
+		}
+	} else {
+		/* Not running here: the same answers as inspect (not_found hides others'). */
+		if ((rec = op_load_visible(bd, p, id, NULL, r)) == NULL)
+			return;
+		json_object_put(rec);
+	}
+	r->or_result = json_object_new_object();
+	json_object_object_add(r->or_result, "observed", json_object_new_boolean(observed));
+}
+
 void
 operation_inspect(struct boundaryd *bd, const struct peer *p, struct json_object *params,
     struct op_reply *r)

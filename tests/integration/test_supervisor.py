@@ -152,12 +152,32 @@ def users_see_only_their_own(env):
     check(reply.get("error", {}).get("code") == "not_found", "%r" % reply)
     reply = env.user_call(env.client_sock, "operation.end", {"operation_id": root_op, "kill": True})
     check(reply.get("error", {}).get("code") == "not_found", "%r" % reply)
+    reply = env.user_call(env.client_sock, "operation.observe", {"operation_id": root_op})
+    check(reply.get("error", {}).get("code") == "not_found", "%r" % reply)
     reply = env.user_call(env.client_sock, "operation.list", {})
     check(reply["result"]["operations"] == [], "%r" % reply)
     reply = env.root_call("operation.inspect", {"operation_id": root_op})
     check("result" in reply, "%r" % reply)
     reply = env.user_call(env.client_sock, "operation.inspect", {"operation_id": "../../etc"})
     check(reply.get("error", {}).get("code") == "invalid_params", "%r" % reply)
+
+
+def short_root_recorded_as_what_it_ran(env):
+    # The root lives 50 ms, half of boundaryd's poll interval: only the
+    # launcher's operation.observe after the exec lets boundaryd see it.
+    env.start()
+    for _ in range(3):
+        r = env.gensee("run", "--json", "--", "/bin/sleep", "0.05")
+        check(r.returncode == 0, r.stderr)
+        opid = json.loads(r.stdout)["operation_id"]
+        rec = env.record(opid)
+        check(rec["root_process"]["executable"] == "/usr/bin/sleep",
+              "root recorded as %r" % rec["root_process"]["executable"])
+        check(any(p.get("executable") == "/usr/bin/sleep" for p in rec["lineage"]),
+              "lineage %r" % rec["lineage"])
+    # Once it has ended there is nothing to look at, and that is no error.
+    reply = env.user_call(env.client_sock, "operation.observe", {"operation_id": opid})
+    check(reply.get("result") == {"observed": False}, "%r" % reply)
 
 
 def per_user_limit(env):
@@ -175,4 +195,5 @@ def per_user_limit(env):
 if __name__ == "__main__":
     main({f.__name__: f for f in (run_exit_code, timeout_kills_tree, leftovers_killed_at_root_exit,
                                   end_by_request, no_supervisor_no_run, nested_run_refused,
-                                  not_child_refused, users_see_only_their_own, per_user_limit)})
+                                  not_child_refused, users_see_only_their_own, per_user_limit,
+                                  short_root_recorded_as_what_it_ran)})

@@ -195,6 +195,7 @@ START_TEST(test_access_rows)
 		{ "operation.list", PS_BOUNDARY | PS_CLIENT, PA_ANY_USER },
 		{ "operation.end", PS_BOUNDARY | PS_CLIENT, PA_ANY_USER },
 		{ "operation.evidence", PS_BOUNDARY | PS_CLIENT, PA_ANY_USER },
+		{ "operation.observe", PS_BOUNDARY | PS_CLIENT, PA_ANY_USER },
 		{ "network.inspect", PS_BOUNDARY | PS_CLIENT | PS_SUPERVISOR, PA_ANY_USER },
 		{ "network.event", PS_BOUNDARY | PS_CLIENT | PS_SUPERVISOR, PA_ANY_USER },
 		{ "network.revoke", PS_BOUNDARY | PS_CLIENT | PS_SUPERVISOR, PA_ANY_USER },
