@@ -665,7 +665,10 @@ fan_event_path(int fd, char *buf, size_t len, struct stat *st, int *unlinked)
 	return 0;
 }
 
-/* The rule of an exact-path file marked by inode, for a hard link or rename of it. */
+/*
+ * The rule of a file marked by inode (an exact path, or a file below a
+ * prefix root), for an open through a hard link or after a rename.
+ */
 static const struct fan_rule *
 fan_inode_rule(const struct fan_engine *e, dev_t dev, ino_t ino)
 {

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <fnmatch.h>
+#include <fts.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -878,15 +879,22 @@ fp_plan_add(struct fan_plan *pl, enum fan_mark_kind k, const char *path, const s
 	return 0;
 }
 
-/* Warn about filesystems whose opens fanotify only partly sees. */
+/*
+ * Warn about filesystems whose opens fanotify only partly sees; *plain
+ * (when not NULL) says whether dir is on an ordinary local filesystem.
+ */
 static int
-fp_plan_fstype(struct fan_plan *pl, const char *pattern, const char *dir)
+fp_plan_fstype(struct fan_plan *pl, const char *pattern, const char *dir, int *plain)
 {
 	struct statfs sfs;
 	const char *what = NULL;
 
+	if (plain != NULL)
+		*plain = 0;
 	if (statfs(dir, &sfs) != 0)
 		return 0;
+	if (plain != NULL)
+		*plain = 1;
 	switch ((unsigned long)sfs.f_type) {
 	case FP_NFS_MAGIC:
 	case FP_SMB_MAGIC:
@@ -906,6 +914,8 @@ fp_plan_fstype(struct fan_plan *pl, const char *pattern, const char *dir)
 	default:
 		return 0;
 	}
+	if (plain != NULL)
+		*plain = 0;
 	return fanpolicy_warn(&pl->pl_warn, "fanotify rule \"%s\": %s is on %s", pattern, dir, what);
 }
 
@@ -935,6 +945,75 @@ fp_plan_submounts(struct fan_plan *pl, const struct fp_mounts *mt, const char *p
 	    n == 1 ? "is" : "are", names, n > 4 ? ", ..." : "");
 }
 
+/* How many INODE marks the plan holds. */
+static size_t
+fp_plan_inodes(const struct fan_plan *pl)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < pl->pl_nmarks; i++)
+		n += pl->pl_marks[i].fm_kind == FAN_PLAN_INODE;
+	return n;
+}
+
+/*
+ * The files already below a prefix root, as INODE marks. The threat: a
+ * hard link or a rename of ~/.ssh/id_ed25519 to a name no rule matches
+ * would leave the key readable there by path. An inode mark is matched
+ * by inode (fan_inode_rule), whatever name the open came through. The
+ * walk stays on the root's filesystem (a link cannot cross one), does
+ * not follow symlinks, and is bounded: past the bound, and for files
+ * created later, the path filter alone holds (plan warning).
+ */
+static int
+fp_plan_prefix_files(struct fan_plan *pl, const struct fan_rule *r, const char *root, dev_t dev)
+{
+	char top[PATH_MAX];
+	char *argv[] = { top, NULL };
+	size_t have = fp_plan_inodes(pl), visited = 0;
+	const char *stop = NULL;
+	FTSENT *ent;
+	FTS *fts;
+
+	util_strlcpy(top, root, sizeof(top));
+	fts = fts_open(argv, FTS_PHYSICAL | FTS_XDEV | FTS_NOCHDIR, NULL);
+	if (fts == NULL)
+		return fanpolicy_warn(&pl->pl_warn, "fanotify rule \"%s\": cannot list %s (%s); "
+		    "its files are matched by path only", r->fr_pattern, root, strerror(errno));
+	while ((ent = fts_read(fts)) != NULL) {
+		struct statx stx;
+		uint64_t mnt;
+
+		if (++visited > FANPOLICY_WALK_MAX) {
+			stop = "entries";
+			break;
+		}
+		if (ent->fts_info != FTS_F || ent->fts_statp->st_dev != dev ||
+		    ent->fts_statp->st_nlink == 0)
+			continue;
+		if (have >= FANPOLICY_PREFIX_INODES_MAX) {
+			stop = "files";
+			break;
+		}
+		/* The path as the engine will mark it: no symlink in it now either. */
+		if (fp_statx(ent->fts_path, &stx, &mnt) != 0 || !S_ISREG(stx.stx_mode))
+			continue;
+		size_t before = pl->pl_nmarks;
+		if (fp_plan_add(pl, FAN_PLAN_INODE, ent->fts_path, &stx, mnt, r->fr_index) != 0) {
+			fts_close(fts);
+			return -1;
+		}
+		have += pl->pl_nmarks > before;
+	}
+	fts_close(fts);
+	if (stop != NULL)
+		return fanpolicy_warn(&pl->pl_warn, "fanotify rule \"%s\": more than %u %s below %s; "
+		    "the rest are matched by path only (a hard link or rename of them out of %s "
+		    "is not seen)", r->fr_pattern, stop[0] == 'f' ? FANPOLICY_PREFIX_INODES_MAX :
+		    FANPOLICY_WALK_MAX, stop, root, root);
+	return 0;
+}
+
 /* Plan the marks of one rule. */
 static int
 fp_plan_rule(struct fan_plan *pl, const struct fp_mounts *mt, const struct fan_rule *r)
@@ -943,6 +1022,7 @@ fp_plan_rule(struct fan_plan *pl, const struct fp_mounts *mt, const struct fan_r
 	char dir[PATH_MAX], anc[PATH_MAX];
 	struct statx stx;
 	uint64_t mnt;
+	int plain;
 
 	if (r->fr_kind == FAN_RULE_EXACT) {
 		char *slash;
@@ -976,7 +1056,7 @@ fp_plan_rule(struct fan_plan *pl, const struct fp_mounts *mt, const struct fan_r
 		if (fanpolicy_warn(&pl->pl_warn, "fanotify rule \"%s\": directory %s does not exist; "
 		    "covering the filesystem of %s", r->fr_pattern, dir, anc) != 0)
 			return -1;
-		if (fp_plan_fstype(pl, r->fr_pattern, anc) != 0)
+		if (fp_plan_fstype(pl, r->fr_pattern, anc, NULL) != 0)
 			return -1;
 		return fp_plan_add(pl, FAN_PLAN_FILESYSTEM, anc, &stx, mnt, r->fr_index);
 	}
@@ -988,12 +1068,17 @@ fp_plan_rule(struct fan_plan *pl, const struct fp_mounts *mt, const struct fan_r
 	    "missing or not a directory; covering the filesystem of %s (a filesystem mounted "
 	    "there later is not covered)", r->fr_pattern, path, anc) != 0)
 		return -1;
-	if (fp_plan_fstype(pl, r->fr_pattern, anc) != 0)
+	if (fp_plan_fstype(pl, r->fr_pattern, anc, &plain) != 0)
 		return -1;
 	if (mt != NULL && fp_plan_submounts(pl, mt, r->fr_pattern, path,
 	    makedev(stx.stx_dev_major, stx.stx_dev_minor)) != 0)
 		return -1;
-	return fp_plan_add(pl, FAN_PLAN_FILESYSTEM, anc, &stx, mnt, r->fr_index);
+	if (fp_plan_add(pl, FAN_PLAN_FILESYSTEM, anc, &stx, mnt, r->fr_index) != 0)
+		return -1;
+	if (r->fr_kind == FAN_RULE_PREFIX && plain && strcmp(anc, path) == 0)
+		return fp_plan_prefix_files(pl, r, path, makedev(stx.stx_dev_major,
+		    stx.stx_dev_minor));
+	return 0;
 }
 
 /*

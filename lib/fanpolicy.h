@@ -175,6 +175,14 @@ int fanpolicy_affects(const struct fanpolicy *p, const char *abs_path, int is_di
 void fanpolicy_decide(enum fan_posture posture, enum fan_action action, int in_operation,
     struct fan_decision *out);
 
+/*
+ * Prefix roots: at most this many of the files already below them get
+ * INODE marks per plan (hard links and renames out of the root stay
+ * matched), and at most this many entries are visited per root.
+ */
+#define FANPOLICY_PREFIX_INODES_MAX 1024u
+#define FANPOLICY_WALK_MAX 16384u
+
 /* What to mark. */
 enum fan_mark_kind {
 	FAN_PLAN_INODE,		/* an existing file: inode mark, which follows its hard links */
@@ -208,6 +216,10 @@ struct fan_plan {
  *   PREFIX, SUFFIX  FILESYSTEM of the root (or of its nearest existing
  *                   ancestor, with a warning), plus the path filter of
  *                   fanpolicy_match(); fanotify has no recursive marks
+ *   PREFIX          and INODE on the regular files already below an
+ *                   existing root on a local filesystem (bounded, see
+ *                   FANPOLICY_PREFIX_INODES_MAX), so that a hard link or
+ *                   rename of one out of the root is still matched
  * FILESYSTEM marks are deduplicated per st_dev, INODE and CHILDREN marks
  * per inode. Warnings name what is not covered: missing roots, mounts
  * below a root, other mounts of a marked filesystem, network and FUSE

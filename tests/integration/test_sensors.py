@@ -105,6 +105,31 @@ def fanotify_sensitive_paths(env):
     check(key in denied and os.path.join(ws, ".env") in denied, "timeline file decisions %r" % files)
 
 
+def fanotify_follows_links_and_renames(env):
+    # A hard link or a rename of a key out of ~/.ssh is still the key: matched by inode.
+    env.start()
+    env.start_sensord()
+    home, ws = make_home(env)
+    second = os.path.join(home, ".ssh", "id_rsa")
+    with open(second, "w") as f:
+        f.write("OTHER KEY\n")
+    os.chown(second, env.uid, env.gid)
+    key = os.path.join(home, ".ssh", "id_ed25519")
+    linked, moved = os.path.join(ws, "notes.txt"), os.path.join(ws, "moved.txt")
+    r = env.gensee("run", "--sandbox", "linux", "--deny-all", "--json", "--", "sh", "-c",
+                   "ln %s %s && cat %s; echo rc=$? >&2; mv %s %s && cat %s; echo rc=$? >&2"
+                   % (key, linked, linked, second, moved, moved),
+                   env={"HOME": home, "GENSEE_HOME": home})
+    check(r.returncode == 0, "rc %d: %s" % (r.returncode, r.stderr))
+    check(os.path.exists(linked) and os.path.exists(moved), "link or rename did not happen: %s" % r.stderr)
+    check("PRIVATE KEY" not in r.stdout and "OTHER KEY" not in r.stdout, "secret leaked: %r" % r.stdout)
+    check(r.stderr.count("rc=1") == 2, r.stderr)
+    opid = json.loads(r.stdout[r.stdout.index("{"):])["operation_id"]
+    tl = env.gensee("timeline", "--operation", opid, "--json")
+    denied = {e["path"] for e in map(json.loads, tl.stdout.splitlines()) if e.get("decision") == "deny"}
+    check(linked in denied and moved in denied, "timeline file decisions %r" % denied)
+
+
 def fanotify_needs_sensord(env):
     env.start()
     marker = os.path.join(env.bindir, "ran")
@@ -209,6 +234,7 @@ def debug_fanotify_commands(env):
 
 if __name__ == "__main__":
     main({f.__name__: f for f in (trace_fault_then_lease, proc_connector_lineage,
-                                  fanotify_sensitive_paths, fanotify_needs_sensord,
+                                  fanotify_sensitive_paths, fanotify_follows_links_and_renames,
+                                  fanotify_needs_sensord,
                                   sensor_exit_is_violation, watch_attaches_fanotify,
                                   debug_fanotify_commands)})

@@ -722,6 +722,88 @@ START_TEST(test_plan)
 }
 END_TEST
 
+/* The files below a prefix root get inode marks: links and symlinks once, the rest bounded. */
+START_TEST(test_plan_prefix_files)
+{
+	const char *t = unit_tmpdir("/tmp");
+	char pat[PATH_MAX + 64], path[PATH_MAX + 64], *root, *cause = NULL;
+	struct fanpolicy p;
+	struct fan_plan pl;
+	int dfd;
+
+	root = realpath(t, NULL);
+	ck_assert_ptr_nonnull(root);
+	snprintf(path, sizeof(path), "%s/keys", root);
+	ck_assert_int_eq(mkdir(path, 0700), 0);
+	snprintf(path, sizeof(path), "%s/keys/sub", root);
+	ck_assert_int_eq(mkdir(path, 0700), 0);
+	snprintf(path, sizeof(path), "%s/keys", root);
+	dfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	ck_assert_int_ge(dfd, 0);
+	unit_write_file(dfd, "a", "a", 1);
+	unit_write_file(dfd, "sub/b", "b", 1);
+	unit_write_file(dfd, "c", "c", 1);
+	ck_assert_int_eq(linkat(dfd, "c", dfd, "sub/c2", 0), 0);	/* one inode, two names */
+	ck_assert_int_eq(symlinkat("/etc/hostname", dfd, "l"), 0);	/* never its target */
+	close(dfd);
+
+	fanpolicy_init(&p);
+	snprintf(pat, sizeof(pat), "%s/keys/**", root);
+	ck_assert_int_eq(fanpolicy_add(&p, pat, strlen(pat), NULL, FAN_ACTION_DENY, &cause), 0);
+	ck_assert_int_eq(fanpolicy_resolve(&p, &cause), 0);
+	ck_assert_msg(fanpolicy_plan(&p, &pl, &cause) == 0, "%s", cause);
+	ck_assert_uint_eq(count_kind(&pl, FAN_PLAN_FILESYSTEM), 1);
+	ck_assert_uint_eq(count_kind(&pl, FAN_PLAN_INODE), 3);
+	for (size_t i = 0; i < pl.pl_nmarks; i++) {
+		const struct fan_mark *m = &pl.pl_marks[i];
+		struct stat st;
+		if (m->fm_kind != FAN_PLAN_INODE)
+			continue;
+		ck_assert_int_eq(lstat(m->fm_path, &st), 0);
+		ck_assert_msg(S_ISREG(st.st_mode), "%s is not a regular file", m->fm_path);
+		ck_assert_uint_eq(m->fm_ino, st.st_ino);
+		ck_assert_uint_eq(m->fm_rule, 0);
+	}
+	ck_assert(!warned(&pl.pl_warn, "matched by path only"));
+	fanpolicy_plan_free(&pl);
+	fanpolicy_free(&p);
+
+	/* Past the bound: that many marks, and a warning naming the root. */
+	snprintf(path, sizeof(path), "%s/many", root);
+	ck_assert_int_eq(mkdir(path, 0700), 0);
+	dfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	ck_assert_int_ge(dfd, 0);
+	for (unsigned int i = 0; i < FANPOLICY_PREFIX_INODES_MAX + 8; i++) {
+		char name[32];
+		snprintf(name, sizeof(name), "f%u", i);
+		unit_write_file(dfd, name, "x", 1);
+	}
+	close(dfd);
+	fanpolicy_init(&p);
+	snprintf(pat, sizeof(pat), "%s/many/**", root);
+	ck_assert_int_eq(fanpolicy_add(&p, pat, strlen(pat), NULL, FAN_ACTION_DENY, &cause), 0);
+	ck_assert_int_eq(fanpolicy_resolve(&p, &cause), 0);
+	ck_assert_int_eq(fanpolicy_plan(&p, &pl, &cause), 0);
+	ck_assert_uint_eq(count_kind(&pl, FAN_PLAN_INODE), FANPOLICY_PREFIX_INODES_MAX);
+	snprintf(path, sizeof(path), "more than %u files below %s/many", FANPOLICY_PREFIX_INODES_MAX,
+	    root);
+	ck_assert_msg(warned(&pl.pl_warn, path), "no warning: %s", path);
+	fanpolicy_plan_free(&pl);
+	fanpolicy_free(&p);
+
+	/* A pseudo filesystem is not walked: /proc/sys holds thousands of files. */
+	fanpolicy_init(&p);
+	ck_assert_int_eq(fanpolicy_add(&p, "/proc/sys/**", 12, NULL, FAN_ACTION_DENY, &cause), 0);
+	ck_assert_int_eq(fanpolicy_resolve(&p, &cause), 0);
+	ck_assert_int_eq(fanpolicy_plan(&p, &pl, &cause), 0);
+	ck_assert_uint_eq(count_kind(&pl, FAN_PLAN_INODE), 0);
+	fanpolicy_plan_free(&pl);
+	fanpolicy_free(&p);
+	free(root);
+	free(cause);
+}
+END_TEST
+
 START_TEST(test_mnt_id)
 {
 	uint64_t a = 0, b = 0, c = 0;
@@ -757,6 +839,7 @@ fanpolicy_suite(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_resolve);
 	tcase_add_test(tc, test_plan);
+	tcase_add_test(tc, test_plan_prefix_files);
 	tcase_add_test(tc, test_mnt_id);
 	suite_add_tcase(s, tc);
 	return s;
