@@ -341,7 +341,7 @@ struct op_batch {
 	struct {
 		int (*fn)(struct json_object *, void *, char **);
 		void *arg;
-	} ob_items[4];
+	} ob_items[8];
 	size_t ob_n;
 };
 
@@ -1042,11 +1042,27 @@ operation_create(struct boundaryd *bd, struct conn *conn, const struct peer *p, 
 			netop_spec_free(&spec);
 		return;
 	}
+	/*
+	 * One write makes the operation running with everything known at
+	 * create: state, attachment, first lineage, host controls, fanotify
+	 * rules and sensor coverage (each fsync costs the launch time).
+	 */
 	struct oprecord_lifecycle l = { .ol_state = OPSTATE_RUNNING };
 	struct oprecord_cgroup cg = { .ocg_attachment = "attached" };
 	struct oprecord_lineage lin;
 	struct lineage_batch lb;
 	struct op_batch b = { .ob_n = 0 };
+	struct op_portion_arg hc = { "host_controls", c.oc_host_controls };
+	struct op_portion_arg fa = { "fanotify", c.oc_fanotify };
+	if (c.oc_fanotify != NULL && schema_bool(c.oc_fanotify, "enabled", 0))
+		op->op_fanotify = json_object_get(c.oc_fanotify);
+	struct op_sensor_arg sa[] = {
+		{ "proc_connector", bd->bd_sensor_caps & SENSOR_PROC_CONNECTOR ? "active" :
+		    "unavailable" },
+		{ "nft_trace", op->op_net == NULL ? "off" :
+		    bd->bd_sensor_caps & SENSOR_NFT_TRACE ? "active" : "unavailable" },
+		{ "fanotify", op->op_fanotify == NULL ? "off" : "active" },
+	};
 	op_batch_add(&b, oprecord_mut_lifecycle, &l);
 	op_batch_add(&b, oprecord_mut_cgroup, &cg);
 	int collected = op_collect_lineage(op, 0, &lb);
@@ -1055,6 +1071,12 @@ operation_create(struct boundaryd *bd, struct conn *conn, const struct peer *p, 
 		lin.ol_n = lb.lb_n;
 		op_batch_add(&b, oprecord_mut_lineage, &lin);
 	}
+	if (c.oc_host_controls != NULL)
+		op_batch_add(&b, op_mut_portion_once, &hc);
+	if (op->op_fanotify != NULL)
+		op_batch_add(&b, op_mut_portion_once, &fa);
+	for (size_t i = 0; i < nitems(sa); i++)
+		op_batch_add(&b, op_mut_sensor, &sa[i]);
 	int wr = oprecord_update(op->op_dirfd, op->op_id, op_mut_batch, &b, NULL, &cause);
 	if (collected >= 0)
 		lineage_batch_free(&lb);
@@ -1067,26 +1089,6 @@ operation_create(struct boundaryd *bd, struct conn *conn, const struct peer *p, 
 		return;
 	}
 	TAILQ_INSERT_TAIL(&bd->bd_ops, op, op_entry);
-	if (c.oc_host_controls != NULL) {
-		struct op_portion_arg pa = { "host_controls", c.oc_host_controls };
-		oprecord_update(op->op_dirfd, op->op_id, op_mut_portion_once, &pa, NULL, NULL);
-	}
-	if (c.oc_fanotify != NULL && schema_bool(c.oc_fanotify, "enabled", 0)) {
-		struct op_portion_arg pa = { "fanotify", c.oc_fanotify };
-		op->op_fanotify = json_object_get(c.oc_fanotify);
-		oprecord_update(op->op_dirfd, op->op_id, op_mut_portion_once, &pa, NULL, NULL);
-	}
-	{
-		struct op_sensor_arg sa[] = {
-			{ "proc_connector", bd->bd_sensor_caps & SENSOR_PROC_CONNECTOR ? "active" :
-			    "unavailable" },
-			{ "nft_trace", op->op_net == NULL ? "off" :
-			    bd->bd_sensor_caps & SENSOR_NFT_TRACE ? "active" : "unavailable" },
-			{ "fanotify", op->op_fanotify == NULL ? "off" : "active" },
-		};
-		for (size_t i = 0; i < nitems(sa); i++)
-			oprecord_update(op->op_dirfd, op->op_id, op_mut_sensor, &sa[i], NULL, NULL);
-	}
 	log_info("%s: created for uid %u, root %d, cgroup %s (id %llu)", op->op_id,
 	    (unsigned)op->op_uid, (int)op->op_root_pid, op->op_cg.cg_path,
 	    (unsigned long long)op->op_cg.cg_id);
