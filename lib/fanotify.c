@@ -670,13 +670,15 @@ fan_event_path(int fd, char *buf, size_t len, struct stat *st, int *unlinked)
  * prefix root), for an open through a hard link or after a rename.
  */
 static const struct fan_rule *
-fan_inode_rule(const struct fan_engine *e, dev_t dev, ino_t ino)
+fan_inode_rule(const struct fan_engine *e, dev_t dev, ino_t ino, const char **marked)
 {
 	for (size_t i = 0; i < e->en_nmarks; i++) {
 		const struct fan_emark *m = &e->en_marks[i];
 		if (m->em_kind == FAN_PLAN_INODE && m->em_active && m->em_iino == ino &&
-		    m->em_idev == dev)
+		    m->em_idev == dev) {
+			*marked = m->em_path;
 			return &e->en_policy->fp_rules[m->em_rule];
+		}
 	}
 	return NULL;
 }
@@ -811,7 +813,8 @@ fan_perm(struct fan_engine *e, const struct fanotify_event_metadata *m, fan_deci
 	ev.ev_dev = st.st_dev;
 	ev.ev_ino = st.st_ino;
 	ev.ev_nlink = st.st_nlink;
-	if (ev.ev_rule == NULL && (ev.ev_rule = fan_inode_rule(e, st.st_dev, st.st_ino)) != NULL)
+	if (ev.ev_rule == NULL &&
+	    (ev.ev_rule = fan_inode_rule(e, st.st_dev, st.st_ino, &ev.ev_inode_path)) != NULL)
 		ev.ev_by_inode = 1;
 	if (cb == NULL)
 		goto answer;

@@ -66,6 +66,7 @@ struct fan_event {
 	const char *ev_path;		/* canonical, in the engine's mount namespace; NULL if unresolved */
 	const struct fan_rule *ev_rule;	/* the first rule matching ev_path or the inode, or NULL */
 	int ev_by_inode;		/* ev_rule came from a marked file reached by another name */
+	const char *ev_inode_path;	/* ev_by_inode: the name the file was marked under */
 	int ev_unlinked;		/* the file had no name left (ev_path is its last one) */
 	dev_t ev_dev;
 	ino_t ev_ino;

@@ -133,11 +133,15 @@ fan_decide(const struct fan_event *ev, struct fan_verdict *vd, void *arg)
 		return 0;
 	}
 	int m = fanpolicy_match(o->so_fan, ev->ev_path, &hit);
-	/* A marked file reached by another name (hard link) is the file the rule names. */
-	if (m == 0 && ev->ev_by_inode && ev->ev_rule != NULL) {
-		hit = ev->ev_rule;
-		m = 1;
-	}
+	/*
+	 * A marked file reached by another name (a hard link, or renamed out
+	 * of its root) is the file it was marked as. The engine's rule comes
+	 * from the union of every operation's policy, whose first match may be
+	 * another operation's milder action; so this operation's own policy
+	 * judges the name the file was marked under.
+	 */
+	if (m == 0 && ev->ev_by_inode && ev->ev_inode_path != NULL)
+		m = fanpolicy_match(o->so_fan, ev->ev_inode_path, &hit);
 	if (m < 0) {
 		vd->vd_response = FAN_DENY;
 		vd->vd_reason = FANR_PATH_UNRESOLVED;

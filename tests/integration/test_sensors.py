@@ -130,6 +130,50 @@ def fanotify_follows_links_and_renames(env):
     check(linked in denied and moved in denied, "timeline file decisions %r" % denied)
 
 
+def fanotify_inode_hits_use_own_policy(env):
+    # Two operations name the same files with different actions: the first
+    # only observes them, the second denies them. A hard link of a marked
+    # file is judged by the opener's own policy, not by whichever
+    # operation's rule the shared mark happens to carry.
+    env.start()
+    env.start_sensord()
+    home = tempfile.mkdtemp(prefix="home.", dir=env.bindir)
+    keys, ws = os.path.join(home, "keys"), os.path.join(home, "work")
+    os.makedirs(keys)
+    os.makedirs(ws)
+    key = os.path.join(keys, "deploy.pem")
+    with open(key, "w") as f:
+        f.write("DEPLOY KEY\n")
+    homes = {}
+    for name, action in (("observer", "observe"), ("denier", "deny")):
+        gh = os.path.join(home, name)
+        os.makedirs(gh)
+        with open(os.path.join(gh, "policy.json"), "w") as f:
+            json.dump({"linux": {"fanotify": {"enabled": True, "rules": [
+                {"path": keys + "/**", "action": action}]}}}, f)
+        homes[name] = gh
+    for d, _, files in os.walk(home):
+        os.chown(d, env.uid, env.gid)
+        for n in files:
+            os.chown(os.path.join(d, n), env.uid, env.gid)
+    os.chmod(home, 0o755)
+    obs = env.gensee_bg("run", "--sandbox", "linux", "--deny-all", "--", "sleep", "30",
+                        env={"HOME": home, "GENSEE_HOME": homes["observer"]})
+    observer = env.wait_for("the observing operation", lambda: env.running_ops())[0]
+    env.wait_for("its file rules", lambda: env.record(observer).get("sensors", {}).get("fanotify") == "active")
+    linked = os.path.join(ws, "notes.txt")
+    r = env.gensee("run", "--sandbox", "linux", "--deny-all", "--json", "--", "sh", "-c",
+                   "cat %s; echo rc=$? >&2; ln %s %s && cat %s; echo rc=$? >&2"
+                   % (key, key, linked, linked),
+                   env={"HOME": home, "GENSEE_HOME": homes["denier"]})
+    env.user_call(env.client_sock, "operation.end", {"operation_id": observer, "kill": True})
+    env.finish(obs)
+    check(r.returncode == 0, "rc %d: %s" % (r.returncode, r.stderr))
+    check(os.path.exists(linked), "the link was not made: %s" % r.stderr)
+    check("DEPLOY KEY" not in r.stdout, "secret leaked: %r" % r.stdout)
+    check(r.stderr.count("rc=1") == 2, r.stderr)
+
+
 def fanotify_needs_sensord(env):
     env.start()
     marker = os.path.join(env.bindir, "ran")
@@ -235,6 +279,7 @@ def debug_fanotify_commands(env):
 if __name__ == "__main__":
     main({f.__name__: f for f in (trace_fault_then_lease, proc_connector_lineage,
                                   fanotify_sensitive_paths, fanotify_follows_links_and_renames,
+                                  fanotify_inode_hits_use_own_policy,
                                   fanotify_needs_sensord,
                                   sensor_exit_is_violation, watch_attaches_fanotify,
                                   debug_fanotify_commands)})

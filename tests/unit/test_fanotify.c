@@ -43,6 +43,7 @@ struct logent {
 	uint64_t mask;
 	int by_inode;
 	char path[PATH_MAX];
+	char marked[PATH_MAX];
 	uint32_t response;
 	char reason[64];
 };
@@ -85,6 +86,8 @@ cb(const struct fan_event *ev, struct fan_verdict *vd, void *arg)
 		le->pid = ev->ev_pid;
 		le->mask = ev->ev_mask;
 		le->by_inode = ev->ev_by_inode;
+		util_strlcpy(le->marked, ev->ev_inode_path != NULL ? ev->ev_inode_path : "",
+		    sizeof(le->marked));
 		util_strlcpy(le->path, ev->ev_path != NULL ? ev->ev_path : "", sizeof(le->path));
 	}
 	switch (ev->ev_phase) {
@@ -652,7 +655,7 @@ START_TEST(test_exact_marks)
 	pthread_mutex_lock(&fx.mu);
 	for (size_t i = 0; i < fx.nlog; i++)
 		by_inode |= fx.log[i].phase == FAN_PHASE_DECIDE && strcmp(fx.log[i].path, q) == 0 &&
-		    fx.log[i].by_inode;
+		    fx.log[i].by_inode && strcmp(fx.log[i].marked, p) == 0;
 	pthread_mutex_unlock(&fx.mu);
 	ck_assert(by_inode);
 
