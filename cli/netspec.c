@@ -229,6 +229,12 @@ fanspec_build(struct json_object *policy, int force, char **cause)
 	json_object_object_add(spec, "rules", rules);
 	if (getenv("HOME") != NULL && getenv("HOME")[0] == '/')
 		json_object_object_add(spec, "home", json_object_new_string(getenv("HOME")));
+	/* Where the agent works: sensord looks there for the files suffix rules name. */
+	char *ws = realpath(".", NULL);
+	if (ws != NULL) {
+		json_object_object_add(spec, "workspace", json_object_new_string(ws));
+		free(ws);
+	}
 	if ((v = schema_child(fan, "paths")) != NULL) {
 		if (!json_object_is_type(v, json_type_array)) {
 			util_cause(cause, "%s: linux.fanotify.paths must be a list", policy_path());

@@ -270,6 +270,9 @@ fanpolicy_free(struct fanpolicy *p)
 	for (size_t i = 0; i < p->fp_nrules; i++)
 		fp_rule_free(&p->fp_rules[i]);
 	free(p->fp_rules);
+	for (size_t i = 0; i < p->fp_nworkspaces; i++)
+		free(p->fp_workspaces[i]);
+	free(p->fp_workspaces);
 	fanpolicy_warnings_free(&p->fp_warn);
 	memset(p, 0, sizeof(*p));
 }
@@ -463,6 +466,35 @@ fanpolicy_add_builtins(struct fanpolicy *p, const char *home, char **cause)
 		if (fp_add(p, s, strlen(s), home, FAN_ACTION_DENY, 1, cause) != 0)
 			return -1;
 	}
+	return 0;
+}
+
+/* Name a workspace (see fanpolicy.h). */
+int
+fanpolicy_add_workspace(struct fanpolicy *p, const char *dir, char **cause)
+{
+	char **v;
+
+	if (!fp_canonical(dir, strlen(dir))) {
+		util_cause(cause, "fanotify workspace must be an absolute canonical path");
+		return -1;
+	}
+	for (size_t i = 0; i < p->fp_nworkspaces; i++)
+		if (strcmp(p->fp_workspaces[i], dir) == 0)
+			return 0;
+	if (p->fp_nworkspaces >= FANPOLICY_MAX_WORKSPACES) {
+		util_cause(cause, "fanotify: more than %d workspaces", FANPOLICY_MAX_WORKSPACES);
+		return -1;
+	}
+	v = realloc(p->fp_workspaces, (p->fp_nworkspaces + 1) * sizeof(*v));
+	if (v == NULL || (v[p->fp_nworkspaces] = strdup(dir)) == NULL) {
+		if (v != NULL)
+			p->fp_workspaces = v;
+		util_cause(cause, "out of memory");
+		return -1;
+	}
+	p->fp_workspaces = v;
+	p->fp_nworkspaces++;
 	return 0;
 }
 
@@ -956,17 +988,30 @@ fp_plan_inodes(const struct fan_plan *pl)
 	return n;
 }
 
+/* fts order: a directory's files before its subdirectories, so a bounded walk sees shallow files. */
+static int
+fp_walk_order(const FTSENT **a, const FTSENT **b)
+{
+	int da = (*a)->fts_info == FTS_D, db = (*b)->fts_info == FTS_D;
+
+	return da - db;
+}
+
 /*
- * The files already below a prefix root, as INODE marks. The threat: a
- * hard link or a rename of ~/.ssh/id_ed25519 to a name no rule matches
- * would leave the key readable there by path. An inode mark is matched
- * by inode (fan_inode_rule), whatever name the open came through. The
- * walk stays on the root's filesystem (a link cannot cross one), does
- * not follow symlinks, and is bounded: past the bound, and for files
+ * Existing files as INODE marks. The threat: a hard link or a rename of
+ * ~/.ssh/id_ed25519 (or of a workspace's .env) to a name no rule matches
+ * would leave the secret readable there by path. An inode mark is matched
+ * by inode (fan_inode_rule), whatever name the open came through.
+ * With every set (a PREFIX rule), every regular file below root is marked
+ * for it; otherwise (SUFFIX rules) only the files some rule of the policy
+ * matches, and .git directories (object stores, no secrets by name) are
+ * skipped. The walk stays on root's filesystem (a link cannot cross one),
+ * does not follow symlinks, and is bounded: past the bound, and for files
  * created later, the path filter alone holds (plan warning).
  */
 static int
-fp_plan_prefix_files(struct fan_plan *pl, const struct fan_rule *r, const char *root, dev_t dev)
+fp_plan_walk(struct fan_plan *pl, const char *pattern, const char *root, dev_t dev,
+    const struct fan_rule *every)
 {
 	char top[PATH_MAX];
 	char *argv[] = { top, NULL };
@@ -976,11 +1021,12 @@ fp_plan_prefix_files(struct fan_plan *pl, const struct fan_rule *r, const char *
 	FTS *fts;
 
 	util_strlcpy(top, root, sizeof(top));
-	fts = fts_open(argv, FTS_PHYSICAL | FTS_XDEV | FTS_NOCHDIR, NULL);
+	fts = fts_open(argv, FTS_PHYSICAL | FTS_XDEV | FTS_NOCHDIR, fp_walk_order);
 	if (fts == NULL)
 		return fanpolicy_warn(&pl->pl_warn, "fanotify rule \"%s\": cannot list %s (%s); "
-		    "its files are matched by path only", r->fr_pattern, root, strerror(errno));
+		    "its files are matched by path only", pattern, root, strerror(errno));
 	while ((ent = fts_read(fts)) != NULL) {
+		const struct fan_rule *hit = every;
 		struct statx stx;
 		uint64_t mnt;
 
@@ -988,8 +1034,19 @@ fp_plan_prefix_files(struct fan_plan *pl, const struct fan_rule *r, const char *
 			stop = "entries";
 			break;
 		}
+		if (++pl->pl_walked > FANPOLICY_WALK_TOTAL_MAX) {
+			stop = "budget";
+			break;
+		}
+		if (every == NULL && ent->fts_info == FTS_D && ent->fts_level > 0 &&
+		    strcmp(ent->fts_name, ".git") == 0) {
+			fts_set(fts, ent, FTS_SKIP);
+			continue;
+		}
 		if (ent->fts_info != FTS_F || ent->fts_statp->st_dev != dev ||
 		    ent->fts_statp->st_nlink == 0)
+			continue;
+		if (every == NULL && fanpolicy_match(pl->pl_policy, ent->fts_path, &hit) != 1)
 			continue;
 		if (have >= FANPOLICY_PREFIX_INODES_MAX) {
 			stop = "files";
@@ -999,18 +1056,101 @@ fp_plan_prefix_files(struct fan_plan *pl, const struct fan_rule *r, const char *
 		if (fp_statx(ent->fts_path, &stx, &mnt) != 0 || !S_ISREG(stx.stx_mode))
 			continue;
 		size_t before = pl->pl_nmarks;
-		if (fp_plan_add(pl, FAN_PLAN_INODE, ent->fts_path, &stx, mnt, r->fr_index) != 0) {
+		if (fp_plan_add(pl, FAN_PLAN_INODE, ent->fts_path, &stx, mnt, hit->fr_index) != 0) {
 			fts_close(fts);
 			return -1;
 		}
 		have += pl->pl_nmarks > before;
 	}
 	fts_close(fts);
+	if (stop != NULL && stop[0] == 'b')
+		return fanpolicy_warn(&pl->pl_warn, "fanotify rule \"%s\": the plan visited %u "
+		    "entries in all before %s was done; its other files are matched by path only "
+		    "(a hard link or rename of them is not seen)", pattern, FANPOLICY_WALK_TOTAL_MAX,
+		    root);
 	if (stop != NULL)
 		return fanpolicy_warn(&pl->pl_warn, "fanotify rule \"%s\": more than %u %s below %s; "
 		    "the rest are matched by path only (a hard link or rename of them out of %s "
-		    "is not seen)", r->fr_pattern, stop[0] == 'f' ? FANPOLICY_PREFIX_INODES_MAX :
+		    "is not seen)", pattern, stop[0] == 'f' ? FANPOLICY_PREFIX_INODES_MAX :
 		    FANPOLICY_WALK_MAX, stop, root, root);
+	return 0;
+}
+
+/* The directory a PREFIX or SUFFIX rule's marks are resolved at. */
+static const char *
+fp_rule_root(const struct fan_rule *r)
+{
+	return r->fr_real != NULL ? r->fr_real : r->fr_path;
+}
+
+/* Walk one existing directory for the files SUFFIX rules match, if it is on a local filesystem. */
+static int
+fp_plan_suffix_walk(struct fan_plan *pl, const struct fan_rule *r, const char *dir)
+{
+	struct statx stx;
+	uint64_t mnt;
+	int plain;
+
+	if (fp_statx(dir, &stx, &mnt) != 0 || !S_ISDIR(stx.stx_mode))
+		return 0;
+	if (fp_plan_fstype(pl, r->fr_pattern, dir, &plain) != 0)
+		return -1;
+	if (!plain)
+		return 0;
+	return fp_plan_walk(pl, r->fr_pattern, dir, makedev(stx.stx_dev_major, stx.stx_dev_minor),
+	    NULL);
+}
+
+/*
+ * SUFFIX rules after every rule's own marks: the existing files they match
+ * below their roots (a root of "/" is too big to walk) and below each
+ * workspace inside a root. A workspace on another filesystem than its
+ * rule's root gets that filesystem marked too, or **\/.env would not see
+ * it at all.
+ */
+static int
+fp_plan_suffixes(struct fan_plan *pl)
+{
+	const struct fanpolicy *p = pl->pl_policy;
+
+	for (size_t i = 0; i < p->fp_nrules; i++) {
+		const struct fan_rule *r = &p->fp_rules[i];
+		const char *root = fp_rule_root(r);
+		int seen = 0;
+
+		if (r->fr_kind != FAN_RULE_SUFFIX || strcmp(root, "/") == 0)
+			continue;
+		for (size_t j = 0; j < i && !seen; j++)
+			seen = p->fp_rules[j].fr_kind == FAN_RULE_SUFFIX &&
+			    strcmp(fp_rule_root(&p->fp_rules[j]), root) == 0;
+		if (!seen && fp_plan_suffix_walk(pl, r, root) != 0)
+			return -1;
+	}
+	for (size_t w = 0; w < p->fp_nworkspaces; w++) {
+		const char *ws = p->fp_workspaces[w];
+		const struct fan_rule *r = NULL;
+		struct statx stx;
+		uint64_t mnt;
+		int inside = 0;
+
+		for (size_t i = 0; i < p->fp_nrules && r == NULL; i++) {
+			const char *root = fp_rule_root(&p->fp_rules[i]);
+			if (p->fp_rules[i].fr_kind != FAN_RULE_SUFFIX)
+				continue;
+			inside = fp_under(ws, strlen(ws), root, strlen(root));
+			if (inside != 0)
+				r = &p->fp_rules[i];
+		}
+		if (r == NULL || fp_statx(ws, &stx, &mnt) != 0 || !S_ISDIR(stx.stx_mode))
+			continue;
+		if (fp_plan_add(pl, FAN_PLAN_FILESYSTEM, ws, &stx, mnt, r->fr_index) != 0)
+			return -1;
+		/* Below a walked root already (or the root itself): its files are marked. */
+		if (inside == 2 || strcmp(fp_rule_root(r), "/") != 0)
+			continue;
+		if (fp_plan_suffix_walk(pl, r, ws) != 0)
+			return -1;
+	}
 	return 0;
 }
 
@@ -1076,8 +1216,8 @@ fp_plan_rule(struct fan_plan *pl, const struct fp_mounts *mt, const struct fan_r
 	if (fp_plan_add(pl, FAN_PLAN_FILESYSTEM, anc, &stx, mnt, r->fr_index) != 0)
 		return -1;
 	if (r->fr_kind == FAN_RULE_PREFIX && plain && strcmp(anc, path) == 0)
-		return fp_plan_prefix_files(pl, r, path, makedev(stx.stx_dev_major,
-		    stx.stx_dev_minor));
+		return fp_plan_walk(pl, r->fr_pattern, path, makedev(stx.stx_dev_major,
+		    stx.stx_dev_minor), r);
 	return 0;
 }
 
@@ -1160,6 +1300,8 @@ fanpolicy_plan(const struct fanpolicy *p, struct fan_plan *plan, char **cause)
 	for (size_t i = 0; i < p->fp_nrules; i++)
 		if (fp_plan_rule(plan, havemt ? &mt : NULL, &p->fp_rules[i]) != 0)
 			goto oom_mt;
+	if (fp_plan_suffixes(plan) != 0)
+		goto oom_mt;
 	if (fp_plan_devices(plan, havemt ? &mt : NULL) != 0)
 		goto oom_mt;
 	if (havemt)
@@ -1188,7 +1330,7 @@ fanpolicy_plan_free(struct fan_plan *plan)
 int
 fanpolicy_add_spec(struct fanpolicy *p, struct json_object *spec, char **cause)
 {
-	struct json_object *home_v = NULL, *rules = NULL;
+	struct json_object *home_v = NULL, *ws_v = NULL, *rules = NULL;
 	const char *home = NULL;
 
 	if (json_object_object_get_ex(spec, "home", &home_v) &&
@@ -1196,6 +1338,13 @@ fanpolicy_add_spec(struct fanpolicy *p, struct json_object *spec, char **cause)
 		home = json_object_get_string(home_v);
 	if (fanpolicy_add_builtins(p, home, cause) != 0)
 		return -1;
+	if (json_object_object_get_ex(spec, "workspace", &ws_v) &&
+	    (!json_object_is_type(ws_v, json_type_string) ||
+	    fanpolicy_add_workspace(p, json_object_get_string(ws_v), cause) != 0)) {
+		if (!json_object_is_type(ws_v, json_type_string))
+			util_cause(cause, "fanotify workspace must be a string");
+		return -1;
+	}
 	if (!json_object_object_get_ex(spec, "rules", &rules) || rules == NULL)
 		return 0;
 	if (!json_object_is_type(rules, json_type_array)) {

@@ -76,9 +76,14 @@ int fanpolicy_vwarn(struct fan_warnings *w, const char *fmt, va_list ap)
     __attribute__((format(printf, 2, 0)));
 void fanpolicy_warnings_free(struct fan_warnings *w);
 
+/* At most this many workspaces per policy (sensord's union of every operation's). */
+#define FANPOLICY_MAX_WORKSPACES 64
+
 struct fanpolicy {
 	struct fan_rule *fp_rules;
 	size_t fp_nrules;
+	char **fp_workspaces;	/* canonical directories where suffix rules' files are looked for */
+	size_t fp_nworkspaces;
 	struct fan_warnings fp_warn;
 };
 
@@ -127,6 +132,14 @@ int fanpolicy_add(struct fanpolicy *p, const char *pattern, size_t len, const ch
     enum fan_action a, char **cause);
 /* The built-in rules ~/.ssh/ **, ~/.aws/ **, ~/.config/gcloud/ ** (deny). */
 int fanpolicy_add_builtins(struct fanpolicy *p, const char *home, char **cause);
+/*
+ * Name a workspace (an absolute canonical directory, e.g. the directory
+ * an agent runs in): the plan looks in it for existing files that SUFFIX
+ * rules match, and covers its filesystem for SUFFIX rules whose root holds
+ * it. Duplicates are ignored; -1 with *cause for a path that is not
+ * canonical, past FANPOLICY_MAX_WORKSPACES, or out of memory.
+ */
+int fanpolicy_add_workspace(struct fanpolicy *p, const char *dir, char **cause);
 /* The built-in patterns, NULL-terminated. */
 extern const char *const fanpolicy_builtin_patterns[];
 
@@ -182,6 +195,8 @@ void fanpolicy_decide(enum fan_posture posture, enum fan_action action, int in_o
  */
 #define FANPOLICY_PREFIX_INODES_MAX 1024u
 #define FANPOLICY_WALK_MAX 16384u
+/* ... and at most this many in all, per plan (sensord replans on every launch). */
+#define FANPOLICY_WALK_TOTAL_MAX 65536u
 
 /* What to mark. */
 enum fan_mark_kind {
@@ -205,6 +220,7 @@ struct fan_plan {
 	struct fan_mark *pl_marks;
 	size_t pl_nmarks;
 	struct fan_warnings pl_warn;	/* the policy's warnings first, then the plan's */
+	size_t pl_walked;		/* directory entries visited for INODE marks */
 };
 
 /*
@@ -220,6 +236,10 @@ struct fan_plan {
  *                   existing root on a local filesystem (bounded, see
  *                   FANPOLICY_PREFIX_INODES_MAX), so that a hard link or
  *                   rename of one out of the root is still matched
+ *   SUFFIX          and INODE on the existing files it matches below its
+ *                   root (when that is not "/") and below every workspace
+ *                   inside its root, with the same bounds; a workspace on
+ *                   another filesystem than the root also gets FILESYSTEM
  * FILESYSTEM marks are deduplicated per st_dev, INODE and CHILDREN marks
  * per inode. Warnings name what is not covered: missing roots, mounts
  * below a root, other mounts of a marked filesystem, network and FUSE
@@ -238,8 +258,9 @@ int fanpolicy_mnt_id(int dirfd, const char *path, int flags, uint64_t *id);
 
 /*
  * The "fanotify" section of operation.create ({"enabled", "posture",
- * "rules": [{"path", "action"}], "home"}), as gensee run builds it:
- * fanpolicy_add_spec appends the built-ins and the rules to p;
+ * "rules": [{"path", "action"}], "home", "workspace"}), as gensee run
+ * builds it: fanpolicy_add_spec appends the built-ins, the workspace and
+ * the rules to p;
  * fanpolicy_from_spec initialises p, takes the posture and resolves.
  */
 struct json_object;

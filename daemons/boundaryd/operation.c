@@ -815,6 +815,7 @@ static const struct schema_field fanotify_fields[] = {
 	{ "posture", SCHEMA_STRING, SCHEMA_REQUIRED, 1, 16, 0 },
 	{ "rules", SCHEMA_ARRAY, SCHEMA_REQUIRED, 0, 1024, 0 },
 	{ "home", SCHEMA_STRING, 0, 1, 4096, 0 },
+	{ "workspace", SCHEMA_STRING, 0, 1, 4096, 0 },
 };
 
 static const struct schema_field fanotify_rule_fields[] = {

@@ -2,8 +2,9 @@
  * fuzz_fanpolicy.c: the sensitive-path pattern parser and matcher on
  * arbitrary input. The bytes up to the first newline are a pattern (NUL
  * and all), the rest is both a path to match and a second pattern; the
- * decision table gets two of the bytes. Nothing here touches the
- * filesystem (no resolve, no plan).
+ * decision table gets two of the bytes; the rest is offered as a
+ * workspace too. Nothing here touches the filesystem (no resolve, no
+ * plan).
  */
 #include <limits.h>
 #include <stddef.h>
@@ -71,6 +72,18 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	memcpy(rest, nl != NULL ? nl + 1 : data, rlen);
 	rest[rlen] = '\0';
 	(void)fanpolicy_add(&p, rest, rlen, "/", FAN_ACTION_WARN, &cause);
+	free(cause);
+	cause = NULL;
+	/* A workspace is taken only as an absolute canonical path, and only once. */
+	size_t nws = p.fp_nworkspaces;
+	if (fanpolicy_add_workspace(&p, rest, &cause) == 0) {
+		if (rest[0] != '/' || strstr(rest, "//") != NULL || strstr(rest, "/./") != NULL ||
+		    strstr(rest, "/../") != NULL || p.fp_nworkspaces != nws + 1 ||
+		    fanpolicy_add_workspace(&p, rest, &cause) != 0 || p.fp_nworkspaces != nws + 1)
+			abort();
+	} else if (cause == NULL) {
+		abort();
+	}
 	free(cause);
 	check_rules(&p);
 

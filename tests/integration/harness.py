@@ -272,11 +272,11 @@ class Env:
                 env[k] = os.environ[k]
         return env
 
-    def gensee(self, *args, as_root=False, timeout=60, env=None):
+    def gensee(self, *args, as_root=False, timeout=60, env=None, cwd="/"):
         """Run the CLI (as the test user unless as_root) and wait for it."""
         argv, kw = self._cli_argv(args, as_root)
         r = subprocess.run(argv, capture_output=True, text=True,
-                           timeout=timeout, env=self.user_env(env), cwd="/", **kw)
+                           timeout=timeout, env=self.user_env(env), cwd=cwd, **kw)
         no_sanitizer_report(r.stderr)
         return r
 

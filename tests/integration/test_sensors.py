@@ -130,6 +130,36 @@ def fanotify_follows_links_and_renames(env):
     check(linked in denied and moved in denied, "timeline file decisions %r" % denied)
 
 
+def fanotify_suffix_files_follow_renames(env):
+    # The run's directory is its workspace: the .env files already in it are
+    # marked by inode, so renaming or linking one to an innocent name and
+    # reading it there is still denied.
+    env.start()
+    env.start_sensord()
+    home, ws = make_home(env, with_policy=False)
+    work = os.path.join(home, "work")
+    local = os.path.join(ws, ".env.local")
+    with open(local, "w") as f:
+        f.write("LOCAL TOKEN\n")
+    os.chown(local, env.uid, env.gid)
+    with open(os.path.join(home, "policy.json"), "w") as f:
+        json.dump({"linux": {"fanotify": {"enabled": True, "paths": ["**/.env", "**/.env.*"]}}}, f)
+    moved, linked = os.path.join(ws, "moved.txt"), os.path.join(work, "linked.txt")
+    r = env.gensee("run", "--sandbox", "linux", "--deny-all", "--json", "--", "sh", "-c",
+                   "mv a/b/.env a/b/moved.txt && cat a/b/moved.txt; echo rc=$? >&2; "
+                   "ln a/b/.env.local linked.txt && cat linked.txt; echo rc=$? >&2",
+                   env={"HOME": home, "GENSEE_HOME": home}, cwd=work)
+    check(r.returncode == 0, "rc %d: %s" % (r.returncode, r.stderr))
+    check(os.path.exists(moved) and os.path.exists(linked), "rename or link did not happen: %s" % r.stderr)
+    check("TOKEN" not in r.stdout, "secret leaked: %r" % r.stdout)
+    check(r.stderr.count("rc=1") == 2, r.stderr)
+    summary = json.loads(r.stdout[r.stdout.index("{"):])
+    check(summary["record"]["fanotify"].get("workspace") == work, "%r" % summary["record"]["fanotify"])
+    tl = env.gensee("timeline", "--operation", summary["operation_id"], "--json")
+    denied = {e["path"] for e in map(json.loads, tl.stdout.splitlines()) if e.get("decision") == "deny"}
+    check(moved in denied and linked in denied, "timeline file decisions %r" % denied)
+
+
 def fanotify_inode_hits_use_own_policy(env):
     # Two operations name the same files with different actions: the first
     # only observes them, the second denies them. A hard link of a marked
@@ -280,6 +310,7 @@ if __name__ == "__main__":
     main({f.__name__: f for f in (trace_fault_then_lease, proc_connector_lineage,
                                   fanotify_sensitive_paths, fanotify_follows_links_and_renames,
                                   fanotify_inode_hits_use_own_policy,
+                                  fanotify_suffix_files_follow_renames,
                                   fanotify_needs_sensord,
                                   sensor_exit_is_violation, watch_attaches_fanotify,
                                   debug_fanotify_commands)})

@@ -804,6 +804,106 @@ START_TEST(test_plan_prefix_files)
 }
 END_TEST
 
+/* Is there an INODE mark of path (for rule)? */
+static int
+inode_marked(const struct fan_plan *pl, const char *path, size_t rule)
+{
+	for (size_t i = 0; i < pl->pl_nmarks; i++)
+		if (pl->pl_marks[i].fm_kind == FAN_PLAN_INODE &&
+		    strcmp(pl->pl_marks[i].fm_path, path) == 0 && pl->pl_marks[i].fm_rule == rule)
+			return 1;
+	return 0;
+}
+
+/*
+ * Suffix rules: the files they match below a workspace ("**" + "/.env" has
+ * root "/", too big to walk) and below a rule's own root get inode marks;
+ * other files, .git directories and workspaces outside every root do not.
+ */
+START_TEST(test_plan_suffix_files)
+{
+	const char *t = unit_tmpdir("/tmp");
+	char pat[PATH_MAX + 64], path[PATH_MAX + 64], *root, *cause = NULL;
+	struct fanpolicy p;
+	struct fan_plan pl;
+	int dfd;
+
+	root = realpath(t, NULL);
+	ck_assert_ptr_nonnull(root);
+	static const char *const dirs[] = { "ws", "ws/a", "ws/a/b", "ws/.git", "ws/.git/x",
+		"proj", "proj/sub", "elsewhere" };
+	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
+		snprintf(path, sizeof(path), "%s/%s", root, dirs[i]);
+		ck_assert_int_eq(mkdir(path, 0700), 0);
+	}
+	dfd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	ck_assert_int_ge(dfd, 0);
+	unit_write_file(dfd, "ws/.env", "T=1", 3);
+	unit_write_file(dfd, "ws/a/b/.env.local", "T=2", 3);
+	unit_write_file(dfd, "ws/a/b/notes.txt", "n", 1);
+	unit_write_file(dfd, "ws/.git/x/.env", "g", 1);
+	unit_write_file(dfd, "proj/sub/.env.prod", "T=3", 3);
+	unit_write_file(dfd, "proj/sub/.env", "T=4", 3);
+	unit_write_file(dfd, "elsewhere/.env.x", "T=5", 3);
+	close(dfd);
+
+	fanpolicy_init(&p);
+	ck_assert_int_eq(fanpolicy_add(&p, "**/.env", 7, NULL, FAN_ACTION_DENY, &cause), 0);
+	ck_assert_int_eq(fanpolicy_add(&p, "**/.env.*", 9, NULL, FAN_ACTION_WARN, &cause), 0);
+	snprintf(pat, sizeof(pat), "%s/proj/**/.env.prod", root);
+	ck_assert_int_eq(fanpolicy_add(&p, pat, strlen(pat), NULL, FAN_ACTION_ASK, &cause), 0);
+	snprintf(path, sizeof(path), "%s/ws", root);
+	ck_assert_int_eq(fanpolicy_add_workspace(&p, path, &cause), 0);
+	ck_assert_int_eq(fanpolicy_add_workspace(&p, path, &cause), 0);	/* once */
+	ck_assert_uint_eq(p.fp_nworkspaces, 1);
+	ck_assert_int_ne(fanpolicy_add_workspace(&p, "relative/ws", &cause), 0);
+	free(cause);
+	cause = NULL;
+	ck_assert_int_ne(fanpolicy_add_workspace(&p, "/tmp/../etc", &cause), 0);
+	free(cause);
+	cause = NULL;
+	ck_assert_int_eq(fanpolicy_resolve(&p, &cause), 0);
+	ck_assert_msg(fanpolicy_plan(&p, &pl, &cause) == 0, "%s", cause);
+
+	snprintf(path, sizeof(path), "%s/ws/.env", root);
+	ck_assert_msg(inode_marked(&pl, path, 0), "%s not marked", path);
+	snprintf(path, sizeof(path), "%s/ws/a/b/.env.local", root);
+	ck_assert_msg(inode_marked(&pl, path, 1), "%s not marked", path);
+	/* The rule with its own root: walked, and matched by the rule that wins there. */
+	snprintf(path, sizeof(path), "%s/proj/sub/.env.prod", root);
+	ck_assert_msg(inode_marked(&pl, path, 2), "%s not marked", path);
+	/* Below that root only the files some rule matches: .env is one (rule 0). */
+	snprintf(path, sizeof(path), "%s/proj/sub/.env", root);
+	ck_assert_msg(inode_marked(&pl, path, 0), "%s not marked", path);
+	/* What no rule names, .git, and what is outside every workspace and root. */
+	ck_assert_uint_eq(count_kind(&pl, FAN_PLAN_INODE), 4);
+	fanpolicy_plan_free(&pl);
+	fanpolicy_free(&p);
+
+	/* Without a workspace, nothing below a "/" root is walked. */
+	fanpolicy_init(&p);
+	ck_assert_int_eq(fanpolicy_add(&p, "**/.env", 7, NULL, FAN_ACTION_DENY, &cause), 0);
+	ck_assert_int_eq(fanpolicy_resolve(&p, &cause), 0);
+	ck_assert_int_eq(fanpolicy_plan(&p, &pl, &cause), 0);
+	ck_assert_uint_eq(count_kind(&pl, FAN_PLAN_INODE), 0);
+	fanpolicy_plan_free(&pl);
+	fanpolicy_free(&p);
+
+	/* A workspace outside the only suffix rule's root: not walked. */
+	fanpolicy_init(&p);
+	snprintf(pat, sizeof(pat), "%s/proj/**/.env.prod", root);
+	ck_assert_int_eq(fanpolicy_add(&p, pat, strlen(pat), NULL, FAN_ACTION_DENY, &cause), 0);
+	snprintf(path, sizeof(path), "%s/elsewhere", root);
+	ck_assert_int_eq(fanpolicy_add_workspace(&p, path, &cause), 0);
+	ck_assert_int_eq(fanpolicy_resolve(&p, &cause), 0);
+	ck_assert_int_eq(fanpolicy_plan(&p, &pl, &cause), 0);
+	ck_assert_uint_eq(count_kind(&pl, FAN_PLAN_INODE), 1);	/* proj/sub/.env.prod */
+	fanpolicy_plan_free(&pl);
+	fanpolicy_free(&p);
+	free(root);
+}
+END_TEST
+
 START_TEST(test_mnt_id)
 {
 	uint64_t a = 0, b = 0, c = 0;
@@ -840,6 +940,7 @@ fanpolicy_suite(void)
 	tcase_add_test(tc, test_resolve);
 	tcase_add_test(tc, test_plan);
 	tcase_add_test(tc, test_plan_prefix_files);
+	tcase_add_test(tc, test_plan_suffix_files);
 	tcase_add_test(tc, test_mnt_id);
 	suite_add_tcase(s, tc);
 	return s;
