@@ -1021,7 +1021,8 @@ fp_plan_walk(struct fan_plan *pl, const char *pattern, const char *root, dev_t d
 	FTS *fts;
 
 	util_strlcpy(top, root, sizeof(top));
-	fts = fts_open(argv, FTS_PHYSICAL | FTS_XDEV | FTS_NOCHDIR, fp_walk_order);
+	/* FTS_NOSTAT: only directories are stat'ed; a file costs a statx once it is a candidate. */
+	fts = fts_open(argv, FTS_PHYSICAL | FTS_XDEV | FTS_NOCHDIR | FTS_NOSTAT, fp_walk_order);
 	if (fts == NULL)
 		return fanpolicy_warn(&pl->pl_warn, "fanotify rule \"%s\": cannot list %s (%s); "
 		    "its files are matched by path only", pattern, root, strerror(errno));
@@ -1043,18 +1044,18 @@ fp_plan_walk(struct fan_plan *pl, const char *pattern, const char *root, dev_t d
 			fts_set(fts, ent, FTS_SKIP);
 			continue;
 		}
-		if (ent->fts_info != FTS_F || ent->fts_statp->st_dev != dev ||
-		    ent->fts_statp->st_nlink == 0)
+		if (ent->fts_info != FTS_F && ent->fts_info != FTS_NSOK)
 			continue;
 		if (every == NULL && fanpolicy_match(pl->pl_policy, ent->fts_path, &hit) != 1)
+			continue;
+		/* The path as the engine will mark it: no symlink in it now either. */
+		if (fp_statx(ent->fts_path, &stx, &mnt) != 0 || !S_ISREG(stx.stx_mode) ||
+		    stx.stx_nlink == 0 || makedev(stx.stx_dev_major, stx.stx_dev_minor) != dev)
 			continue;
 		if (have >= FANPOLICY_PREFIX_INODES_MAX) {
 			stop = "files";
 			break;
 		}
-		/* The path as the engine will mark it: no symlink in it now either. */
-		if (fp_statx(ent->fts_path, &stx, &mnt) != 0 || !S_ISREG(stx.stx_mode))
-			continue;
 		size_t before = pl->pl_nmarks;
 		if (fp_plan_add(pl, FAN_PLAN_INODE, ent->fts_path, &stx, mnt, hit->fr_index) != 0) {
 			fts_close(fts);
