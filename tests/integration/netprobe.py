@@ -5,7 +5,9 @@ object mapping each target to "ok" or the errno name of the failure.
 targets until STOPFILE exists (bounded in time and count) and prints counts.
 
 `netprobe.py --lease GENSEE TARGET TTL` probes, submits a capability fault
-for its own pid, probes again, waits past the lease TTL and probes once more.
+for its own pid, probes again, opens a TCP connection it holds across the
+TTL, waits past the lease TTL and probes once more, and sends on the held
+connection again.
 """
 
 import errno
@@ -34,6 +36,19 @@ def probe(spec, timeout=5):
         return errno.errorcode.get(e.errno, str(e.errno))
     finally:
         s.close()
+
+
+def exchange(s, first=False):
+    """On a held TCP connection: the greeting (first), then one byte out and b"ok" back."""
+    try:
+        if first and s.recv(2) != b"ok":
+            return "bad_reply"
+        s.sendall(b"x")
+        return "ok" if s.recv(2) == b"ok" else "closed"
+    except socket.timeout:
+        return "ETIMEDOUT"
+    except OSError as e:
+        return errno.errorcode.get(e.errno, str(e.errno))
 
 
 def start_ticks():
@@ -88,8 +103,15 @@ def main():
         out["fault_rc"] = r.returncode
         out["fault"] = json.loads(r.stdout) if r.stdout.strip() else r.stderr
         out["after_lease"] = probe(target)
+        held = socket.create_connection((addr, int(port)), timeout=5) if proto == "tcp" else None
+        if held is not None:
+            out["held_open"] = exchange(held, first=True)
         time.sleep(ttl + 1.5)
         out["after_ttl"] = probe(target)
+        if held is not None:
+            # No conntrack shortcut: the revoked lease stops the flow it let in.
+            out["held_after_ttl"] = exchange(held)
+            held.close()
         print(json.dumps(out))
         return
     print(json.dumps({t: probe(t) for t in sys.argv[1:]}))

@@ -1,6 +1,8 @@
 """Test servers: `netserve.py proto,addr,port ...` answers b"ok" on each
-TCP connection and each UDP datagram, until killed. Prints "ready" once
-every socket is bound. Runs inside a test network namespace."""
+TCP connection and each UDP datagram, until killed; a TCP connection stays
+open and gets b"ok" again for every byte it sends, so a probe can hold a
+flow. Prints "ready" once every socket is bound. Runs inside a test
+network namespace."""
 
 import selectors
 import socket
@@ -19,6 +21,8 @@ for spec in sys.argv[1:]:
     s.setblocking(False)
     sel.register(s, selectors.EVENT_READ, proto)
 print("ready", flush=True)
+MAX_CONNS = 256  # held connections; the oldest is closed beyond that
+conns = []
 while True:
     for key, _ in sel.select():
         s = key.fileobj
@@ -27,9 +31,24 @@ while True:
                 c, _ = s.accept()
                 c.settimeout(2)
                 c.sendall(b"ok")
-                c.close()
+                c.setblocking(False)
+                sel.register(c, selectors.EVENT_READ, "conn")
+                conns.append(c)
+                if len(conns) > MAX_CONNS:
+                    old = conns.pop(0)
+                    sel.unregister(old)
+                    old.close()
+            elif key.data == "conn":
+                data = s.recv(64)
+                if data:
+                    s.sendall(b"ok" * len(data))
+                else:
+                    raise OSError("closed")
             else:
                 _, peer = s.recvfrom(2048)
                 s.sendto(b"ok", peer)
         except OSError:
-            pass
+            if key.data == "conn":
+                sel.unregister(s)
+                conns.remove(s)
+                s.close()

@@ -133,6 +133,9 @@ def lease_then_expiry(env):
           f["lease"]["ports"] == [8443], "lease %r" % f["lease"])
     check(got["after_lease"] == "ok", "retry after the lease: %r" % got)
     check(got["after_ttl"] in REFUSED, "after the TTL: %r" % got)
+    check(got["held_open"] == "ok", "a connection inside the lease: %r" % got)
+    check(got["held_after_ttl"] in REFUSED | {"ECONNRESET", "EPIPE"},
+          "a flow established under the lease outlived it: %r" % got)
     opid = summary["operation_id"]
     rec = summary["record"]
     check(rec["leases"] == [], "expired lease not pruned: %r" % rec["leases"])
