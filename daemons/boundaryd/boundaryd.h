@@ -18,6 +18,7 @@
 #include "ids.h"
 #include "netpolicy.h"
 #include "nft.h"
+#include "oprecord.h"
 #include "peer.h"
 #include "proto.h"
 
@@ -41,6 +42,8 @@ struct evconnlistener;
 #define OP_REAP_POLL_MS 20
 #define OP_REAP_MAX_MS 5000
 #define OP_SENSOR_FLUSH_MS 1000
+/* How long the reap waits for the launcher's exit report, to write it with the cleanup. */
+#define OP_EXIT_REPORT_MS 200
 
 /* A request whose reply waits for an operation's cleanup. */
 struct op_waiter {
@@ -106,6 +109,10 @@ struct operation {
 	int op_sensor_pushed;	/* sensord was told about it */
 	int op_sensor_flushed;	/* sensord sent everything it had and let go */
 	int op_detach;		/* finish by moving the tree back, not by killing it */
+	/* The launcher's exit report while the tree is reaped: written with the cleanup. */
+	struct oprecord_lifecycle op_exit_report;
+	int op_has_exit_report;
+	int op_launcher;	/* created with a held child: its parent will report the exit */
 	int op_adopted;		/* adopt_existing: a tree it did not start */
 	char op_origin_cg[256];	/* ... and where that tree was before ("" = the root) */
 };

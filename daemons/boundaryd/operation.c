@@ -475,7 +475,14 @@ op_reap_cb(evutil_socket_t fd, short what, void *arg)
 	 */
 	int sensor_pending = op->op_sensor_pushed && !op->op_sensor_flushed &&
 	    op->op_bd->bd_sensor != NULL && waited < OP_SENSOR_FLUSH_MS;
-	if ((populated != 0 || !op_root_exited(op) || sensor_pending) && waited < OP_REAP_MAX_MS) {
+	/*
+	 * A launcher reports its child's exit right after reaping it: waiting
+	 * (briefly) for that puts the report into the cleanup's update.
+	 */
+	int report_pending = op->op_launcher && !op->op_has_exit_report &&
+	    waited < OP_EXIT_REPORT_MS;
+	if ((populated != 0 || !op_root_exited(op) || sensor_pending || report_pending) &&
+	    waited < OP_REAP_MAX_MS) {
 		if (populated > 0 && waited > OP_REAP_MAX_MS / 2 && op->op_cg_valid)
 			cgroup_kill(&op->op_cg, NULL);
 		/* Back off from 1 ms: most trees are gone within a few. */
@@ -525,6 +532,8 @@ op_reap_cb(evutil_socket_t fd, short what, void *arg)
 		c.ocg_detail = "cgroup could not be opened";
 	}
 	op_batch_add(&b, oprecord_mut_cgroup, &c);
+	if (op->op_has_exit_report)
+		op_batch_add(&b, oprecord_mut_lifecycle, &op->op_exit_report);
 	op_batch_write(op, &b, "cleanup");
 	if (collected >= 0)
 		lineage_batch_free(&lb);
@@ -961,6 +970,7 @@ operation_create(struct boundaryd *bd, struct conn *conn, const struct peer *p, 
 		 */
 		op->op_detach = strcmp(c.oc_action_class, "watch") == 0;
 	}
+	op->op_launcher = !c.oc_adopt_existing;
 	op->op_root_pid = c.oc_pid;
 	op->op_root_start = c.oc_start_ticks;
 	if (ids_new("op_", op->op_id, sizeof(op->op_id)) != 0 ||
@@ -1386,24 +1396,29 @@ operation_end(struct boundaryd *bd, struct conn *c, const struct peer *p, int64_
 			operation_finish(op, OPSTATE_ENDED, "ended_by_request");
 		}
 	}
-	if (e.oe_has_exit) {
-		struct oprecord_lifecycle l = {
-			.ol_has_exit = 1,
-			.ol_exit_code = e.oe_exit_code,
-			.ol_exit_signal = e.oe_exit_signal,
-			.ol_reported_by = p->pr_uid == 0 ? "root" : "launcher",
-		};
-		if (oprecord_update(dirfd, e.oe_id, oprecord_mut_lifecycle, &l, NULL, &cause) != 0) {
-			reply_error(r, PE_STATE, "%s", cause);
-			free(cause);
-			close(dirfd);
-			return;
-		}
-	}
+	struct oprecord_lifecycle l = {
+		.ol_has_exit = 1,
+		.ol_exit_code = e.oe_exit_code,
+		.ol_exit_signal = e.oe_exit_signal,
+		.ol_reported_by = p->pr_uid == 0 ? "root" : "launcher",
+	};
+	int finishing = op != NULL && op->op_phase == OP_FINISHING;
 	/* Reply once the tree is gone and the cgroup released (bounded by the reap). */
-	if (op != NULL && op->op_phase == OP_FINISHING) {
+	if (finishing) {
 		struct op_waiter *w = calloc(1, sizeof(*w));
 		if (w != NULL) {
+			/*
+			 * The exit goes into the cleanup's update, one write fewer
+			 * per run; the reply waits for that update anyway. The first
+			 * report is kept, as the record keeps only the first.
+			 */
+			if (e.oe_has_exit && !op->op_has_exit_report) {
+				struct timeval now = { 0, 0 };
+				op->op_exit_report = l;
+				op->op_has_exit_report = 1;
+				if (op->op_reap_ev != NULL)
+					evtimer_add(op->op_reap_ev, &now); /* it may be all the reap waits for */
+			}
 			w->ow_conn = c;
 			w->ow_id = reqid;
 			w->ow_uid = p->pr_uid;
@@ -1412,6 +1427,13 @@ operation_end(struct boundaryd *bd, struct conn *c, const struct peer *p, int64_
 			close(dirfd);
 			return;
 		}
+	}
+	if (e.oe_has_exit &&
+	    oprecord_update(dirfd, e.oe_id, oprecord_mut_lifecycle, &l, NULL, &cause) != 0) {
+		reply_error(r, PE_STATE, "%s", cause);
+		free(cause);
+		close(dirfd);
+		return;
 	}
 	r->or_result = op_end_result(dirfd, e.oe_id, &cause);
 	if (r->or_result == NULL) {
