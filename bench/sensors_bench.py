@@ -69,6 +69,9 @@ def bench_open(Env, build):
             res["sensord_inside_operation"] = run_open(
                 [env.cli, "run", "--sandbox", "linux", "--deny-all", "--linux-fanotify", "--",
                  ob, d, str(COUNT)], env=uenv)
+            # End the holder through boundaryd, which then removes its table and cgroup.
+            for op in env.running_ops():
+                env.root_call("operation.end", {"operation_id": op, "kill": True})
         finally:
             env.cleanup()
         fapd = shutil.which("fapolicyd")

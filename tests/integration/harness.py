@@ -10,6 +10,7 @@ even when it fails.
 import json
 import os
 import pwd
+import re
 import shutil
 import signal
 import socket
@@ -371,6 +372,7 @@ class Env:
             os.rmdir(base)  # only when empty: another instance may use it
         except OSError:
             pass
+        self.drop_host_tables()
         for ns in self.namespaces:
             # Killing what still runs inside, then the namespace (and its tables) goes.
             subprocess.run(["ip", "netns", "pids", ns], capture_output=True)
@@ -389,6 +391,25 @@ class Env:
                 os.unlink(name)
             except OSError:
                 pass
+
+    def drop_host_tables(self):
+        """Delete the host namespace's nftables tables of this case's operations.
+        boundaryd leaves a running operation's table in place when it stops (fail
+        closed until the next instance reconciles); a case that ends that way must
+        not leave it to the host. Tables are matched by the owner in their comment."""
+        opdir = os.path.join(self.state, "operations")
+        mine = set(os.listdir(opdir)) if os.path.isdir(opdir) else set()
+        if not mine:
+            return
+        r = subprocess.run(["nft", "list", "tables", "inet"], capture_output=True, text=True)
+        for line in r.stdout.splitlines():
+            name = line.split()[-1]
+            if not name.startswith("gensee_"):
+                continue
+            t = subprocess.run(["nft", "list", "table", "inet", name], capture_output=True, text=True)
+            m = re.search(r'owner=(op_[0-9a-f]+)', t.stdout)
+            if m and m.group(1) in mine:
+                subprocess.run(["nft", "delete", "table", "inet", name], capture_output=True)
 
     def daemon_log(self):
         return "".join(open(n).read() for n in self.logs if os.path.exists(n))
