@@ -1339,12 +1339,13 @@ fanpolicy_add_spec(struct fanpolicy *p, struct json_object *spec, char **cause)
 		home = json_object_get_string(home_v);
 	if (fanpolicy_add_builtins(p, home, cause) != 0)
 		return -1;
-	if (json_object_object_get_ex(spec, "workspace", &ws_v) &&
-	    (!json_object_is_type(ws_v, json_type_string) ||
-	    fanpolicy_add_workspace(p, json_object_get_string(ws_v), cause) != 0)) {
-		if (!json_object_is_type(ws_v, json_type_string))
+	if (json_object_object_get_ex(spec, "workspace", &ws_v)) {
+		if (!json_object_is_type(ws_v, json_type_string)) {
 			util_cause(cause, "fanotify workspace must be a string");
-		return -1;
+			return -1;
+		}
+		if (fanpolicy_add_workspace(p, json_object_get_string(ws_v), cause) != 0)
+			return -1;
 	}
 	if (!json_object_object_get_ex(spec, "rules", &rules) || rules == NULL)
 		return 0;

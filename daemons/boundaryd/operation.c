@@ -1402,9 +1402,8 @@ operation_end(struct boundaryd *bd, struct conn *c, const struct peer *p, int64_
 		.ol_exit_signal = e.oe_exit_signal,
 		.ol_reported_by = p->pr_uid == 0 ? "root" : "launcher",
 	};
-	int finishing = op != NULL && op->op_phase == OP_FINISHING;
 	/* Reply once the tree is gone and the cgroup released (bounded by the reap). */
-	if (finishing) {
+	if (op != NULL && op->op_phase == OP_FINISHING) {
 		struct op_waiter *w = calloc(1, sizeof(*w));
 		if (w != NULL) {
 			/*

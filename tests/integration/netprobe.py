@@ -25,30 +25,36 @@ def probe(spec, timeout=5):
     fam = socket.AF_INET6 if ":" in addr else socket.AF_INET
     s = socket.socket(fam, socket.SOCK_STREAM if proto == "tcp" else socket.SOCK_DGRAM)
     s.settimeout(timeout)
-    try:
+
+    def talk():
         s.connect((addr, int(port)))
         if proto == "udp":
             s.send(b"x")
         return "ok" if s.recv(2) == b"ok" else "bad_reply"
-    except socket.timeout:
-        return "ETIMEDOUT"
-    except OSError as e:
-        return errno.errorcode.get(e.errno, str(e.errno))
+    try:
+        return outcome(talk)
     finally:
         s.close()
 
 
-def exchange(s, first=False):
-    """On a held TCP connection: the greeting (first), then one byte out and b"ok" back."""
+def outcome(fn):
+    """fn's result, or the errno name of the socket error it raised."""
     try:
-        if first and s.recv(2) != b"ok":
-            return "bad_reply"
-        s.sendall(b"x")
-        return "ok" if s.recv(2) == b"ok" else "closed"
+        return fn()
     except socket.timeout:
         return "ETIMEDOUT"
     except OSError as e:
         return errno.errorcode.get(e.errno, str(e.errno))
+
+
+def exchange(s, first=False):
+    """On a held TCP connection: the greeting (first), then one byte out and b"ok" back."""
+    def talk():
+        if first and s.recv(2) != b"ok":
+            return "bad_reply"
+        s.sendall(b"x")
+        return "ok" if s.recv(2) == b"ok" else "closed"
+    return outcome(talk)
 
 
 def start_ticks():

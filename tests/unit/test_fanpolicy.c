@@ -722,6 +722,28 @@ START_TEST(test_plan)
 }
 END_TEST
 
+/* How many INODE marks the plan of one deny rule (and a workspace, or NULL) has. */
+static size_t
+inodes_planned(const char *pattern, const char *workspace)
+{
+	struct fanpolicy p;
+	struct fan_plan pl;
+	char *cause = NULL;
+	size_t n;
+
+	fanpolicy_init(&p);
+	ck_assert_int_eq(fanpolicy_add(&p, pattern, strlen(pattern), NULL, FAN_ACTION_DENY,
+	    &cause), 0);
+	if (workspace != NULL)
+		ck_assert_int_eq(fanpolicy_add_workspace(&p, workspace, &cause), 0);
+	ck_assert_int_eq(fanpolicy_resolve(&p, &cause), 0);
+	ck_assert_int_eq(fanpolicy_plan(&p, &pl, &cause), 0);
+	n = count_kind(&pl, FAN_PLAN_INODE);
+	fanpolicy_plan_free(&pl);
+	fanpolicy_free(&p);
+	return n;
+}
+
 /* The files below a prefix root get inode marks: links and symlinks once, the rest bounded. */
 START_TEST(test_plan_prefix_files)
 {
@@ -792,13 +814,7 @@ START_TEST(test_plan_prefix_files)
 	fanpolicy_free(&p);
 
 	/* A pseudo filesystem is not walked: /proc/sys holds thousands of files. */
-	fanpolicy_init(&p);
-	ck_assert_int_eq(fanpolicy_add(&p, "/proc/sys/**", 12, NULL, FAN_ACTION_DENY, &cause), 0);
-	ck_assert_int_eq(fanpolicy_resolve(&p, &cause), 0);
-	ck_assert_int_eq(fanpolicy_plan(&p, &pl, &cause), 0);
-	ck_assert_uint_eq(count_kind(&pl, FAN_PLAN_INODE), 0);
-	fanpolicy_plan_free(&pl);
-	fanpolicy_free(&p);
+	ck_assert_uint_eq(inodes_planned("/proc/sys/**", NULL), 0);
 	free(root);
 	free(cause);
 }
@@ -881,25 +897,12 @@ START_TEST(test_plan_suffix_files)
 	fanpolicy_free(&p);
 
 	/* Without a workspace, nothing below a "/" root is walked. */
-	fanpolicy_init(&p);
-	ck_assert_int_eq(fanpolicy_add(&p, "**/.env", 7, NULL, FAN_ACTION_DENY, &cause), 0);
-	ck_assert_int_eq(fanpolicy_resolve(&p, &cause), 0);
-	ck_assert_int_eq(fanpolicy_plan(&p, &pl, &cause), 0);
-	ck_assert_uint_eq(count_kind(&pl, FAN_PLAN_INODE), 0);
-	fanpolicy_plan_free(&pl);
-	fanpolicy_free(&p);
+	ck_assert_uint_eq(inodes_planned("**/.env", NULL), 0);
 
 	/* A workspace outside the only suffix rule's root: not walked. */
-	fanpolicy_init(&p);
 	snprintf(pat, sizeof(pat), "%s/proj/**/.env.prod", root);
-	ck_assert_int_eq(fanpolicy_add(&p, pat, strlen(pat), NULL, FAN_ACTION_DENY, &cause), 0);
 	snprintf(path, sizeof(path), "%s/elsewhere", root);
-	ck_assert_int_eq(fanpolicy_add_workspace(&p, path, &cause), 0);
-	ck_assert_int_eq(fanpolicy_resolve(&p, &cause), 0);
-	ck_assert_int_eq(fanpolicy_plan(&p, &pl, &cause), 0);
-	ck_assert_uint_eq(count_kind(&pl, FAN_PLAN_INODE), 1);	/* proj/sub/.env.prod */
-	fanpolicy_plan_free(&pl);
-	fanpolicy_free(&p);
+	ck_assert_uint_eq(inodes_planned(pat, path), 1);	/* proj/sub/.env.prod */
 	free(root);
 }
 END_TEST
