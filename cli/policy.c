@@ -22,6 +22,7 @@
 #include <json-c/json.h>
 
 #include "frame.h"
+#include "landlock.h"
 #include "netpolicy.h"
 #include "netspec.h"
 #include "policy.h"
@@ -35,6 +36,7 @@
 #define POLICY_EXIT_USAGE 2
 
 static struct json_object *policy_derive_network_mode(struct json_object *);
+static struct json_object *policy_derive_landlock_mode(struct json_object *);
 
 static const char *const policy_postures[] = { "monitor", "warn", "enforce", "isolate", NULL };
 static const char *const policy_landlock_modes[] = { "required", "best_effort", "off", NULL };
@@ -49,7 +51,8 @@ static const struct policy_key policy_table[] = {
 	{ .pk_name = "linux.seccomp.enabled", .pk_type = POLICY_BOOL, .pk_default = "true",
 	  .pk_help = "install the seccomp deny filter before the agent execs" },
 	{ .pk_name = "linux.seccomp.deny_ptrace", .pk_type = POLICY_BOOL, .pk_default = "true",
-	  .pk_help = "deny ptrace, process_vm_readv and process_vm_writev" },
+	  .pk_help = "deny ptrace, process_vm_readv/writev, pidfd_getfd, kcmp and "
+	  "perf_event_open" },
 	{ .pk_name = "linux.seccomp.deny_bpf", .pk_type = POLICY_BOOL, .pk_default = "true",
 	  .pk_help = "deny bpf" },
 	{ .pk_name = "linux.seccomp.deny_kernel_modules", .pk_type = POLICY_BOOL,
@@ -58,13 +61,36 @@ static const struct policy_key policy_table[] = {
 	{ .pk_name = "linux.seccomp.deny_mount_namespace_changes", .pk_type = POLICY_BOOL,
 	  .pk_default = "true",
 	  .pk_help = "deny mount, umount2, pivot_root, the mount API, unshare and setns" },
+	{ .pk_name = "linux.seccomp.deny_kernel_attack_surface", .pk_type = POLICY_BOOL,
+	  .pk_default = "true",
+	  .pk_help = "deny io_uring, userfaultfd, keyrings, modify_ldt, file handles and "
+	  "unusual personalities" },
+	{ .pk_name = "linux.seccomp.deny_terminal_injection", .pk_type = POLICY_BOOL,
+	  .pk_default = "true",
+	  .pk_help = "deny the TIOCSTI and TIOCLINUX ioctls (typing into the user's terminal)" },
+	{ .pk_name = "linux.seccomp.deny_socket_families", .pk_type = POLICY_BOOL,
+	  .pk_default = "true",
+	  .pk_help = "deny sockets other than UNIX, INET, INET6 and NETLINK (AF_VSOCK ...)" },
 	{ .pk_name = "linux.landlock.mode", .pk_type = POLICY_ENUM,
-	  .pk_values = policy_landlock_modes, .pk_default = "\"off\"",
-	  .pk_help = "Landlock: required fails closed without it, best_effort uses it if present" },
+	  .pk_values = policy_landlock_modes, .pk_derive = policy_derive_landlock_mode,
+	  .pk_help = "Landlock: required fails closed without it, best_effort uses it if "
+	  "present; unset: required where the kernel has it" },
+	{ .pk_name = "linux.landlock.default_paths", .pk_type = POLICY_BOOL,
+	  .pk_default = "true",
+	  .pk_help = "start from the defaults: read everywhere, write the workspace, /tmp, "
+	  "caches" },
 	{ .pk_name = "linux.landlock.read_only", .pk_type = POLICY_PATHS, .pk_default = "[]",
 	  .pk_help = "absolute paths the agent may read" },
 	{ .pk_name = "linux.landlock.read_write", .pk_type = POLICY_PATHS, .pk_default = "[]",
 	  .pk_help = "absolute paths the agent may read and write" },
+	{ .pk_name = "linux.mount_view.mode", .pk_type = POLICY_ENUM,
+	  .pk_values = policy_landlock_modes, .pk_default = "\"required\"",
+	  .pk_help = "private mount view: runtime dirs, credentials and /tmp hidden, "
+	  "$GENSEE_HOME read-only" },
+	{ .pk_name = "linux.mount_view.hide", .pk_type = POLICY_PATHS, .pk_default = "[]",
+	  .pk_help = "more absolute paths the mount view hides" },
+	{ .pk_name = "linux.unix_sockets.allow", .pk_type = POLICY_PATHS, .pk_default = "[]",
+	  .pk_help = "Unix sockets the mount view lets through (an ssh-agent, docker.sock)" },
 	{ .pk_name = "linux.fanotify.enabled", .pk_type = POLICY_BOOL, .pk_default = "false",
 	  .pk_help = "fanotify sensitive-path enforcement (needs root)" },
 	{ .pk_name = "linux.fanotify.paths", .pk_type = POLICY_PATTERNS, .pk_default = "[]",
@@ -549,6 +575,22 @@ policy_derive_network_mode(struct json_object *policy)
 	    policy_list_length(policy, "linux.network.deny") > 0;
 
 	return json_object_new_string(deny_only ? "monitor" : "allowlist");
+}
+
+/*
+ * Unset linux.landlock.mode: what landlock_plan_build() uses, required
+ * where this kernel has Landlock, else best_effort (paths of its own in
+ * the section mean required, as they always did).
+ */
+static struct json_object *
+policy_derive_landlock_mode(struct json_object *policy)
+{
+	const char *why = NULL;
+	int lists = policy_list_length(policy, "linux.landlock.read_only") > 0 ||
+	    policy_list_length(policy, "linux.landlock.read_write") > 0;
+
+	return json_object_new_string(lists || landlock_abi(&why) > 0 ? "required" :
+	    "best_effort");
 }
 
 struct json_object *

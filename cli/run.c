@@ -9,12 +9,20 @@
  * unsupervised fallback.
  *
  * With --sandbox linux the child also confines itself just before exec
- * (seccomp, Landlock: see run_confine), from a plan the launcher builds
- * before it forks; if any of it fails the command does not run.
+ * (a private mount view, Landlock, seccomp: see run_confine), from a plan
+ * the launcher builds before it forks; if any of it fails the command does
+ * not run.
+ *
+ * The launcher itself is outside the operation (no cgroup, no filter), so
+ * it must not be reachable from the agent it launches: it is non-dumpable
+ * for its whole life, which keeps processes of the same uid from ptrace,
+ * /proc/PID/mem and pidfd_getfd on it, and the agent's Landlock domain
+ * cannot signal or ptrace it either.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -23,6 +31,7 @@
 #include <linux/close_range.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -34,6 +43,7 @@
 #include "cli.h"
 #include "client.h"
 #include "landlock.h"
+#include "mountview.h"
 #include "netspec.h"
 #include "proc.h"
 #include "schema.h"
@@ -69,6 +79,7 @@ struct run_status {
 
 /* The host controls of a sandboxed run, planned before the fork. */
 struct run_controls {
+	struct mountview_plan rc_mountview;
 	struct seccomp_profile rc_seccomp;
 	struct landlock_plan rc_landlock;
 };
@@ -97,11 +108,14 @@ run_child_fail(int status_fd, const char *reason)
 
 /*
  * In the held child, just before exec: apply the planned host controls.
- * Files first (the Landlock rules open their paths), then no_new_privs,
- * which lets an unprivileged process install both and keeps a setuid exec
- * from gaining privileges the filters were not written for, then Landlock,
- * and seccomp last so that nothing this setup needs is refused. On failure
- * the caller never execs: nothing runs with less confinement than asked.
+ * The mount view first (its mounts need the user namespace's capabilities
+ * and are what the Landlock rules must name: the private /tmp, not the
+ * host's), then the Landlock rules (which open their paths), then
+ * no_new_privs, which lets an unprivileged process install both and keeps
+ * a setuid exec from gaining privileges the filters were not written for,
+ * then Landlock, and seccomp last so that nothing this setup needs is
+ * refused. On failure the caller never execs: nothing runs with less
+ * confinement than asked.
  */
 static int
 run_confine(const struct run_controls *ctl, char **cause)
@@ -110,10 +124,21 @@ run_confine(const struct run_controls *ctl, char **cause)
 	struct json_object *warnings;
 	int rfd;
 
-	if (!ctl->rc_seccomp.sp_enabled && !lp->lp_apply)
+	if (!ctl->rc_seccomp.sp_enabled && !lp->lp_apply && !ctl->rc_mountview.mv_apply)
 		return 0;
 	warnings = json_object_new_array();
-	if (landlock_plan_prepare(lp, &rfd, warnings, cause) != 0) {
+	/*
+	 * The child inherited the launcher's non-dumpable flag, which makes
+	 * its /proc/self files root's: it could not write its own uid_map. It
+	 * becomes dumpable again at exec in any case.
+	 */
+	if (ctl->rc_mountview.mv_apply && prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) != 0) {
+		util_cause(cause, "prctl(PR_SET_DUMPABLE): %s", strerror(errno));
+		json_object_put(warnings);
+		return -1;
+	}
+	if (mountview_apply(&ctl->rc_mountview, warnings, cause) != 0 ||
+	    landlock_plan_prepare(lp, &rfd, warnings, cause) != 0) {
 		json_object_put(warnings);
 		return -1;
 	}
@@ -205,7 +230,8 @@ run_usage(void)
 	    "                  [--allow-net CIDR[,PROTO[,PORTS]]]... [--deny-net ...]...\n"
 	    "                  [--deny-all] [--monitor] [--lease-scope ...]... [--max-lease-ttl S]\n"
 	    "                  [--network-config FILE] [--linux-seccomp | --no-linux-seccomp]\n"
-	    "                  [--linux-landlock-ro PATH]... [--linux-landlock-rw PATH]...]\n"
+	    "                  [--linux-landlock-ro PATH]... [--linux-landlock-rw PATH]...\n"
+	    "                  [--allow-unix SOCKET]...]\n"
 	    "                  -- CMD [ARGS...]\n"
 	    "       gensee run network inspect|event|revoke ... (see gensee run network --help)\n"
 	    "       gensee run fault (--socket PATH | --operation ID) --fault FILE\n");
@@ -217,16 +243,52 @@ run_usage(void)
  * command line. Errors here stop the run before anything starts.
  */
 static int
-run_plan(struct json_object *policy, int seccomp_force, const struct landlock_opts *llo,
-    struct run_controls *ctl, char **cause)
+run_plan(struct json_object *policy, int seccomp_force, struct landlock_opts *llo,
+    struct mountview_opts *mvo, struct run_controls *ctl, char **cause)
 {
-	const char *why = NULL;
+	const char *why = NULL, *home = getenv("HOME"), *gh = getenv("GENSEE_HOME");
+	static char cwd[PATH_MAX], ghome[PATH_MAX];
 	int abi = landlock_abi(&why);
 
-	if (seccomp_profile_build(policy, seccomp_force, &ctl->rc_seccomp, cause) != 0)
+	/* The workspace is the run's directory; $GENSEE_HOME holds the policy. */
+	if (getcwd(cwd, sizeof(cwd)) == NULL) {
+		util_cause(cause, "getcwd: %s", strerror(errno));
 		return -1;
+	}
+	if (gh != NULL && gh[0] != '\0')
+		util_strlcpy(ghome, gh, sizeof(ghome));
+	else if (home != NULL && home[0] == '/')
+		snprintf(ghome, sizeof(ghome), "%s/.gensee", home);
+	else
+		ghome[0] = '\0';
+	/*
+	 * A missing $GENSEE_HOME is made now (0700), so that the agent finds
+	 * it read-only rather than creating a policy of its own there.
+	 */
+	if (ghome[0] != '\0' && mkdir(ghome, 0700) != 0 && errno != EEXIST && errno != ENOENT &&
+	    errno != EACCES && errno != EROFS) {
+		util_cause(cause, "%s: %s", ghome, strerror(errno));
+		return -1;
+	}
+	llo->lo_workspace = cwd;
+	llo->lo_home = home;
+	llo->lo_tmpdir = getenv("TMPDIR");
+	mvo->mo_home = home;
+	mvo->mo_gensee_home = ghome[0] != '\0' ? ghome : NULL;
+	mvo->mo_workspace = cwd;
+	mvo->mo_runtime_dir = client_runtime_dir();
+	mvo->mo_xdg_runtime_dir = getenv("XDG_RUNTIME_DIR");
+	mvo->mo_uid = getuid();
+	mvo->mo_gid = getgid();
+	if (mountview_plan_build(policy, mvo, &ctl->rc_mountview, cause) != 0)
+		return -1;
+	if (seccomp_profile_build(policy, seccomp_force, &ctl->rc_seccomp, cause) != 0) {
+		mountview_plan_free(&ctl->rc_mountview);
+		return -1;
+	}
 	if (landlock_plan_build(policy, llo, abi, why, &ctl->rc_landlock, cause) != 0) {
 		seccomp_profile_free(&ctl->rc_seccomp);
+		mountview_plan_free(&ctl->rc_mountview);
 		return -1;
 	}
 	return 0;
@@ -236,6 +298,7 @@ run_plan(struct json_object *policy, int seccomp_force, const struct landlock_op
 static void
 run_controls_free(struct run_controls *ctl)
 {
+	mountview_plan_free(&ctl->rc_mountview);
 	seccomp_profile_free(&ctl->rc_seccomp);
 	landlock_plan_free(&ctl->rc_landlock);
 }
@@ -248,6 +311,7 @@ run_host_controls(const struct run_controls *ctl)
 
 	json_object_object_add(o, "seccomp", seccomp_profile_record(&ctl->rc_seccomp));
 	json_object_object_add(o, "landlock", landlock_plan_record(&ctl->rc_landlock));
+	json_object_object_add(o, "mount_view", mountview_plan_record(&ctl->rc_mountview));
 	return o;
 }
 
@@ -350,6 +414,7 @@ cmd_run(int argc, char **argv)
 		{ "no-linux-seccomp", no_argument, NULL, 'l' },
 		{ "linux-landlock-ro", required_argument, NULL, 'R' },
 		{ "linux-landlock-rw", required_argument, NULL, 'W' },
+		{ "allow-unix", required_argument, NULL, 'U' },
 		{ NULL, 0, NULL, 0 },
 	};
 	int64_t timeout = 0;
@@ -358,6 +423,7 @@ cmd_run(int argc, char **argv)
 	const char *netconfig = NULL;
 	struct netspec_opts nso;
 	struct landlock_opts llo;
+	struct mountview_opts mvo;
 	struct run_controls ctl;
 	struct json_object *netspec = NULL, *hostctl = NULL;
 
@@ -367,12 +433,23 @@ cmd_run(int argc, char **argv)
 		return cmd_run_fault(argc - 1, argv + 1);
 	netspec_opts_init(&nso);
 	memset(&llo, 0, sizeof(llo));
+	memset(&mvo, 0, sizeof(mvo));
 	struct proc_stat ps;
 	struct client_error err;
 	struct json_object *params, *res = NULL;
 	char opid[128];
 	pid_t child;
 
+	/*
+	 * Threat: the agent writes code into its launcher through
+	 * /proc/PPID/mem (same uid, no Yama), or takes its sockets with
+	 * pidfd_getfd; that code would run outside the cgroup and every
+	 * filter. Non-dumpable, only CAP_SYS_PTRACE reaches it.
+	 */
+	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) {
+		perror("gensee run: prctl(PR_SET_DUMPABLE)");
+		return RUN_EXIT_GENSEE;
+	}
 	optind = 1;
 	while ((ch = getopt_long(argc, argv, "+", longopts, &idx)) != -1) {
 		switch (ch) {
@@ -424,6 +501,15 @@ cmd_run(int argc, char **argv)
 			host_opts = 1;
 			break;
 		}
+		case 'U':
+			if (mvo.mo_nallow_unix == nitems(mvo.mo_allow_unix) || optarg[0] != '/') {
+				fprintf(stderr, "gensee run: --allow-unix: expected an absolute "
+				    "path (at most %zu)\n", nitems(mvo.mo_allow_unix));
+				return 2;
+			}
+			mvo.mo_allow_unix[mvo.mo_nallow_unix++] = optarg;
+			host_opts = 1;
+			break;
 		case 't':
 			if (util_parse_i64(optarg, 1, 7 * 24 * 3600, &timeout) != 0) {
 				fprintf(stderr, "gensee run: --timeout: expected 1..604800 seconds\n");
@@ -446,8 +532,8 @@ cmd_run(int argc, char **argv)
 	}
 	struct json_object *fanspec = NULL;
 	if (host_opts && !sandbox) {
-		fprintf(stderr, "gensee run: --linux-seccomp, --no-linux-seccomp and "
-		    "--linux-landlock-ro/-rw need --sandbox linux\n");
+		fprintf(stderr, "gensee run: --linux-seccomp, --no-linux-seccomp, "
+		    "--linux-landlock-ro/-rw and --allow-unix need --sandbox linux\n");
 		return 2;
 	}
 	if (sandbox) {
@@ -465,7 +551,7 @@ cmd_run(int argc, char **argv)
 			fanspec = fanspec_build(policy, fanotify, &cause);
 		/* --sandbox linux without enforcement would be a lie: refuse. */
 		if (policy == NULL || (netconfig == NULL && netspec == NULL) || fanspec == NULL ||
-		    run_plan(policy, seccomp_force, &llo, &ctl, &cause) != 0) {
+		    run_plan(policy, seccomp_force, &llo, &mvo, &ctl, &cause) != 0) {
 			json_object_put(fanspec);
 			fprintf(stderr, "gensee run: %s\n", cause);
 			free(cause);
@@ -476,8 +562,13 @@ cmd_run(int argc, char **argv)
 		json_object_put(policy);
 		struct json_object *skipped = ctl.rc_landlock.lp_skipped;
 		for (size_t i = 0; i < json_object_array_length(skipped); i++)
-			fprintf(stderr, "gensee run: warning: landlock: best_effort: not applied: "
-			    "%s\n", json_object_get_string(json_object_array_get_idx(skipped, i)));
+			fprintf(stderr, "gensee run: warning: landlock: %s: not applied: %s\n",
+			    landlock_mode_name(ctl.rc_landlock.lp_mode),
+			    json_object_get_string(json_object_array_get_idx(skipped, i)));
+		skipped = ctl.rc_mountview.mv_skipped;
+		for (size_t i = 0; i < json_object_array_length(skipped); i++)
+			fprintf(stderr, "gensee run: warning: mount view: not applied: %s\n",
+			    json_object_get_string(json_object_array_get_idx(skipped, i)));
 		hostctl = run_host_controls(&ctl);
 	}
 

@@ -48,6 +48,25 @@ static const struct schema_field landlock_fields[] = {
 	{ "mode", SCHEMA_STRING, 0, 1, 32, 0 },
 	{ "read_only", SCHEMA_STRING_ARRAY, 0, 0, LANDLOCK_PLAN_MAX_PATHS, PATH_MAX - 1 },
 	{ "read_write", SCHEMA_STRING_ARRAY, 0, 0, LANDLOCK_PLAN_MAX_PATHS, PATH_MAX - 1 },
+	{ "default_paths", SCHEMA_BOOL, 0, 0, 0, 0 },
+};
+
+/*
+ * The default lists (Codex's workspace-write, and more): the toolchain
+ * reads everywhere (credentials and the user's sockets are hidden by the
+ * mount view, not here); the agent writes its workspace, the private /tmp,
+ * $TMPDIR, the caches package managers fill, and the devices every shell
+ * opens for writing. Everything else, ~/.bashrc and ~/.gensee among it,
+ * is read-only.
+ */
+static const char *const landlock_default_ro[] = { "/" };
+static const char *const landlock_default_rw[] = {
+	"/tmp", "/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/ptmx", "/dev/pts",
+	"/dev/shm",
+};
+static const char *const landlock_default_caches[] = {
+	".cache", ".npm", ".cargo/registry", ".cargo/git", "go/pkg/mod", ".m2/repository",
+	".gradle/caches",
 };
 
 /* Ask the kernel for its Landlock ABI version. */
@@ -122,7 +141,8 @@ landlock_skip(struct landlock_plan *lp, const char *what, const char *path, cons
 
 /* Check one path and add it to the plan (or to lp_skipped). */
 static int
-landlock_plan_add(struct landlock_plan *lp, const char *path, int write, char **cause)
+landlock_plan_add(struct landlock_plan *lp, const char *path, int write, int optional,
+    char **cause)
 {
 	const char *what = write ? "read_write" : "read_only";
 	struct stat st;
@@ -140,6 +160,8 @@ landlock_plan_add(struct landlock_plan *lp, const char *path, int write, char **
 		int e = errno;
 		if (fd >= 0)
 			close(fd);
+		if (optional)
+			return 0;
 		if (lp->lp_mode == LANDLOCK_PLAN_REQUIRED) {
 			util_cause(cause, "landlock: required, but %s path %s: %s", what, path,
 			    strerror(e));
@@ -156,6 +178,7 @@ landlock_plan_add(struct landlock_plan *lp, const char *path, int write, char **
 	}
 	p->lpp_write = write;
 	p->lpp_dir = S_ISDIR(st.st_mode);
+	p->lpp_optional = optional;
 	lp->lp_npaths++;
 	return 0;
 }
@@ -170,6 +193,8 @@ landlock_parse(struct json_object *policy, struct landlock_plan *lp, struct json
 	const char *mode;
 
 	*ro = *rw = NULL;
+	lp->lp_mode_default = 1;
+	lp->lp_default_paths = 1;
 	if (policy == NULL || (linux_ = schema_child(policy, "linux")) == NULL)
 		return 0;
 	if (!json_object_is_type(linux_, json_type_object)) {
@@ -184,6 +209,7 @@ landlock_parse(struct json_object *policy, struct landlock_plan *lp, struct json
 	}
 	*ro = schema_child(ll, "read_only");
 	*rw = schema_child(ll, "read_write");
+	lp->lp_default_paths = schema_bool(ll, "default_paths", 1);
 	/* Relative paths would depend on where gensee happens to be started. */
 	for (int w = 0; w < 2; w++) {
 		struct json_object *a = w ? *rw : *ro;
@@ -197,7 +223,12 @@ landlock_parse(struct json_object *policy, struct landlock_plan *lp, struct json
 		}
 	}
 	/* A section that lists paths means them: no mode is required mode. */
-	if ((mode = schema_string(ll, "mode")) == NULL || strcmp(mode, "required") == 0)
+	mode = schema_string(ll, "mode");
+	if (mode == NULL && (*ro == NULL || json_object_array_length(*ro) == 0) &&
+	    (*rw == NULL || json_object_array_length(*rw) == 0))
+		return 0;	/* no paths of its own: the default mode */
+	lp->lp_mode_default = 0;
+	if (mode == NULL || strcmp(mode, "required") == 0)
 		lp->lp_mode = LANDLOCK_PLAN_REQUIRED;
 	else if (strcmp(mode, "best_effort") == 0)
 		lp->lp_mode = LANDLOCK_PLAN_BEST_EFFORT;
@@ -207,6 +238,38 @@ landlock_parse(struct json_object *policy, struct landlock_plan *lp, struct json
 		util_cause(cause, "policy: linux.landlock.mode: expected required, best_effort or "
 		    "off, not %s", mode);
 		return -1;
+	}
+	return 0;
+}
+
+/* Add the default lists to the plan. */
+static int
+landlock_plan_defaults(struct landlock_plan *lp, const struct landlock_opts *o, char **cause)
+{
+	char path[PATH_MAX];
+
+	for (size_t i = 0; i < nitems(landlock_default_ro); i++)
+		if (landlock_plan_add(lp, landlock_default_ro[i], 0, 1, cause) != 0)
+			return -1;
+	for (size_t i = 0; i < nitems(landlock_default_rw); i++)
+		if (landlock_plan_add(lp, landlock_default_rw[i], 1, 1, cause) != 0)
+			return -1;
+	/* A run started in / would otherwise make the whole host writable. */
+	if (o != NULL && o->lo_workspace != NULL) {
+		if (realpath(o->lo_workspace, path) != NULL && strcmp(path, "/") == 0)
+			landlock_skip(lp, "workspace", "/", "the root directory is never made "
+			    "writable; start the run in a project directory");
+		else if (landlock_plan_add(lp, o->lo_workspace, 1, 1, cause) != 0)
+			return -1;
+	}
+	if (o != NULL && o->lo_tmpdir != NULL && o->lo_tmpdir[0] == '/' &&
+	    landlock_plan_add(lp, o->lo_tmpdir, 1, 1, cause) != 0)
+		return -1;
+	for (size_t i = 0; o != NULL && o->lo_home != NULL && o->lo_home[0] == '/' &&
+	    i < nitems(landlock_default_caches); i++) {
+		snprintf(path, sizeof(path), "%s/%s", o->lo_home, landlock_default_caches[i]);
+		if (landlock_plan_add(lp, path, 1, 1, cause) != 0)
+			return -1;
 	}
 	return 0;
 }
@@ -224,10 +287,15 @@ landlock_plan_build(struct json_object *policy, const struct landlock_opts *o, i
 	lp->lp_skipped = json_object_new_array();
 	if (landlock_parse(policy, lp, &ro, &rw, cause) != 0)
 		goto fail;
+	/* On by default: required where the kernel has it, best effort where not. */
+	if (lp->lp_mode_default)
+		lp->lp_mode = abi > 0 ? LANDLOCK_PLAN_REQUIRED : LANDLOCK_PLAN_BEST_EFFORT;
 	/* Paths on the command line ask for Landlock, even over mode "off". */
 	if (o != NULL && (o->lo_nro > 0 || o->lo_nrw > 0) &&
-	    lp->lp_mode != LANDLOCK_PLAN_BEST_EFFORT)
+	    lp->lp_mode != LANDLOCK_PLAN_BEST_EFFORT) {
 		lp->lp_mode = LANDLOCK_PLAN_REQUIRED;
+		lp->lp_mode_default = 0;
+	}
 	if (lp->lp_mode == LANDLOCK_PLAN_OFF)
 		return 0;
 	if (abi <= 0) {
@@ -239,19 +307,34 @@ landlock_plan_build(struct json_object *policy, const struct landlock_opts *o, i
 		return 0;
 	}
 	lp->lp_handled = landlock_handled_access(abi);
+	/*
+	 * Scopes: an agent cannot signal processes outside its sandbox (its
+	 * launcher, the user's shell) nor connect to abstract Unix sockets
+	 * they made (X11, D-Bus, tmux-like servers), which have no path for
+	 * the mount view to hide. ptrace of processes outside the sandbox
+	 * (and so /proc/PID/mem, pidfd_getfd) is refused by Landlock at every
+	 * ABI.
+	 */
+	if (abi >= 6)
+		lp->lp_scoped = LANDLOCK_PLAN_SCOPE_ABSTRACT_UNIX | LANDLOCK_PLAN_SCOPE_SIGNAL;
+	else
+		landlock_skip(lp, "scopes", NULL, "signal and abstract-socket scoping need "
+		    "Landlock ABI 6");
+	if (lp->lp_default_paths && landlock_plan_defaults(lp, o, cause) != 0)
+		goto fail;
 	for (size_t i = 0; ro != NULL && i < json_object_array_length(ro); i++)
 		if (landlock_plan_add(lp, json_object_get_string(json_object_array_get_idx(ro, i)),
-		    0, cause) != 0)
+		    0, 0, cause) != 0)
 			goto fail;
 	for (size_t i = 0; rw != NULL && i < json_object_array_length(rw); i++)
 		if (landlock_plan_add(lp, json_object_get_string(json_object_array_get_idx(rw, i)),
-		    1, cause) != 0)
+		    1, 0, cause) != 0)
 			goto fail;
 	for (size_t i = 0; o != NULL && i < o->lo_nro; i++)
-		if (landlock_plan_add(lp, o->lo_ro[i], 0, cause) != 0)
+		if (landlock_plan_add(lp, o->lo_ro[i], 0, 0, cause) != 0)
 			goto fail;
 	for (size_t i = 0; o != NULL && i < o->lo_nrw; i++)
-		if (landlock_plan_add(lp, o->lo_rw[i], 1, cause) != 0)
+		if (landlock_plan_add(lp, o->lo_rw[i], 1, 0, cause) != 0)
 			goto fail;
 	lp->lp_apply = 1;
 	return 0;
@@ -306,7 +389,13 @@ int
 landlock_plan_prepare(const struct landlock_plan *lp, int *rfd, struct json_object *warnings,
     char **cause)
 {
-	struct landlock_ruleset_attr attr;
+	/* The ABI 6 layout; older uapi headers stop at handled_access_fs. */
+	struct {
+		uint64_t handled_access_fs;
+		uint64_t handled_access_net;	/* ABI 4; 0: the network is nftables' */
+		uint64_t scoped;		/* ABI 6 */
+	} attr;
+	size_t attr_size = lp->lp_abi >= 6 ? sizeof(attr) : sizeof(attr.handled_access_fs);
 	int r, e;
 
 	*rfd = -1;
@@ -314,7 +403,8 @@ landlock_plan_prepare(const struct landlock_plan *lp, int *rfd, struct json_obje
 		return 0;
 	memset(&attr, 0, sizeof(attr));
 	attr.handled_access_fs = lp->lp_handled;
-	r = (int)syscall(SYS_landlock_create_ruleset, &attr, sizeof(attr), 0);
+	attr.scoped = lp->lp_scoped;
+	r = (int)syscall(SYS_landlock_create_ruleset, &attr, attr_size, 0);
 	if (r < 0) {
 		util_cause(cause, "landlock: landlock_create_ruleset: %s", strerror(errno));
 		return -1;
@@ -323,7 +413,7 @@ landlock_plan_prepare(const struct landlock_plan *lp, int *rfd, struct json_obje
 		const struct landlock_plan_path *p = &lp->lp_paths[i];
 		const char *what = p->lpp_write ? "read_write" : "read_only";
 
-		if ((e = landlock_rule_add(r, lp, p)) == 0)
+		if ((e = landlock_rule_add(r, lp, p)) == 0 || (p->lpp_optional && e == ENOENT))
 			continue;
 		if (lp->lp_mode == LANDLOCK_PLAN_REQUIRED) {
 			util_cause(cause, "landlock: required, but %s path %s: %s", what,
@@ -364,8 +454,19 @@ landlock_plan_record(const struct landlock_plan *lp)
 	for (size_t i = 0; i < lp->lp_npaths; i++)
 		json_object_array_add(lp->lp_paths[i].lpp_write ? rw : ro,
 		    json_object_new_string(lp->lp_paths[i].lpp_path));
+	struct json_object *scoped = json_object_new_array();
+
+	if (lp->lp_scoped & LANDLOCK_PLAN_SCOPE_ABSTRACT_UNIX)
+		json_object_array_add(scoped, json_object_new_string("abstract_unix_socket"));
+	if (lp->lp_scoped & LANDLOCK_PLAN_SCOPE_SIGNAL)
+		json_object_array_add(scoped, json_object_new_string("signal"));
 	json_object_object_add(o, "mode", json_object_new_string(landlock_mode_name(lp->lp_mode)));
+	json_object_object_add(o, "mode_source", json_object_new_string(lp->lp_mode_default ?
+	    "default" : "policy"));
 	json_object_object_add(o, "abi", json_object_new_int(lp->lp_abi));
+	json_object_object_add(o, "default_paths", json_object_new_boolean(lp->lp_apply &&
+	    lp->lp_default_paths));
+	json_object_object_add(o, "scoped", scoped);
 	json_object_object_add(o, "applied", json_object_new_boolean(lp->lp_apply));
 	json_object_object_add(o, "read_only", ro);
 	json_object_object_add(o, "read_write", rw);

@@ -22,25 +22,39 @@ enum landlock_plan_mode {
 
 #define LANDLOCK_PLAN_MAX_PATHS 256
 
-/* Paths from the command line (--linux-landlock-ro/-rw), borrowed. */
+/*
+ * Paths from the command line (--linux-landlock-ro/-rw) and what the
+ * default lists are made of, borrowed (NULL when unknown).
+ */
 struct landlock_opts {
 	const char *lo_ro[LANDLOCK_PLAN_MAX_PATHS];
 	size_t lo_nro;
 	const char *lo_rw[LANDLOCK_PLAN_MAX_PATHS];
 	size_t lo_nrw;
+	const char *lo_workspace;	/* the run's directory: writable */
+	const char *lo_home;		/* $HOME: its caches are writable */
+	const char *lo_tmpdir;		/* $TMPDIR: writable */
 };
 
 struct landlock_plan_path {
 	char *lpp_path;
 	int lpp_write;		/* a read_write entry */
 	int lpp_dir;		/* a directory when planned */
+	int lpp_optional;	/* a default path: skipped quietly when missing */
 };
+
+/* Landlock scopes (ABI 6), in ruleset_attr.scoped; stable ABI values. */
+#define LANDLOCK_PLAN_SCOPE_ABSTRACT_UNIX (1ULL << 0)
+#define LANDLOCK_PLAN_SCOPE_SIGNAL (1ULL << 1)
 
 struct landlock_plan {
 	enum landlock_plan_mode lp_mode;
 	int lp_abi;		/* the kernel's ABI, 0 when it has no Landlock */
 	int lp_apply;		/* the child restricts itself */
+	int lp_mode_default;	/* no policy or option chose the mode */
+	int lp_default_paths;	/* the built-in lists are in lp_paths */
 	uint64_t lp_handled;	/* handled_access_fs at lp_abi */
+	uint64_t lp_scoped;	/* LANDLOCK_PLAN_SCOPE_* at lp_abi */
 	struct landlock_plan_path lp_paths[2 * LANDLOCK_PLAN_MAX_PATHS];
 	size_t lp_npaths;
 	struct json_object *lp_skipped;	/* strings: what was not applied, and why */
@@ -60,11 +74,16 @@ const char *landlock_mode_name(enum landlock_plan_mode m);
 /*
  * Build the plan from linux.landlock of policy and the command line paths.
  * abi and abi_why are landlock_abi()'s answer (a parameter so that tests
- * can stand in for a kernel without Landlock). Landlock is planned when the
- * policy has linux.landlock with a mode other than "off", or when the
- * command line gives paths (mode required unless the policy says
- * best_effort). In required mode a missing Landlock or a path that cannot
- * be opened is an error; in best_effort mode it is appended to lp_skipped.
+ * can stand in for a kernel without Landlock). Landlock is on unless the
+ * policy says mode "off": with no mode anywhere it is required where the
+ * kernel has Landlock and best_effort where it has not; a section that
+ * lists paths, and paths on the command line, mean required unless the
+ * policy says best_effort. Unless linux.landlock.default_paths is false
+ * the lists start with the defaults: read everywhere, write the workspace,
+ * /tmp, $TMPDIR, the usual caches and /dev/null and friends. In required
+ * mode a missing Landlock or a listed path that cannot be opened is an
+ * error; in best_effort mode it is appended to lp_skipped. A missing
+ * default path is skipped either way.
  */
 int landlock_plan_build(struct json_object *policy, const struct landlock_opts *o, int abi,
     const char *abi_why, struct landlock_plan *lp, char **cause);

@@ -1,27 +1,41 @@
 /*
  * seccomp.c: the default hard-deny profile of `gensee run --sandbox linux`.
  *
- * The profile allows every syscall except a few families that let an agent
- * escape or blind the rest of the supervision (seed 003): reading or
- * steering other processes of the same user (ptrace, process_vm_*), loading
- * code into the kernel (bpf, modules), and changing its view of the system
- * (mount, the new mount API, unshare, setns). Each is answered with EPERM,
- * so tools fail with an error instead of dying. Process creation stays
- * allowed, since without it no developer tool works; clone only loses the
- * flags that would create namespaces (see seccomp_profile_default).
+ * The profile allows every syscall except the families that let an agent
+ * escape or blind the rest of the supervision (seed 003, issue 9): reading
+ * or steering other processes of the same user (ptrace, process_vm_*,
+ * pidfd_getfd, kcmp, perf_event_open), loading code into the kernel (bpf,
+ * modules), changing its view of the system (mount, the new mount API,
+ * unshare, setns, namespace flags of clone), kernel interfaces that
+ * container runtimes keep from untrusted code (io_uring, userfaultfd, the
+ * keyrings, modify_ldt, file handles, unusual personalities), pushing input
+ * into the user's terminal (TIOCSTI, TIOCLINUX), and socket families that
+ * netfilter does not see (AF_VSOCK and everything else but UNIX, INET,
+ * INET6 and NETLINK). Each is answered with EPERM, so tools fail with an
+ * error instead of dying. Process creation stays allowed, since without it
+ * no developer tool works. docs/threat-model.md says why each is there.
  *
  * Only the native syscall ABI is in the filter, and the bad-arch action
  * kills the process: a 64-bit process can still enter the kernel through
  * the i386 (int $0x80) or x32 (__X32_SYSCALL_BIT) tables, where syscall
  * numbers differ and no rule of ours would match. libseccomp routes x32
  * numbers on an x86_64 filter to the bad-arch action as well.
+ *
+ * Arguments the kernel reads as 32-bit ints (ioctl's request, socket's
+ * family, personality) are compared on their low 32 bits, or refused
+ * outright when the upper half is set: an exact 64-bit comparison would
+ * let 0x100005412 through while the kernel runs TIOCSTI (bubblewrap's
+ * CVE-2017-5226 follow-up).
  */
 #include <errno.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/personality.h>
+#include <sys/socket.h>
 #include <sys/utsname.h>
+#include <sys/ioctl.h>
 
 #include <json-c/json.h>
 
@@ -37,8 +51,34 @@
 #define SECCOMP_PROFILE_CLONE_FLAGS 0
 #endif
 
+#define SECCOMP_ALWAYS(name, err, key) { name, err, SECCOMP_WHEN_ALWAYS, 0, NULL, NULL, 0, 0, key }
 #define SECCOMP_PROFILE_CLONE_NS(flag) \
-	{ "clone", EPERM, flag, #flag, SECCOMP_PROFILE_CLONE_FLAGS, SECCOMP_PROFILE_MOUNT_NS }
+	{ "clone", EPERM, SECCOMP_WHEN_FLAG, flag, #flag, NULL, 0, SECCOMP_PROFILE_CLONE_FLAGS, \
+	  SECCOMP_PROFILE_MOUNT_NS }
+#define SECCOMP_IOCTL(req) \
+	{ "ioctl", EPERM, SECCOMP_WHEN_EQ32, req, #req, NULL, 0, 1, SECCOMP_PROFILE_TERMINAL }
+#define SECCOMP_NOT_IN(name, arg, set, setname, key) \
+	{ name, EPERM, SECCOMP_WHEN_NOT_IN, 0, setname, set, nitems(set), arg, key }
+
+/*
+ * personality(2) values a tool may set or ask for (Docker's list): Linux,
+ * 32-bit Linux, the 2.6-style uname, both, and the query 0xffffffff. Any
+ * other flag (READ_IMPLIES_EXEC, ADDR_NO_RANDOMIZE, MMAP_PAGE_ZERO ...)
+ * weakens the memory protections of what the agent execs next.
+ */
+/* Sorted ascending, as seccomp_rule_not_in needs. */
+static const uint32_t seccomp_personalities[] = {
+	PER_LINUX, PER_LINUX32, UNAME26, UNAME26 | PER_LINUX32, 0xffffffffU,
+};
+
+/*
+ * Socket families an agent keeps. Network enforcement is nftables, which
+ * sees only IP: a family it does not see (AF_VSOCK to the hypervisor,
+ * AF_TIPC, AF_RDS, AF_ALG's crypto code ...) would be a way out or a rarely
+ * audited kernel surface. AF_NETLINK stays for interface and route queries
+ * that resolvers and runtimes make.
+ */
+static const uint32_t seccomp_socket_families[] = { AF_UNIX, AF_INET, AF_INET6, AF_NETLINK };
 
 /*
  * The default profile, in the order it is printed.
@@ -46,7 +86,8 @@
  * Namespaces: a new user namespace hands an unprivileged process a full set
  * of capabilities inside it, which is what makes mount, pivot_root and much
  * of the kernel's rarely audited code reachable; a new mount namespace
- * would let it build a private view of the filesystem. Refusing unshare and
+ * would let it build a private view of the filesystem (the launcher sets up
+ * the agent's own view before this filter is loaded). Refusing unshare and
  * setns is not enough, because clone takes the same CLONE_NEW* flags. clone
  * passes them in a register, so the filter can see them and refuses clone
  * only when one is set (CLONE_NEWTIME shares its bit with the exit signal
@@ -54,27 +95,39 @@
  * struct in user memory, which a seccomp filter cannot read (and the caller
  * could rewrite after the check), so clone3 is answered with ENOSYS: glibc
  * and the other runtimes then fall back to clone, where the flags are seen.
+ *
+ * Other processes: pidfd_getfd copies a socket out of another process of
+ * the user (sockets are matched by the cgroup they were created in, so a
+ * stolen one is not filtered), kcmp and perf_event_open read them.
+ *
+ * io_uring runs socket, open and connect operations in kernel workers
+ * where this filter never sees them; userfaultfd and the keyrings are
+ * frequent kernel exploit primitives; modify_ldt and file handles
+ * (name_to_handle_at, open_by_handle_at) are what Docker refuses too.
  */
 static const struct seccomp_profile_rule seccomp_profile_default[] = {
-	{ "ptrace", EPERM, 0, NULL, 0, SECCOMP_PROFILE_PTRACE },
-	{ "process_vm_readv", EPERM, 0, NULL, 0, SECCOMP_PROFILE_PTRACE },
-	{ "process_vm_writev", EPERM, 0, NULL, 0, SECCOMP_PROFILE_PTRACE },
-	{ "bpf", EPERM, 0, NULL, 0, SECCOMP_PROFILE_BPF },
-	{ "init_module", EPERM, 0, NULL, 0, SECCOMP_PROFILE_MODULES },
-	{ "finit_module", EPERM, 0, NULL, 0, SECCOMP_PROFILE_MODULES },
-	{ "delete_module", EPERM, 0, NULL, 0, SECCOMP_PROFILE_MODULES },
-	{ "mount", EPERM, 0, NULL, 0, SECCOMP_PROFILE_MOUNT_NS },
-	{ "umount2", EPERM, 0, NULL, 0, SECCOMP_PROFILE_MOUNT_NS },
-	{ "pivot_root", EPERM, 0, NULL, 0, SECCOMP_PROFILE_MOUNT_NS },
-	{ "fsopen", EPERM, 0, NULL, 0, SECCOMP_PROFILE_MOUNT_NS },
-	{ "fsconfig", EPERM, 0, NULL, 0, SECCOMP_PROFILE_MOUNT_NS },
-	{ "fsmount", EPERM, 0, NULL, 0, SECCOMP_PROFILE_MOUNT_NS },
-	{ "fspick", EPERM, 0, NULL, 0, SECCOMP_PROFILE_MOUNT_NS },
-	{ "move_mount", EPERM, 0, NULL, 0, SECCOMP_PROFILE_MOUNT_NS },
-	{ "open_tree", EPERM, 0, NULL, 0, SECCOMP_PROFILE_MOUNT_NS },
-	{ "mount_setattr", EPERM, 0, NULL, 0, SECCOMP_PROFILE_MOUNT_NS },
-	{ "unshare", EPERM, 0, NULL, 0, SECCOMP_PROFILE_MOUNT_NS },
-	{ "setns", EPERM, 0, NULL, 0, SECCOMP_PROFILE_MOUNT_NS },
+	SECCOMP_ALWAYS("ptrace", EPERM, SECCOMP_PROFILE_PTRACE),
+	SECCOMP_ALWAYS("process_vm_readv", EPERM, SECCOMP_PROFILE_PTRACE),
+	SECCOMP_ALWAYS("process_vm_writev", EPERM, SECCOMP_PROFILE_PTRACE),
+	SECCOMP_ALWAYS("pidfd_getfd", EPERM, SECCOMP_PROFILE_PTRACE),
+	SECCOMP_ALWAYS("kcmp", EPERM, SECCOMP_PROFILE_PTRACE),
+	SECCOMP_ALWAYS("perf_event_open", EPERM, SECCOMP_PROFILE_PTRACE),
+	SECCOMP_ALWAYS("bpf", EPERM, SECCOMP_PROFILE_BPF),
+	SECCOMP_ALWAYS("init_module", EPERM, SECCOMP_PROFILE_MODULES),
+	SECCOMP_ALWAYS("finit_module", EPERM, SECCOMP_PROFILE_MODULES),
+	SECCOMP_ALWAYS("delete_module", EPERM, SECCOMP_PROFILE_MODULES),
+	SECCOMP_ALWAYS("mount", EPERM, SECCOMP_PROFILE_MOUNT_NS),
+	SECCOMP_ALWAYS("umount2", EPERM, SECCOMP_PROFILE_MOUNT_NS),
+	SECCOMP_ALWAYS("pivot_root", EPERM, SECCOMP_PROFILE_MOUNT_NS),
+	SECCOMP_ALWAYS("fsopen", EPERM, SECCOMP_PROFILE_MOUNT_NS),
+	SECCOMP_ALWAYS("fsconfig", EPERM, SECCOMP_PROFILE_MOUNT_NS),
+	SECCOMP_ALWAYS("fsmount", EPERM, SECCOMP_PROFILE_MOUNT_NS),
+	SECCOMP_ALWAYS("fspick", EPERM, SECCOMP_PROFILE_MOUNT_NS),
+	SECCOMP_ALWAYS("move_mount", EPERM, SECCOMP_PROFILE_MOUNT_NS),
+	SECCOMP_ALWAYS("open_tree", EPERM, SECCOMP_PROFILE_MOUNT_NS),
+	SECCOMP_ALWAYS("mount_setattr", EPERM, SECCOMP_PROFILE_MOUNT_NS),
+	SECCOMP_ALWAYS("unshare", EPERM, SECCOMP_PROFILE_MOUNT_NS),
+	SECCOMP_ALWAYS("setns", EPERM, SECCOMP_PROFILE_MOUNT_NS),
 	SECCOMP_PROFILE_CLONE_NS(CLONE_NEWNS),
 	SECCOMP_PROFILE_CLONE_NS(CLONE_NEWCGROUP),
 	SECCOMP_PROFILE_CLONE_NS(CLONE_NEWUTS),
@@ -82,7 +135,26 @@ static const struct seccomp_profile_rule seccomp_profile_default[] = {
 	SECCOMP_PROFILE_CLONE_NS(CLONE_NEWUSER),
 	SECCOMP_PROFILE_CLONE_NS(CLONE_NEWPID),
 	SECCOMP_PROFILE_CLONE_NS(CLONE_NEWNET),
-	{ "clone3", ENOSYS, 0, NULL, 0, SECCOMP_PROFILE_MOUNT_NS },
+	SECCOMP_ALWAYS("clone3", ENOSYS, SECCOMP_PROFILE_MOUNT_NS),
+	SECCOMP_ALWAYS("io_uring_setup", EPERM, SECCOMP_PROFILE_KERNEL_SURFACE),
+	SECCOMP_ALWAYS("io_uring_enter", EPERM, SECCOMP_PROFILE_KERNEL_SURFACE),
+	SECCOMP_ALWAYS("io_uring_register", EPERM, SECCOMP_PROFILE_KERNEL_SURFACE),
+	SECCOMP_ALWAYS("userfaultfd", EPERM, SECCOMP_PROFILE_KERNEL_SURFACE),
+	SECCOMP_ALWAYS("keyctl", EPERM, SECCOMP_PROFILE_KERNEL_SURFACE),
+	SECCOMP_ALWAYS("add_key", EPERM, SECCOMP_PROFILE_KERNEL_SURFACE),
+	SECCOMP_ALWAYS("request_key", EPERM, SECCOMP_PROFILE_KERNEL_SURFACE),
+	SECCOMP_ALWAYS("modify_ldt", EPERM, SECCOMP_PROFILE_KERNEL_SURFACE),
+	SECCOMP_ALWAYS("name_to_handle_at", EPERM, SECCOMP_PROFILE_KERNEL_SURFACE),
+	SECCOMP_ALWAYS("open_by_handle_at", EPERM, SECCOMP_PROFILE_KERNEL_SURFACE),
+	SECCOMP_NOT_IN("personality", 0, seccomp_personalities,
+	    "PER_LINUX, PER_LINUX32, UNAME26, UNAME26|PER_LINUX32, 0xffffffff",
+	    SECCOMP_PROFILE_KERNEL_SURFACE),
+	SECCOMP_IOCTL(TIOCSTI),
+	SECCOMP_IOCTL(TIOCLINUX),
+	SECCOMP_NOT_IN("socket", 0, seccomp_socket_families,
+	    "AF_UNIX, AF_INET, AF_INET6, AF_NETLINK", SECCOMP_PROFILE_SOCKET_FAMILIES),
+	SECCOMP_NOT_IN("socketpair", 0, seccomp_socket_families,
+	    "AF_UNIX, AF_INET, AF_INET6, AF_NETLINK", SECCOMP_PROFILE_SOCKET_FAMILIES),
 };
 
 /* The linux.seccomp keys, indexed by enum seccomp_profile_key. */
@@ -91,6 +163,9 @@ static const char *const seccomp_profile_keys[SECCOMP_PROFILE_NKEYS] = {
 	"deny_bpf",
 	"deny_kernel_modules",
 	"deny_mount_namespace_changes",
+	"deny_kernel_attack_surface",
+	"deny_terminal_injection",
+	"deny_socket_families",
 };
 
 static const struct schema_field seccomp_profile_fields[] = {
@@ -99,6 +174,9 @@ static const struct schema_field seccomp_profile_fields[] = {
 	{ "deny_bpf", SCHEMA_BOOL, 0, 0, 0, 0 },
 	{ "deny_kernel_modules", SCHEMA_BOOL, 0, 0, 0, 0 },
 	{ "deny_mount_namespace_changes", SCHEMA_BOOL, 0, 0, 0, 0 },
+	{ "deny_kernel_attack_surface", SCHEMA_BOOL, 0, 0, 0, 0 },
+	{ "deny_terminal_injection", SCHEMA_BOOL, 0, 0, 0, 0 },
+	{ "deny_socket_families", SCHEMA_BOOL, 0, 0, 0, 0 },
 };
 
 /* The full policy key of a rule family. */
@@ -114,6 +192,12 @@ seccomp_profile_key_name(enum seccomp_profile_key k)
 		return "linux.seccomp.deny_kernel_modules";
 	case SECCOMP_PROFILE_MOUNT_NS:
 		return "linux.seccomp.deny_mount_namespace_changes";
+	case SECCOMP_PROFILE_KERNEL_SURFACE:
+		return "linux.seccomp.deny_kernel_attack_surface";
+	case SECCOMP_PROFILE_TERMINAL:
+		return "linux.seccomp.deny_terminal_injection";
+	case SECCOMP_PROFILE_SOCKET_FAMILIES:
+		return "linux.seccomp.deny_socket_families";
 	}
 	return "?";
 }
@@ -151,6 +235,53 @@ seccomp_profile_parse(struct json_object *policy, struct seccomp_profile *sp, ch
 	return 0;
 }
 
+/* Add one errno rule, with at most one argument comparison. */
+static int
+seccomp_rule(scmp_filter_ctx ctx, const struct seccomp_profile_rule *r, int nr,
+    enum scmp_compare op, uint64_t a, uint64_t b)
+{
+	uint32_t act = SCMP_ACT_ERRNO((uint16_t)r->spr_errno);
+
+	if (r->spr_when == SECCOMP_WHEN_ALWAYS)
+		return seccomp_rule_add(ctx, act, nr, 0);
+	return seccomp_rule_add(ctx, act, nr, 1, SCMP_CMP(r->spr_arg, op, a, b));
+}
+
+/*
+ * Refuse every value of an argument but the allowed ones. libseccomp takes
+ * one comparison per argument in a rule, so "none of" is written as the
+ * complement: values above 32 bits, then every gap between allowed values
+ * as aligned power-of-two blocks (as a CIDR list covers an address range),
+ * each one masked comparison. Five allowed values cost some sixty rules,
+ * all behind the syscall number, so no other syscall pays for them.
+ */
+static int
+seccomp_rule_not_in(scmp_filter_ctx ctx, const struct seccomp_profile_rule *r, int nr)
+{
+	uint64_t lo = 0;
+	int rc;
+
+	if ((rc = seccomp_rule(ctx, r, nr, SCMP_CMP_GT, 0xffffffffULL, 0)) != 0)
+		return rc;
+	for (size_t i = 0; i <= r->spr_nallowed; i++) {
+		/* The gap before allowed value i (or, at the end, up to 2^32). */
+		uint64_t end = i < r->spr_nallowed ? r->spr_allowed[i] : 0x100000000ULL;
+
+		while (lo < end) {
+			uint64_t size = lo == 0 ? 0x100000000ULL : lo & -lo;
+
+			while (lo + size > end)
+				size >>= 1;
+			rc = seccomp_rule(ctx, r, nr, SCMP_CMP_MASKED_EQ, ~(size - 1), lo);
+			if (rc != 0)
+				return rc;
+			lo += size;
+		}
+		lo = end + 1;
+	}
+	return 0;
+}
+
 /* Compile the selected rules into a libseccomp filter. */
 static int
 seccomp_profile_compile(struct seccomp_profile *sp, char **cause)
@@ -176,11 +307,24 @@ seccomp_profile_compile(struct seccomp_profile *sp, char **cause)
 			util_cause(cause, "seccomp: libseccomp does not know %s", r->spr_syscall);
 			goto fail;
 		}
-		if (r->spr_mask == 0)
-			rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO((uint16_t)r->spr_errno), nr, 0);
-		else
-			rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO((uint16_t)r->spr_errno), nr, 1,
-			    SCMP_CMP(r->spr_arg, SCMP_CMP_MASKED_EQ, r->spr_mask, r->spr_mask));
+		switch (r->spr_when) {
+		case SECCOMP_WHEN_ALWAYS:
+			rc = seccomp_rule(ctx, r, nr, SCMP_CMP_EQ, 0, 0);
+			break;
+		case SECCOMP_WHEN_FLAG:
+			rc = seccomp_rule(ctx, r, nr, SCMP_CMP_MASKED_EQ, r->spr_value,
+			    r->spr_value);
+			break;
+		case SECCOMP_WHEN_EQ32:
+			rc = seccomp_rule(ctx, r, nr, SCMP_CMP_MASKED_EQ, 0xffffffffULL,
+			    r->spr_value);
+			break;
+		case SECCOMP_WHEN_NOT_IN:
+			rc = seccomp_rule_not_in(ctx, r, nr);
+			break;
+		default:
+			rc = -EINVAL;
+		}
 		if (rc != 0) {
 			util_cause(cause, "seccomp rule for %s: %s", r->spr_syscall, strerror(-rc));
 			goto fail;
@@ -348,13 +492,28 @@ seccomp_profile_json(const struct seccomp_profile *sp)
 		snprintf(action, sizeof(action), "errno(%s)", r->spr_errno == EPERM ? "EPERM" :
 		    r->spr_errno == ENOSYS ? "ENOSYS" : "?");
 		json_object_object_add(jr, "action", json_object_new_string(action));
-		if (r->spr_mask != 0) {
+		if (r->spr_when != SECCOMP_WHEN_ALWAYS) {
 			struct json_object *c = json_object_new_object();
 			json_object_object_add(c, "arg", json_object_new_int((int)r->spr_arg));
-			json_object_object_add(c, "op", json_object_new_string("masked_eq"));
-			json_object_object_add(c, "mask",
-			    json_object_new_int64((int64_t)r->spr_mask));
-			json_object_object_add(c, "flag", json_object_new_string(r->spr_mask_name));
+			if (r->spr_when == SECCOMP_WHEN_NOT_IN) {
+				struct json_object *vals = json_object_new_array();
+				for (size_t v = 0; v < r->spr_nallowed; v++)
+					json_object_array_add(vals,
+					    json_object_new_int64(r->spr_allowed[v]));
+				json_object_object_add(c, "op", json_object_new_string("not_in"));
+				json_object_object_add(c, "allowed", vals);
+				json_object_object_add(c, "allowed_names",
+				    json_object_new_string(r->spr_value_name));
+			} else {
+				int flag = r->spr_when == SECCOMP_WHEN_FLAG;
+				json_object_object_add(c, "op", json_object_new_string("masked_eq"));
+				json_object_object_add(c, "mask", json_object_new_int64(
+				    flag ? (int64_t)r->spr_value : 0xffffffffLL));
+				json_object_object_add(c, "value",
+				    json_object_new_int64((int64_t)r->spr_value));
+				json_object_object_add(c, flag ? "flag" : "request",
+				    json_object_new_string(r->spr_value_name));
+			}
 			json_object_object_add(jr, "when", c);
 		}
 		json_object_object_add(jr, "key", json_object_new_string(

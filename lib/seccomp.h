@@ -24,22 +24,36 @@ enum seccomp_profile_key {
 	SECCOMP_PROFILE_BPF,
 	SECCOMP_PROFILE_MODULES,
 	SECCOMP_PROFILE_MOUNT_NS,
+	SECCOMP_PROFILE_KERNEL_SURFACE,
+	SECCOMP_PROFILE_TERMINAL,
+	SECCOMP_PROFILE_SOCKET_FAMILIES,
 };
-#define SECCOMP_PROFILE_NKEYS 4
+#define SECCOMP_PROFILE_NKEYS 7
 
 /* How the command line overrides linux.seccomp.enabled. */
 #define SECCOMP_PROFILE_FROM_POLICY 0
 #define SECCOMP_PROFILE_FORCE_ON 1
 #define SECCOMP_PROFILE_FORCE_OFF -1
 
-#define SECCOMP_PROFILE_MAX_RULES 40
+#define SECCOMP_PROFILE_MAX_RULES 64
+
+/* When a rule applies, by its argument spr_arg. */
+enum seccomp_profile_when {
+	SECCOMP_WHEN_ALWAYS,
+	SECCOMP_WHEN_FLAG,	/* (arg & spr_value) == spr_value: a flag is set */
+	SECCOMP_WHEN_EQ32,	/* (arg & 0xffffffff) == spr_value: the kernel reads an int */
+	SECCOMP_WHEN_NOT_IN,	/* arg is none of spr_allowed (an unsigned 32-bit value) */
+};
 
 struct seccomp_profile_rule {
 	const char *spr_syscall;
 	int spr_errno;		/* answered with this errno (EPERM or ENOSYS) */
-	uint64_t spr_mask;	/* 0: always; else only when (arg & mask) == mask */
-	const char *spr_mask_name;
-	unsigned int spr_arg;	/* which argument spr_mask applies to */
+	enum seccomp_profile_when spr_when;
+	uint64_t spr_value;
+	const char *spr_value_name;	/* the flag or value, as printed */
+	const uint32_t *spr_allowed;	/* SECCOMP_WHEN_NOT_IN */
+	size_t spr_nallowed;
+	unsigned int spr_arg;	/* which argument the condition reads */
 	enum seccomp_profile_key spr_key;
 };
 

@@ -146,8 +146,19 @@ START_TEST(test_plan_off)
 
 	memset(&o, 0, sizeof(o));
 	make_tree();
-	/* No section and no options: not planned, recorded as off. */
+	/* No section and no options: on, with the default lists (test_plan_defaults). */
 	ck_assert_int_eq(landlock_plan_build(NULL, &o, 7, NULL, &lp, &cause), 0);
+	ck_assert_int_eq(lp.lp_mode, LANDLOCK_PLAN_REQUIRED);
+	ck_assert_int_eq(lp.lp_apply, 1);
+	r = landlock_plan_record(&lp);
+	ck_assert(json_object_object_get_ex(r, "mode_source", &v));
+	ck_assert_str_eq(json_object_get_string(v), "default");
+	json_object_put(r);
+	landlock_plan_free(&lp);
+
+	/* mode off in the policy: not planned, recorded as off. */
+	p = policy("{\"linux\": {\"landlock\": {\"mode\": \"off\"}}}");
+	ck_assert_int_eq(landlock_plan_build(p, &o, 7, NULL, &lp, &cause), 0);
 	ck_assert_int_eq(lp.lp_mode, LANDLOCK_PLAN_OFF);
 	ck_assert_int_eq(lp.lp_apply, 0);
 	r = landlock_plan_record(&lp);
@@ -156,10 +167,11 @@ START_TEST(test_plan_off)
 	ck_assert(json_object_object_get_ex(r, "applied", &v) && !json_object_get_boolean(v));
 	json_object_put(r);
 	landlock_plan_free(&lp);
+	json_object_put(p);
 
 	/* mode off in the policy: off, even with lists. */
-	p = policy("{\"linux\": {\"landlock\": {\"mode\": \"off\", \"read_only\": [\"%s\"]}}}",
-	    at("ro"));
+	p = policy("{\"linux\": {\"landlock\": {\"mode\": \"off\", \"default_paths\": false, "
+	    "\"read_only\": [\"%s\"]}}}", at("ro"));
 	ck_assert_int_eq(landlock_plan_build(p, &o, 7, NULL, &lp, &cause), 0);
 	ck_assert_int_eq(lp.lp_apply, 0);
 	landlock_plan_free(&lp);
@@ -185,8 +197,9 @@ START_TEST(test_plan_lists)
 
 	memset(&o, 0, sizeof(o));
 	make_tree();
-	p = policy("{\"linux\": {\"landlock\": {\"mode\": \"required\", \"read_only\": [\"%s\", "
-	    "\"%s\"], \"read_write\": [\"%s\"]}}}", at("ro"), at("solo"), at("rw"));
+	p = policy("{\"linux\": {\"landlock\": {\"mode\": \"required\", \"default_paths\": false, "
+	    "\"read_only\": [\"%s\", \"%s\"], \"read_write\": [\"%s\"]}}}", at("ro"), at("solo"),
+	    at("rw"));
 	o.lo_rw[o.lo_nrw++] = at("out");
 	ck_assert_msg(landlock_plan_build(p, &o, 7, NULL, &lp, &cause) == 0, "%s", cause);
 	ck_assert_int_eq(lp.lp_apply, 1);
@@ -246,8 +259,8 @@ START_TEST(test_plan_missing_path)
 	cause = NULL;
 
 	/* best_effort: planned without it, and the reason is recorded. */
-	p = policy("{\"linux\": {\"landlock\": {\"mode\": \"best_effort\", \"read_only\": "
-	    "[\"%s\"]}}}", at("ro"));
+	p = policy("{\"linux\": {\"landlock\": {\"mode\": \"best_effort\", \"default_paths\": "
+	    "false, \"read_only\": [\"%s\"]}}}", at("ro"));
 	ck_assert_int_eq(landlock_plan_build(p, &o, 7, NULL, &lp, &cause), 0);
 	ck_assert_int_eq(lp.lp_mode, LANDLOCK_PLAN_BEST_EFFORT);
 	ck_assert_int_eq(lp.lp_apply, 1);
@@ -295,6 +308,55 @@ START_TEST(test_plan_no_landlock)
 	ck_assert_int_eq(rfd, -1);
 	landlock_plan_free(&lp);
 	json_object_put(p);
+}
+END_TEST
+
+START_TEST(test_plan_defaults)
+{
+	struct landlock_plan lp;
+	struct landlock_opts o;
+	struct json_object *r, *v;
+	char *cause = NULL, want[2048], cache[1024];
+
+	make_tree();
+	snprintf(cache, sizeof(cache), "%s/.cache", at("rw"));
+	ck_assert_int_eq(mkdir(cache, 0700), 0);
+	memset(&o, 0, sizeof(o));
+	o.lo_workspace = at("out");
+	o.lo_home = at("rw");	/* has .cache, and none of the other caches */
+	ck_assert_int_eq(landlock_plan_build(NULL, &o, 7, NULL, &lp, &cause), 0);
+	ck_assert_uint_eq(lp.lp_scoped, LANDLOCK_PLAN_SCOPE_ABSTRACT_UNIX |
+	    LANDLOCK_PLAN_SCOPE_SIGNAL);
+	r = landlock_plan_record(&lp);
+	ck_assert_str_eq(joined(r, "read_only"), "/");
+	snprintf(want, sizeof(want), "/tmp|/dev/null|/dev/zero|/dev/full|/dev/tty|/dev/ptmx|"
+	    "/dev/pts|/dev/shm|%s|%s", at("out"), cache);
+	ck_assert_str_eq(joined(r, "read_write"), want);
+	ck_assert_str_eq(joined(r, "scoped"), "abstract_unix_socket|signal");
+	ck_assert(json_object_object_get_ex(r, "default_paths", &v) && json_object_get_boolean(v));
+	/* Missing default paths are not worth a word. */
+	ck_assert_str_eq(joined(r, "skipped"), "");
+	json_object_put(r);
+	landlock_plan_free(&lp);
+
+	/* A run in / does not make the host writable; ABI 5 has no scopes. */
+	o.lo_workspace = "/";
+	ck_assert_int_eq(landlock_plan_build(NULL, &o, 5, NULL, &lp, &cause), 0);
+	ck_assert_uint_eq(lp.lp_scoped, 0);
+	r = landlock_plan_record(&lp);
+	ck_assert_msg(strstr(joined(r, "skipped"), "workspace path /: the root directory") != NULL,
+	    "%s", joined(r, "skipped"));
+	ck_assert_msg(strstr(joined(r, "skipped"), "scopes: signal and abstract-socket") != NULL,
+	    "%s", joined(r, "skipped"));
+	ck_assert_str_eq(joined(r, "scoped"), "");
+	json_object_put(r);
+	landlock_plan_free(&lp);
+
+	/* No Landlock and no word from the policy: best effort, not an error. */
+	ck_assert_int_eq(landlock_plan_build(NULL, &o, 0, "no landlock", &lp, &cause), 0);
+	ck_assert_int_eq(lp.lp_mode, LANDLOCK_PLAN_BEST_EFFORT);
+	ck_assert_int_eq(lp.lp_apply, 0);
+	landlock_plan_free(&lp);
 }
 END_TEST
 
@@ -378,11 +440,14 @@ child_enforced(int rep)
 	char *cause = NULL, buf[8];
 	int rfd, e;
 
+	struct json_object *p = json_tokener_parse(
+	    "{\"linux\": {\"landlock\": {\"default_paths\": false}}}");
+
 	memset(&o, 0, sizeof(o));
 	o.lo_ro[o.lo_nro++] = at("ro");
 	o.lo_ro[o.lo_nro++] = at("solo");
 	o.lo_rw[o.lo_nrw++] = at("rw");
-	CHILD_CHECK(landlock_plan_build(NULL, &o, landlock_abi(&(const char *){ NULL }), NULL, &lp,
+	CHILD_CHECK(landlock_plan_build(p, &o, landlock_abi(&(const char *){ NULL }), NULL, &lp,
 	    &cause) == 0, "plan: %s", cause);
 	CHILD_CHECK(landlock_plan_prepare(&lp, &rfd, NULL, &cause) == 0 && rfd >= 0, "prepare: %s",
 	    cause);
@@ -441,6 +506,50 @@ START_TEST(test_enforced)
 }
 END_TEST
 
+/* In a child: the default plan with out/ as the workspace; then reads, writes, signals. */
+static void
+child_defaults(int rep)
+{
+	struct landlock_plan lp;
+	struct landlock_opts o;
+	char *cause = NULL;
+	int rfd, e;
+
+	memset(&o, 0, sizeof(o));
+	o.lo_workspace = at("out");
+	CHILD_CHECK(landlock_plan_build(NULL, &o, landlock_abi(&(const char *){ NULL }), NULL, &lp,
+	    &cause) == 0, "plan: %s", cause);
+	CHILD_CHECK(landlock_plan_prepare(&lp, &rfd, NULL, &cause) == 0 && rfd >= 0, "prepare: %s",
+	    cause);
+	CHILD_CHECK(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0, "no_new_privs: %m");
+	CHILD_CHECK(landlock_plan_restrict(rfd, &cause) == 0, "restrict: %s", cause);
+	/* Read everywhere, write the workspace, /tmp (the tree is there) and /dev/null. */
+	CHILD_CHECK((e = try_open("/etc/passwd", O_RDONLY)) == 0, "read: %s", strerror(e));
+	CHILD_CHECK((e = try_open("/etc/passwd", O_WRONLY)) == EACCES, "write outside: %s",
+	    strerror(e));
+	CHILD_CHECK((e = try_open(at("out/new"), O_WRONLY | O_CREAT)) == 0, "create in the "
+	    "workspace: %s", strerror(e));
+	CHILD_CHECK((e = try_open("/dev/null", O_WRONLY)) == 0, "/dev/null: %s", strerror(e));
+	CHILD_CHECK((e = try_open("/etc/gensee-landlock-probe", O_WRONLY | O_CREAT)) == EACCES,
+	    "create in /etc: %s", strerror(e));
+	/* The signal scope: the parent (outside the domain) cannot be signalled. */
+	if (lp.lp_scoped & LANDLOCK_PLAN_SCOPE_SIGNAL)
+		CHILD_CHECK(kill(getppid(), 0) == -1 && errno == EPERM, "kill(parent, 0): %m");
+	landlock_plan_free(&lp);
+}
+
+START_TEST(test_defaults_enforced)
+{
+	char msg[512];
+
+	kernel_abi();
+	make_tree();
+	int status = in_child(child_defaults, msg, sizeof(msg));
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "restricted child: %s (0x%x)",
+	    msg, status);
+}
+END_TEST
+
 static struct landlock_plan race_plan;
 
 /* In a child: required mode refuses a planned path that is gone. */
@@ -481,8 +590,8 @@ START_TEST(test_prepare_path_gone)
 	kernel_abi();
 	make_tree();
 	/* Planned while it existed; gone when the child opens it. */
-	p = policy("{\"linux\": {\"landlock\": {\"mode\": \"required\", \"read_only\": [\"%s\"], "
-	    "\"read_write\": [\"%s\"]}}}", at("ro"), at("rw"));
+	p = policy("{\"linux\": {\"landlock\": {\"mode\": \"required\", \"default_paths\": false, "
+	    "\"read_only\": [\"%s\"], \"read_write\": [\"%s\"]}}}", at("ro"), at("rw"));
 	ck_assert_int_eq(landlock_plan_build(p, NULL, kernel_abi(), NULL, &race_plan, &cause), 0);
 	json_object_put(p);
 	ck_assert_int_eq(rmdir(at("rw")), 0);
@@ -519,6 +628,7 @@ landlock_suite(void)
 	tcase_add_test(tc, test_access_by_abi);
 	tcase_add_test(tc, test_plan_off);
 	tcase_add_test(tc, test_plan_lists);
+	tcase_add_test(tc, test_plan_defaults);
 	tcase_add_test(tc, test_plan_missing_path);
 	tcase_add_test(tc, test_plan_no_landlock);
 	tcase_add_test(tc, test_plan_bad_policy);
@@ -527,6 +637,7 @@ landlock_suite(void)
 	tc = tcase_create("kernel");
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_enforced);
+	tcase_add_test(tc, test_defaults_enforced);
 	tcase_add_test(tc, test_prepare_path_gone);
 	suite_add_tcase(s, tc);
 	return s;

@@ -9,6 +9,7 @@
 
 #include "cli/policy.h"
 #include "frame.h"
+#include "landlock.h"
 #include "unit.h"
 
 /* Parse a fixed document strictly, as the file would be. */
@@ -391,7 +392,15 @@ START_TEST(test_effective)
 	EQ(empty, "linux.seccomp.enabled", "true");
 	EQ(empty, "linux.fanotify.enabled", "false");
 	EQ(empty, "linux.fanotify.action", "\"deny\"");
-	EQ(empty, "linux.landlock.mode", "\"off\"");
+	/* Landlock is on by default: required where this kernel has it. */
+	{
+		const char *why = NULL;
+		EQ(empty, "linux.landlock.mode", landlock_abi(&why) > 0 ? "\"required\"" :
+		    "\"best_effort\"");
+	}
+	EQ(empty, "linux.landlock.default_paths", "true");
+	EQ(empty, "linux.mount_view.mode", "\"required\"");
+	EQ(empty, "linux.seccomp.deny_terminal_injection", "true");
 	EQ(empty, "linux.fanotify.paths", "[]");
 	EQ(empty, "linux.network.max_lease_ttl_seconds", "0");
 	EQ(p, "linux.posture", "\"warn\"");

@@ -12,7 +12,10 @@
 #include <linux/filter.h>
 #include <pthread.h>
 #include <sched.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/personality.h>
+#include <sys/socket.h>
 #include <sys/mount.h>
 #include <sys/ptrace.h>
 #include <sys/syscall.h>
@@ -33,12 +36,18 @@
 #define RET_KILL SECCOMP_RET_KILL_PROCESS
 
 /* The syscalls each policy key is responsible for. */
-static const char *const key_ptrace[] = { "ptrace", "process_vm_readv", "process_vm_writev", NULL };
+static const char *const key_ptrace[] = { "ptrace", "process_vm_readv", "process_vm_writev",
+	"pidfd_getfd", "kcmp", "perf_event_open", NULL };
 static const char *const key_bpf[] = { "bpf", NULL };
 static const char *const key_modules[] = { "init_module", "finit_module", "delete_module", NULL };
 static const char *const key_mount[] = { "mount", "umount2", "pivot_root", "fsopen", "fsconfig",
 	"fsmount", "fspick", "move_mount", "open_tree", "mount_setattr", "unshare", "setns",
 	"clone", "clone3", NULL };
+static const char *const key_surface[] = { "io_uring_setup", "io_uring_enter",
+	"io_uring_register", "userfaultfd", "keyctl", "add_key", "request_key", "modify_ldt",
+	"name_to_handle_at", "open_by_handle_at", "personality", NULL };
+static const char *const key_terminal[] = { "ioctl", NULL };
+static const char *const key_families[] = { "socket", "socketpair", NULL };
 
 static const struct {
 	const char *key;
@@ -48,6 +57,9 @@ static const struct {
 	{ "deny_bpf", key_bpf },
 	{ "deny_kernel_modules", key_modules },
 	{ "deny_mount_namespace_changes", key_mount },
+	{ "deny_kernel_attack_surface", key_surface },
+	{ "deny_terminal_injection", key_terminal },
+	{ "deny_socket_families", key_families },
 };
 
 /* Child side: report the first failed check on fd rep and exit nonzero. */
@@ -115,7 +127,7 @@ START_TEST(test_default_profile)
 	ck_assert(json_object_object_get_ex(r, "profile", &v));
 	ck_assert_str_eq(json_object_get_string(v), "default");
 	ck_assert(json_object_object_get_ex(r, "denied", &v));
-	ck_assert_int_eq(json_object_array_length(v), 21);
+	ck_assert_int_eq(json_object_array_length(v), 38);
 	ck_assert_int_eq(json_object_object_length(r), 3);
 	json_object_put(r);
 
@@ -126,7 +138,7 @@ START_TEST(test_default_profile)
 	ck_assert(json_object_object_get_ex(r, "default_action", &v));
 	ck_assert_str_eq(json_object_get_string(v), "allow");
 	ck_assert(json_object_object_get_ex(r, "keys", &v));
-	ck_assert_int_eq(json_object_object_length(v), 5);
+	ck_assert_int_eq(json_object_object_length(v), 8);
 	ck_assert(json_object_object_get_ex(r, "rules", &v));
 	ck_assert_int_eq(json_object_array_length(v), (int)sp.sp_nrules);
 	json_object_put(r);
@@ -153,10 +165,12 @@ START_TEST(test_each_key)
 		ck_assert_int_eq(sp.sp_key_set[k], 1);
 		seccomp_profile_free(&sp);
 	}
-	/* All four off: enabled, but an empty profile. */
+	/* All off: enabled, but an empty profile. */
 	struct seccomp_profile sp;
 	build("{\"linux\": {\"seccomp\": {\"deny_ptrace\": false, \"deny_bpf\": false, "
-	    "\"deny_kernel_modules\": false, \"deny_mount_namespace_changes\": false}}}",
+	    "\"deny_kernel_modules\": false, \"deny_mount_namespace_changes\": false, "
+	    "\"deny_kernel_attack_surface\": false, \"deny_terminal_injection\": false, "
+	    "\"deny_socket_families\": false}}}",
 	    SECCOMP_PROFILE_FROM_POLICY, &sp);
 	ck_assert_int_eq(sp.sp_enabled, 1);
 	ck_assert_int_eq(sp.sp_nrules, 0);
@@ -310,17 +324,24 @@ export_bpf(const struct seccomp_profile *sp, size_t *n)
 	return (struct sock_filter *)(void *)buf;
 }
 
-/* The verdict for one syscall of one arch with arg0. */
+/* The verdict for one syscall of one arch with argument i set to v. */
 static uint32_t
-verdict(const struct sock_filter *f, size_t n, uint32_t arch, int nr, uint64_t arg0)
+verdict_arg(const struct sock_filter *f, size_t n, uint32_t arch, int nr, int i, uint64_t v)
 {
 	struct seccomp_data d;
 
 	memset(&d, 0, sizeof(d));
 	d.arch = arch;
 	d.nr = nr;
-	d.args[0] = arg0;
+	d.args[i] = v;
 	return bpf_run(f, n, &d);
+}
+
+/* The verdict for one syscall of one arch with arg0. */
+static uint32_t
+verdict(const struct sock_filter *f, size_t n, uint32_t arch, int nr, uint64_t arg0)
+{
+	return verdict_arg(f, n, arch, nr, 0, arg0);
 }
 
 START_TEST(test_filter_verdicts)
@@ -359,6 +380,52 @@ START_TEST(test_filter_verdicts)
 	ck_assert_uint_eq(verdict(f, n, x64, __X32_SYSCALL_BIT | __NR_getpid, 0), RET_KILL);
 	ck_assert_uint_eq(verdict(f, n, x64, __X32_SYSCALL_BIT | __NR_ptrace, 0), RET_KILL);
 	ck_assert_uint_eq(verdict(f, n, AUDIT_ARCH_AARCH64, __NR_getpid, 0), RET_KILL);
+	/* Other processes and kernel surfaces. */
+	ck_assert_uint_eq(verdict(f, n, x64, __NR_pidfd_getfd, 0), RET_EPERM);
+	ck_assert_uint_eq(verdict(f, n, x64, __NR_perf_event_open, 0), RET_EPERM);
+	ck_assert_uint_eq(verdict(f, n, x64, __NR_io_uring_setup, 0), RET_EPERM);
+	ck_assert_uint_eq(verdict(f, n, x64, __NR_keyctl, 0), RET_EPERM);
+	ck_assert_uint_eq(verdict(f, n, x64, __NR_userfaultfd, 0), RET_EPERM);
+	/* The terminal: TIOCSTI and TIOCLINUX on their low 32 bits, other ioctls allowed. */
+	ck_assert_uint_eq(verdict_arg(f, n, x64, __NR_ioctl, 1, TIOCSTI), RET_EPERM);
+	ck_assert_uint_eq(verdict_arg(f, n, x64, __NR_ioctl, 1, 0x100000000ull | TIOCSTI),
+	    RET_EPERM);
+	ck_assert_uint_eq(verdict_arg(f, n, x64, __NR_ioctl, 1, TIOCLINUX), RET_EPERM);
+	ck_assert_uint_eq(verdict_arg(f, n, x64, __NR_ioctl, 1, TIOCGWINSZ), RET_ALLOW);
+	ck_assert_uint_eq(verdict_arg(f, n, x64, __NR_ioctl, 1, FIONREAD), RET_ALLOW);
+	/* Socket families: exactly UNIX, INET, INET6 and NETLINK, over the whole range. */
+	for (uint64_t fam = 0; fam < 4096; fam++) {
+		uint32_t want = fam == AF_UNIX || fam == AF_INET || fam == AF_INET6 ||
+		    fam == AF_NETLINK ? RET_ALLOW : RET_EPERM;
+		ck_assert_msg(verdict(f, n, x64, __NR_socket, fam) == want, "socket(%llu)",
+		    (unsigned long long)fam);
+		ck_assert_msg(verdict(f, n, x64, __NR_socketpair, fam) == want,
+		    "socketpair(%llu)", (unsigned long long)fam);
+	}
+	for (int b = 12; b < 64; b++) {
+		ck_assert_uint_eq(verdict(f, n, x64, __NR_socket, 1ull << b), RET_EPERM);
+		ck_assert_uint_eq(verdict(f, n, x64, __NR_socket, (1ull << b) | AF_INET),
+		    RET_EPERM);
+	}
+	ck_assert_uint_eq(verdict(f, n, x64, __NR_socket, AF_VSOCK), RET_EPERM);
+	ck_assert_uint_eq(verdict(f, n, x64, __NR_socket, 0x100000000ull | AF_VSOCK), RET_EPERM);
+	ck_assert_uint_eq(verdict(f, n, x64, __NR_socket, 0xffffffffull), RET_EPERM);
+	/* personality: Docker's five values, nothing else. */
+	const uint64_t safe[] = { 0, PER_LINUX32, UNAME26, UNAME26 | PER_LINUX32, 0xffffffffull };
+	for (size_t i = 0; i < nitems(safe); i++)
+		ck_assert_uint_eq(verdict(f, n, x64, __NR_personality, safe[i]), RET_ALLOW);
+	const uint64_t bad[] = { 1, 7, 9, READ_IMPLIES_EXEC, ADDR_NO_RANDOMIZE, MMAP_PAGE_ZERO,
+		UNAME26 | 1, UNAME26 | ADDR_NO_RANDOMIZE, 0xfffffffeull, 0x1ffffffffull,
+		0x100000000ull, 0x7fffffff };
+	for (size_t i = 0; i < nitems(bad); i++)
+		ck_assert_msg(verdict(f, n, x64, __NR_personality, bad[i]) == RET_EPERM,
+		    "personality(0x%llx)", (unsigned long long)bad[i]);
+	for (int b = 0; b < 64; b++) {
+		uint64_t v = 1ull << b;
+		uint32_t want = v == PER_LINUX32 || v == UNAME26 ? RET_ALLOW : RET_EPERM;
+		ck_assert_msg(verdict(f, n, x64, __NR_personality, v) == want,
+		    "personality(1 << %d)", b);
+	}
 	free(f);
 	seccomp_profile_free(&sp);
 
@@ -617,6 +684,42 @@ probe(const char *name)
 		if (r == 0)
 			_exit(0);
 		return r < 0 ? -1 : 0;
+	}
+	if (strcmp(name, "pidfd_getfd") == 0)
+		return syscall(SYS_pidfd_getfd, -1, 0, 0);
+	if (strcmp(name, "kcmp") == 0)
+		return syscall(SYS_kcmp, getpid(), getpid(), 0 /* KCMP_FILE */, 0UL, 0UL);
+	if (strcmp(name, "perf_event_open") == 0)
+		return syscall(SYS_perf_event_open, NULL, 0, -1, -1, 0UL);
+	if (strcmp(name, "io_uring_setup") == 0)
+		return syscall(SYS_io_uring_setup, 0, NULL);
+	if (strcmp(name, "io_uring_enter") == 0)
+		return syscall(SYS_io_uring_enter, -1, 0, 0, 0, NULL, (size_t)0);
+	if (strcmp(name, "io_uring_register") == 0)
+		return syscall(SYS_io_uring_register, -1, 0, NULL, 0);
+	if (strcmp(name, "userfaultfd") == 0)
+		return syscall(SYS_userfaultfd, ~0);
+	if (strcmp(name, "keyctl") == 0)
+		return syscall(SYS_keyctl, 0 /* KEYCTL_GET_KEYRING_ID */, -9999L, 0L);
+	if (strcmp(name, "add_key") == 0)
+		return syscall(SYS_add_key, NULL, NULL, NULL, (size_t)0, 0);
+	if (strcmp(name, "request_key") == 0)
+		return syscall(SYS_request_key, NULL, NULL, NULL, 0);
+	if (strcmp(name, "modify_ldt") == 0)
+		return syscall(SYS_modify_ldt, 0, NULL, 0UL);
+	if (strcmp(name, "name_to_handle_at") == 0)
+		return syscall(SYS_name_to_handle_at, AT_FDCWD, "/nonexistent-gensee", NULL, NULL, 0);
+	if (strcmp(name, "open_by_handle_at") == 0)
+		return syscall(SYS_open_by_handle_at, -1, NULL, 0);
+	if (strcmp(name, "personality") == 0)
+		return personality(READ_IMPLIES_EXEC) == -1 ? -1 : 0;
+	if (strcmp(name, "ioctl") == 0)
+		return ioctl(-1, TIOCSTI, "x");
+	if (strcmp(name, "socket") == 0)
+		return socket(AF_VSOCK, SOCK_STREAM, 0);
+	if (strcmp(name, "socketpair") == 0) {
+		int sv[2];
+		return socketpair(63, SOCK_STREAM, 0, sv);
 	}
 	errno = ENOTSUP;
 	return -1;

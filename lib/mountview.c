@@ -1,0 +1,566 @@
+/*
+ * mountview.c: the private mount view of a sandboxed run (see mountview.h).
+ *
+ * Threat: an agent of the same uid reaches services that run outside its
+ * operation, and so outside its cgroup, seccomp filter and network table:
+ * `tmux new-window` through the user's tmux server, `systemd-run --user`,
+ * the D-Bus session bus, ssh ControlMaster sockets, gpg-agent, podman. All
+ * of them listen on sockets under the user's runtime directories or /tmp.
+ * It also reads credentials under $HOME, and rewrites $GENSEE_HOME to
+ * loosen its next run. Landlock cannot hide a directory below one it
+ * allows to be read, and cannot stop connect(2) to a pathname socket, so
+ * the view is built with mounts, in namespaces only this tree sees.
+ *
+ * The user namespace maps only the caller's own uid and gid (setgroups is
+ * denied, as the kernel requires for an unprivileged gid_map): inside it
+ * the child has the capabilities to mount, and loses them at exec, since
+ * its uid is not 0 there and no_new_privs keeps file capabilities from
+ * granting any. Seccomp then refuses mount, unshare and setns, so the
+ * agent cannot undo the view. Mount propagation is made private so that
+ * nothing done here reaches the host, and no host mount event lands on top
+ * of a hidden place.
+ *
+ * Abstract Unix sockets have no path to hide: Landlock's abstract-socket
+ * scope (landlock.c) closes those.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <json-c/json.h>
+
+#include "mountview.h"
+#include "schema.h"
+#include "util.h"
+
+/*
+ * Credentials under $HOME, hidden by default: an empty read-only directory
+ * over a directory, /dev/null (read-only) over a file.
+ */
+static const char *const mountview_credentials[] = {
+	".ssh", ".aws", ".azure", ".config/gcloud", ".config/gh", ".config/hub", ".kube",
+	".gnupg", ".password-store", ".docker/config.json", ".git-credentials", ".netrc",
+	".npmrc", ".pypirc", ".pgpass", ".gem/credentials", ".cargo/credentials",
+	".cargo/credentials.toml", ".terraform.d/credentials.tfrc.json", ".vault-token",
+};
+
+static const struct schema_field mountview_fields[] = {
+	{ "mode", SCHEMA_STRING, 0, 1, 32, 0 },
+	{ "hide", SCHEMA_STRING_ARRAY, 0, 0, MOUNTVIEW_MAX_PATHS / 2, PATH_MAX - 1 },
+};
+
+static const struct schema_field mountview_socket_fields[] = {
+	{ "allow", SCHEMA_STRING_ARRAY, 0, 0, MOUNTVIEW_MAX_SOCKETS, PATH_MAX - 1 },
+};
+
+/* The policy spelling of a mode. */
+const char *
+mountview_mode_name(enum mountview_mode m)
+{
+	switch (m) {
+	case MOUNTVIEW_OFF:
+		return "off";
+	case MOUNTVIEW_BEST_EFFORT:
+		return "best_effort";
+	case MOUNTVIEW_REQUIRED:
+		return "required";
+	}
+	return "?";
+}
+
+/* Append "path: reason" to mv_skipped. */
+static void
+mountview_skip(struct mountview_plan *mv, const char *path, const char *reason)
+{
+	char buf[PATH_MAX + 128];
+
+	snprintf(buf, sizeof(buf), "%s: %s", path, reason);
+	json_object_array_add(mv->mv_skipped, json_object_new_string(buf));
+}
+
+/* Whether path is dir or below it (both canonical). */
+static int
+mountview_below(const char *path, const char *dir)
+{
+	size_t n = strlen(dir);
+
+	if (strcmp(dir, "/") == 0)
+		return 1;
+	return strncmp(path, dir, n) == 0 && (path[n] == '\0' || path[n] == '/');
+}
+
+/* Add a copy of path to list (of at most max), unless it is already there. */
+static int
+mountview_add(char **list, size_t *n, size_t max, const char *path, char **cause)
+{
+	for (size_t i = 0; i < *n; i++)
+		if (strcmp(list[i], path) == 0)
+			return 0;
+	if (*n == max) {
+		util_cause(cause, "mount view: too many paths");
+		return -1;
+	}
+	if ((list[*n] = strdup(path)) == NULL) {
+		util_cause(cause, "out of memory");
+		return -1;
+	}
+	(*n)++;
+	return 0;
+}
+
+/*
+ * Plan to hide path if it exists now (canonical, so that the exposed paths
+ * can be compared with it). One that appears later is covered by Landlock
+ * (nothing outside the workspace is writable) but not hidden: said in
+ * docs/threat-model.md.
+ */
+static int
+mountview_plan_hide(struct mountview_plan *mv, const char *path, char **cause)
+{
+	char real[PATH_MAX];
+
+	if (realpath(path, real) == NULL)
+		return 0;
+	if (strcmp(real, "/") == 0) {
+		util_cause(cause, "mount view: refusing to hide /");
+		return -1;
+	}
+	return mountview_add(mv->mv_hide, &mv->mv_nhide, nitems(mv->mv_hide), real, cause);
+}
+
+/* Plan to bind path back into the view if a hidden place covers it. */
+static int
+mountview_plan_expose(struct mountview_plan *mv, const char *path, char **cause)
+{
+	char real[PATH_MAX];
+
+	if (path == NULL || realpath(path, real) == NULL)
+		return 0;
+	return mountview_add(mv->mv_expose, &mv->mv_nexpose, nitems(mv->mv_expose), real, cause);
+}
+
+/* An --allow-unix or linux.unix_sockets.allow entry: an existing Unix socket. */
+static int
+mountview_plan_socket(struct mountview_plan *mv, const char *path, const char *what,
+    char **cause)
+{
+	char real[PATH_MAX];
+	struct stat st;
+
+	if (path[0] != '/') {
+		util_cause(cause, "%s: %s: not an absolute path", what, path);
+		return -1;
+	}
+	if (realpath(path, real) == NULL || stat(real, &st) != 0) {
+		util_cause(cause, "%s: %s: %s", what, path, strerror(errno));
+		return -1;
+	}
+	if (!S_ISSOCK(st.st_mode)) {
+		util_cause(cause, "%s: %s: not a Unix socket", what, path);
+		return -1;
+	}
+	if (mountview_add(mv->mv_sockets, &mv->mv_nsockets, nitems(mv->mv_sockets), real,
+	    cause) != 0)
+		return -1;
+	return mountview_add(mv->mv_expose, &mv->mv_nexpose, nitems(mv->mv_expose), real, cause);
+}
+
+/* Read linux.mount_view and linux.unix_sockets (borrowed into hide and allow). */
+static int
+mountview_parse(struct json_object *policy, struct mountview_plan *mv, struct json_object **hide,
+    struct json_object **allow, char **cause)
+{
+	struct json_object *linux_, *sec;
+	struct schema_error err;
+	const char *mode;
+
+	*hide = *allow = NULL;
+	if (policy == NULL || (linux_ = schema_child(policy, "linux")) == NULL)
+		return 0;
+	if (!json_object_is_type(linux_, json_type_object)) {
+		util_cause(cause, "policy: linux must be an object");
+		return -1;
+	}
+	if ((sec = schema_child(linux_, "unix_sockets")) != NULL) {
+		if (schema_validate(sec, mountview_socket_fields, nitems(mountview_socket_fields),
+		    &err) != 0) {
+			util_cause(cause, "policy: linux.unix_sockets: %s", err.se_message);
+			return -1;
+		}
+		*allow = schema_child(sec, "allow");
+	}
+	if ((sec = schema_child(linux_, "mount_view")) == NULL)
+		return 0;
+	if (schema_validate(sec, mountview_fields, nitems(mountview_fields), &err) != 0) {
+		util_cause(cause, "policy: linux.mount_view: %s", err.se_message);
+		return -1;
+	}
+	*hide = schema_child(sec, "hide");
+	if ((mode = schema_string(sec, "mode")) == NULL || strcmp(mode, "required") == 0)
+		mv->mv_mode = MOUNTVIEW_REQUIRED;
+	else if (strcmp(mode, "best_effort") == 0)
+		mv->mv_mode = MOUNTVIEW_BEST_EFFORT;
+	else if (strcmp(mode, "off") == 0)
+		mv->mv_mode = MOUNTVIEW_OFF;
+	else {
+		util_cause(cause, "policy: linux.mount_view.mode: expected required, best_effort "
+		    "or off, not %s", mode);
+		return -1;
+	}
+	return 0;
+}
+
+/* qsort: shorter paths first. */
+static int
+mountview_cmp_len(const void *a, const void *b)
+{
+	size_t la = strlen(*(char *const *)a), lb = strlen(*(char *const *)b);
+
+	return la < lb ? -1 : la > lb;
+}
+
+/* Build the plan. */
+int
+mountview_plan_build(struct json_object *policy, const struct mountview_opts *o,
+    struct mountview_plan *mv, char **cause)
+{
+	struct json_object *hide, *allow;
+	char path[PATH_MAX];
+
+	memset(mv, 0, sizeof(*mv));
+	mv->mv_mode = MOUNTVIEW_REQUIRED;
+	mv->mv_skipped = json_object_new_array();
+	mv->mv_uid = o->mo_uid;
+	mv->mv_gid = o->mo_gid;
+	if (mountview_parse(policy, mv, &hide, &allow, cause) != 0)
+		goto fail;
+	if (mv->mv_mode == MOUNTVIEW_OFF) {
+		if (o->mo_nallow_unix > 0 || (allow != NULL && json_object_array_length(allow) > 0))
+			mountview_skip(mv, "unix_sockets.allow", "the mount view is off: every "
+			    "socket is reachable");
+		return 0;
+	}
+	/* The user's runtime directories: sockets of the services of the session. */
+	if (o->mo_xdg_runtime_dir != NULL && o->mo_xdg_runtime_dir[0] == '/' &&
+	    mountview_plan_hide(mv, o->mo_xdg_runtime_dir, cause) != 0)
+		goto fail;
+	snprintf(path, sizeof(path), "/run/user/%u", (unsigned)o->mo_uid);
+	if (mountview_plan_hide(mv, path, cause) != 0 ||
+	    mountview_plan_hide(mv, "/run/screen", cause) != 0)
+		goto fail;
+	/* /tmp: tmux, X11, ssh-agent and every other socket there; private instead. */
+	mv->mv_private_tmp = 1;
+	if (o->mo_home != NULL && o->mo_home[0] == '/') {
+		for (size_t i = 0; i < nitems(mountview_credentials); i++) {
+			snprintf(path, sizeof(path), "%s/%s", o->mo_home, mountview_credentials[i]);
+			if (mountview_plan_hide(mv, path, cause) != 0)
+				goto fail;
+		}
+	}
+	for (size_t i = 0; hide != NULL && i < json_object_array_length(hide); i++) {
+		const char *p = json_object_get_string(json_object_array_get_idx(hide, i));
+		if (p[0] != '/') {
+			util_cause(cause, "policy: linux.mount_view.hide: %s: not an absolute path",
+			    p);
+			goto fail;
+		}
+		if (mountview_plan_hide(mv, p, cause) != 0)
+			goto fail;
+	}
+	/* Read-only: the policy the next run reads. */
+	if (o->mo_gensee_home != NULL && realpath(o->mo_gensee_home, path) != NULL &&
+	    mountview_add(mv->mv_readonly, &mv->mv_nreadonly, nitems(mv->mv_readonly), path,
+	    cause) != 0)
+		goto fail;
+	/* What the run needs back: its workspace and gensee's own socket directory. */
+	if (o->mo_workspace != NULL) {
+		if (realpath(o->mo_workspace, path) != NULL &&
+		    (mv->mv_workspace = strdup(path)) == NULL) {
+			util_cause(cause, "out of memory");
+			goto fail;
+		}
+		if (mountview_plan_expose(mv, o->mo_workspace, cause) != 0)
+			goto fail;
+	}
+	if (mountview_plan_expose(mv, o->mo_runtime_dir, cause) != 0)
+		goto fail;
+	for (size_t i = 0; allow != NULL && i < json_object_array_length(allow); i++)
+		if (mountview_plan_socket(mv, json_object_get_string(
+		    json_object_array_get_idx(allow, i)), "policy: linux.unix_sockets.allow",
+		    cause) != 0)
+			goto fail;
+	for (size_t i = 0; i < o->mo_nallow_unix; i++)
+		if (mountview_plan_socket(mv, o->mo_allow_unix[i], "--allow-unix", cause) != 0)
+			goto fail;
+	/* Parents before children: mountview_apply binds a parent and its subtree at once. */
+	qsort(mv->mv_expose, mv->mv_nexpose, sizeof(mv->mv_expose[0]), mountview_cmp_len);
+	mv->mv_apply = 1;
+	return 0;
+fail:
+	mountview_plan_free(mv);
+	return -1;
+}
+
+/* Free what the plan holds. */
+void
+mountview_plan_free(struct mountview_plan *mv)
+{
+	for (size_t i = 0; i < mv->mv_nhide; i++)
+		free(mv->mv_hide[i]);
+	for (size_t i = 0; i < mv->mv_nreadonly; i++)
+		free(mv->mv_readonly[i]);
+	for (size_t i = 0; i < mv->mv_nexpose; i++)
+		free(mv->mv_expose[i]);
+	for (size_t i = 0; i < mv->mv_nsockets; i++)
+		free(mv->mv_sockets[i]);
+	free(mv->mv_workspace);
+	json_object_put(mv->mv_skipped);
+	memset(mv, 0, sizeof(*mv));
+}
+
+/* Write text to a /proc file of our own. */
+static int
+mountview_write_proc(const char *path, const char *text, char **cause)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+
+	if (fd < 0 || util_write_all(fd, text, strlen(text)) != 0) {
+		util_cause(cause, "mount view: writing %s: %s", path, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	close(fd);
+	return 0;
+}
+
+/* Enter a user namespace that maps only our own uid and gid, and a mount namespace. */
+static int
+mountview_unshare(const struct mountview_plan *mv, char **cause)
+{
+	char map[64];
+
+	if (unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0) {
+		util_cause(cause, "mount view: unshare(CLONE_NEWUSER|CLONE_NEWNS): %s "
+		    "(unprivileged user namespaces may be off on this host)", strerror(errno));
+		return -1;
+	}
+	snprintf(map, sizeof(map), "%u %u 1\n", (unsigned)mv->mv_uid, (unsigned)mv->mv_uid);
+	if (mountview_write_proc("/proc/self/setgroups", "deny", cause) != 0 ||
+	    mountview_write_proc("/proc/self/uid_map", map, cause) != 0)
+		return -1;
+	snprintf(map, sizeof(map), "%u %u 1\n", (unsigned)mv->mv_gid, (unsigned)mv->mv_gid);
+	if (mountview_write_proc("/proc/self/gid_map", map, cause) != 0)
+		return -1;
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) {
+		util_cause(cause, "mount view: making / private: %s", strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+/* Attach a detached mount tree fd at path, read-only when ro. */
+static int
+mountview_attach(int fd, const char *path, int ro, char **cause)
+{
+	struct mount_attr attr = { .attr_set = MOUNT_ATTR_RDONLY };
+
+	if (ro && mount_setattr(fd, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof(attr)) != 0) {
+		util_cause(cause, "mount view: read-only %s: %s", path, strerror(errno));
+		return -1;
+	}
+	if (move_mount(fd, "", AT_FDCWD, path, MOVE_MOUNT_F_EMPTY_PATH) != 0) {
+		util_cause(cause, "mount view: mounting on %s: %s", path, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+/* Bind a read-only copy of src (a directory tree or a file) onto dst. */
+static int
+mountview_bind_ro(const char *src, const char *dst, char **cause)
+{
+	int fd = open_tree(AT_FDCWD, src, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
+	int rc;
+
+	if (fd < 0) {
+		util_cause(cause, "mount view: open_tree %s: %s", src, strerror(errno));
+		return -1;
+	}
+	rc = mountview_attach(fd, dst, 1, cause);
+	close(fd);
+	return rc;
+}
+
+/* Hide one path: an empty tmpfs over a directory, read-only /dev/null over a file. */
+static int
+mountview_hide(const char *path, int *is_dir, char **cause)
+{
+	struct stat st;
+
+	*is_dir = 0;
+	if (stat(path, &st) != 0) {
+		if (errno == ENOENT)
+			return 0;	/* gone since the plan, or below another hidden place */
+		util_cause(cause, "mount view: %s: %s", path, strerror(errno));
+		return -1;
+	}
+	if (!S_ISDIR(st.st_mode))
+		return mountview_bind_ro("/dev/null", path, cause);
+	if (mount("gensee-hidden", path, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+	    "mode=0755,size=1m") != 0) {
+		util_cause(cause, "mount view: hiding %s: %s", path, strerror(errno));
+		return -1;
+	}
+	*is_dir = 1;
+	return 0;
+}
+
+/* Make path's parent directories (inside a hidden tmpfs) and its mountpoint. */
+static int
+mountview_mountpoint(const char *path, int dir, char **cause)
+{
+	char buf[PATH_MAX];
+
+	util_strlcpy(buf, path, sizeof(buf));
+	for (char *p = buf + 1; (p = strchr(p, '/')) != NULL; p++) {
+		*p = '\0';
+		if (mkdir(buf, 0755) != 0 && errno != EEXIST) {
+			util_cause(cause, "mount view: mkdir %s: %s", buf, strerror(errno));
+			return -1;
+		}
+		*p = '/';
+	}
+	if (dir) {
+		if (mkdir(buf, 0755) != 0 && errno != EEXIST) {
+			util_cause(cause, "mount view: mkdir %s: %s", buf, strerror(errno));
+			return -1;
+		}
+		return 0;
+	}
+	int fd = open(buf, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0) {
+		util_cause(cause, "mount view: creating %s: %s", buf, strerror(errno));
+		return -1;
+	}
+	close(fd);
+	return 0;
+}
+
+/* Build the view in the child. */
+int
+mountview_apply(const struct mountview_plan *mv, struct json_object *warnings, char **cause)
+{
+	int xfd[MOUNTVIEW_MAX_PATHS], hidden_dir[MOUNTVIEW_MAX_PATHS];
+	int rc = -1;
+
+	if (!mv->mv_apply)
+		return 0;
+	for (size_t i = 0; i < mv->mv_nexpose; i++)
+		xfd[i] = -1;
+	if (mountview_unshare(mv, cause) != 0) {
+		/* Only the namespaces may be missing in best_effort: nothing was changed yet. */
+		if (mv->mv_mode == MOUNTVIEW_BEST_EFFORT && warnings != NULL) {
+			char w[512];
+			snprintf(w, sizeof(w), "mount view: best_effort: not applied: %s", *cause);
+			json_object_array_add(warnings, json_object_new_string(w));
+			free(*cause);
+			*cause = NULL;
+			return 0;
+		}
+		return -1;
+	}
+	/* Copies of what is to be bound back, taken while it is still visible. */
+	for (size_t i = 0; i < mv->mv_nexpose; i++) {
+		xfd[i] = open_tree(AT_FDCWD, mv->mv_expose[i], OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC |
+		    AT_RECURSIVE);
+		if (xfd[i] < 0) {
+			util_cause(cause, "mount view: open_tree %s: %s", mv->mv_expose[i],
+			    strerror(errno));
+			goto out;
+		}
+	}
+	if (mv->mv_private_tmp && mount("gensee-tmp", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV,
+	    "mode=1777") != 0) {
+		util_cause(cause, "mount view: private /tmp: %s", strerror(errno));
+		goto out;
+	}
+	for (size_t i = 0; i < mv->mv_nhide; i++)
+		if (mountview_hide(mv->mv_hide[i], &hidden_dir[i], cause) != 0)
+			goto out;
+	for (size_t i = 0; i < mv->mv_nexpose; i++) {
+		const char *p = mv->mv_expose[i];
+		int covered = mv->mv_private_tmp && mountview_below(p, "/tmp");
+		struct stat st;
+
+		for (size_t h = 0; h < mv->mv_nhide && !covered; h++)
+			covered = hidden_dir[h] && mountview_below(p, mv->mv_hide[h]);
+		/* A path below one already bound back is back with it. */
+		for (size_t j = 0; j < i && covered; j++)
+			if (xfd[j] == -2 && mountview_below(p, mv->mv_expose[j]))
+				covered = 0;
+		if (!covered)
+			continue;
+		if (fstat(xfd[i], &st) != 0 || mountview_mountpoint(p, S_ISDIR(st.st_mode),
+		    cause) != 0 || mountview_attach(xfd[i], p, 0, cause) != 0)
+			goto out;
+		close(xfd[i]);
+		xfd[i] = -2;	/* bound */
+	}
+	/* Seal the hidden directories: nothing can be planted in them. */
+	for (size_t i = 0; i < mv->mv_nhide; i++) {
+		if (hidden_dir[i] && mount(NULL, mv->mv_hide[i], NULL, MS_REMOUNT | MS_RDONLY |
+		    MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) != 0) {
+			util_cause(cause, "mount view: sealing %s: %s", mv->mv_hide[i],
+			    strerror(errno));
+			goto out;
+		}
+	}
+	for (size_t i = 0; i < mv->mv_nreadonly; i++)
+		if (mountview_bind_ro(mv->mv_readonly[i], mv->mv_readonly[i], cause) != 0)
+			goto out;
+	/* The old working directory may now be covered: enter the one in the view. */
+	if (mv->mv_workspace != NULL && chdir(mv->mv_workspace) != 0) {
+		util_cause(cause, "mount view: chdir %s: %s", mv->mv_workspace, strerror(errno));
+		goto out;
+	}
+	rc = 0;
+out:
+	for (size_t i = 0; i < mv->mv_nexpose; i++)
+		if (xfd[i] >= 0)
+			close(xfd[i]);
+	return rc;
+}
+
+/* What the view hides, keeps read-only and lets through, for the record. */
+struct json_object *
+mountview_plan_record(const struct mountview_plan *mv)
+{
+	struct json_object *o = json_object_new_object(), *a;
+
+	json_object_object_add(o, "mode", json_object_new_string(mountview_mode_name(mv->mv_mode)));
+	json_object_object_add(o, "applied", json_object_new_boolean(mv->mv_apply));
+	json_object_object_add(o, "private_tmp", json_object_new_boolean(mv->mv_private_tmp));
+	a = json_object_new_array();
+	for (size_t i = 0; i < mv->mv_nhide; i++)
+		json_object_array_add(a, json_object_new_string(mv->mv_hide[i]));
+	json_object_object_add(o, "hidden", a);
+	a = json_object_new_array();
+	for (size_t i = 0; i < mv->mv_nreadonly; i++)
+		json_object_array_add(a, json_object_new_string(mv->mv_readonly[i]));
+	json_object_object_add(o, "read_only", a);
+	a = json_object_new_array();
+	for (size_t i = 0; i < mv->mv_nsockets; i++)
+		json_object_array_add(a, json_object_new_string(mv->mv_sockets[i]));
+	json_object_object_add(o, "unix_sockets", a);
+	json_object_object_add(o, "skipped", mv->mv_skipped != NULL ?
+	    json_object_get(mv->mv_skipped) : json_object_new_array());
+	return o;
+}
