@@ -271,11 +271,17 @@ static void
 debug_seccomp_rule(struct json_object *r)
 {
 	struct json_object *when = schema_child(r, "when");
-	char cond[96] = "always";
+	int arg = (int)schema_int(when, "arg", 0);
+	char cond[160] = "always";
 
-	if (when != NULL)
-		snprintf(cond, sizeof(cond), "if arg%d & %s", (int)schema_int(when, "arg", 0),
-		    schema_string(when, "flag"));
+	if (when != NULL && schema_string(when, "flag") != NULL)
+		snprintf(cond, sizeof(cond), "if arg%d & %s", arg, schema_string(when, "flag"));
+	else if (when != NULL && schema_string(when, "request") != NULL)
+		snprintf(cond, sizeof(cond), "if (u32)arg%d == %s", arg,
+		    schema_string(when, "request"));
+	else if (when != NULL)
+		snprintf(cond, sizeof(cond), "unless arg%d in {%s}", arg,
+		    schema_string(when, "allowed_names"));
 	printf("  %-18s %-14s %-26s %s\n", schema_string(r, "syscall"), schema_string(r, "action"),
 	    cond, schema_string(r, "key"));
 }

@@ -118,7 +118,8 @@ class Env:
         self.runtime = tempfile.mkdtemp(prefix="gensee-it-run.")
         os.chmod(self.runtime, 0o755)
         # The CLI must be executable by the test user wherever the build is.
-        self.bindir = tempfile.mkdtemp(prefix="gensee-it-bin.")
+        # Outside /tmp: a sandboxed run has a private /tmp, and runs these tools.
+        self.bindir = tempfile.mkdtemp(prefix="gensee-it-bin.", dir="/var/tmp")
         os.chmod(self.bindir, 0o755)
         self.cli = os.path.join(self.bindir, "gensee")
         shutil.copy2(os.path.join(BUILD, "cli", "gensee"), self.cli)

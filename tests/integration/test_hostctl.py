@@ -293,15 +293,25 @@ def seccomp_debug_profile(env):
     r = env.gensee("debug", "seccomp-profile", "--json", env=extra)
     check(r.returncode == 0, r.stderr)
     prof = json.loads(r.stdout)
-    want = ["ptrace", "process_vm_readv", "process_vm_writev", "bpf", "init_module",
+    want = ["ptrace", "process_vm_readv", "process_vm_writev", "pidfd_getfd", "kcmp",
+            "perf_event_open", "bpf", "init_module",
             "finit_module", "delete_module", "mount", "umount2", "pivot_root", "fsopen",
             "fsconfig", "fsmount", "fspick", "move_mount", "open_tree", "mount_setattr",
-            "unshare", "setns", "clone", "clone3"]
+            "unshare", "setns", "clone", "clone3", "io_uring_setup", "io_uring_enter",
+            "io_uring_register", "userfaultfd", "keyctl", "add_key", "request_key", "modify_ldt",
+            "name_to_handle_at", "open_by_handle_at", "personality", "ioctl", "socket",
+            "socketpair"]
     check(prof["enabled"] is True and prof["denied"] == want, "%r" % prof)
     check(prof["default_action"] == "allow" and prof["bad_arch_action"] == "kill_process", "%r" % prof)
     clone = [x for x in prof["rules"] if x["syscall"] == "clone"]
     check({x["when"]["flag"] for x in clone} >= {"CLONE_NEWUSER", "CLONE_NEWNS", "CLONE_NEWNET"},
           "%r" % clone)
+    ioctl = [x["when"] for x in prof["rules"] if x["syscall"] == "ioctl"]
+    check({w["request"] for w in ioctl} == {"TIOCSTI", "TIOCLINUX"} and
+          all(w["mask"] == 0xffffffff for w in ioctl), "%r" % ioctl)
+    sock = [x["when"] for x in prof["rules"] if x["syscall"] == "socket"]
+    check(sock == [{"arg": 0, "op": "not_in", "allowed": [1, 2, 10, 16],
+                    "allowed_names": "AF_UNIX, AF_INET, AF_INET6, AF_NETLINK"}], "%r" % sock)
     check([x["action"] for x in prof["rules"] if x["syscall"] == "clone3"] == ["errno(ENOSYS)"],
           "%r" % prof["rules"])
     check(all(v["source"] == "default" for v in prof["keys"].values()), "%r" % prof["keys"])
@@ -311,7 +321,8 @@ def seccomp_debug_profile(env):
     check(prof["keys"]["linux.seccomp.deny_bpf"] == {"value": False, "source": "policy"},
           "%r" % prof["keys"])
     r = env.gensee("debug", "seccomp-profile", env=extra)
-    check(r.returncode == 0 and "kill the process" in r.stdout and "CLONE_NEWUSER" in r.stdout,
+    check(r.returncode == 0 and "kill the process" in r.stdout and "CLONE_NEWUSER" in r.stdout and
+          "if (u32)arg1 == TIOCSTI" in r.stdout and "unless arg0 in {AF_UNIX" in r.stdout,
           r.stdout)
 
 
@@ -319,7 +330,8 @@ class Tree:
     """ro/ (a file in it), rw/ and out/, the last two writable by the test user."""
 
     def __init__(self):
-        self.root = tempfile.mkdtemp(prefix="gensee-it-ll.")
+        # Outside /tmp, which is private (and writable) in a sandboxed run.
+        self.root = tempfile.mkdtemp(prefix="gensee-it-ll.", dir="/var/tmp")
         os.chmod(self.root, 0o755)
         for d, mode in (("ro", 0o755), ("rw", 0o777), ("out", 0o777)):
             os.mkdir(self.path(d))
@@ -337,7 +349,7 @@ class Tree:
 
 def landlock_policy(env, tree, mode="required", rw_extra=()):
     return {"linux": {"landlock": {
-        "mode": mode,
+        "mode": mode, "default_paths": False,
         "read_only": ["/usr", "/etc", env.bindir, tree.path("ro")],
         "read_write": [tree.path("rw"), "/dev/null"] + list(rw_extra)}}}
 
@@ -353,7 +365,7 @@ def landlock_enforced(env):
     probe = write_tool(env, "fsprobe.py", FSPROBE)
     tree = Tree()
     try:
-        extra = user_home(env, {})
+        extra = user_home(env, {"linux": {"landlock": {"mode": "off"}}})
         specs = fs_specs(tree)
         # Without Landlock the test user may write all of these.
         r = env.gensee(*RUN, "--", PY, probe, *specs, env=extra)
@@ -454,8 +466,16 @@ def landlock_child_failure_reported(env):
         argv = env.ns_prefix() + env.user_prefix() + [
             PY, stack, env.cli, *RUN, "--linux-landlock-ro", "/usr",
             "--linux-landlock-rw", tree.path("out"), "--", "/bin/sh", "-c", "touch " + marker]
+        # Under a Landlock domain of its own the launcher cannot mount: the
+        # default (required) mount view fails closed, with its reason.
         r = subprocess.run(argv, capture_output=True, text=True, timeout=60,
                            env=env.user_env(user_home(env, {})), cwd="/")
+        check(r.returncode == 125 and "not run: mount view:" in r.stderr, "rc %d: %s" % (
+            r.returncode, r.stderr))
+        check(not os.path.exists(marker), "the command ran without its mount view")
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=60,
+                           env=env.user_env(user_home(env, {"linux": {"mount_view": {
+                               "mode": "off"}}})), cwd="/")
         check(r.returncode == 125, "rc %d: %s" % (r.returncode, r.stderr))
         check("not run: landlock: landlock_restrict_self: Argument list too long" in r.stderr,
               "the child's reason did not reach the user: %s" % r.stderr)

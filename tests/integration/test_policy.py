@@ -45,11 +45,14 @@ def setup_creates_private_file(env):
     lx = doc["linux"]
     check(lx["posture"] == "enforce" and lx["seccomp"]["enabled"] is True and
           lx["seccomp"]["deny_mount_namespace_changes"] is True and
-          lx["landlock"]["mode"] == "off" and lx["fanotify"]["enabled"] is False and
+          lx["landlock"]["default_paths"] is True and lx["fanotify"]["enabled"] is False and
+          lx["mount_view"]["mode"] == "required" and lx["unix_sockets"]["allow"] == [] and
           lx["fanotify"]["action"] == "deny" and lx["fanotify"]["paths"] == [] and
           lx["network"]["max_lease_ttl_seconds"] == 0, "defaults: %r" % doc)
-    # The network mode follows allow/deny unless set, so setup leaves it out.
+    # The network mode follows allow/deny unless set, and the Landlock mode the
+    # kernel, so setup leaves them out.
     check("mode" not in lx["network"], "setup fixed the network mode: %r" % lx["network"])
+    check("mode" not in lx["landlock"], "setup fixed the Landlock mode: %r" % lx["landlock"])
     # No temporary file is left beside it.
     check(os.listdir(home) == ["policy.json"], "left in home: %r" % os.listdir(home))
     # An existing policy is kept without --force.
@@ -196,12 +199,18 @@ def show_json_defaults(env):
     check(r.returncode == 0, r.stderr)
     doc = json.loads(r.stdout)
     lx = doc["linux"]
-    check(set(doc) == {"linux"} and set(lx) == {"posture", "seccomp", "landlock", "fanotify", "network"},
+    check(set(doc) == {"linux"} and set(lx) == {"posture", "seccomp", "landlock", "mount_view",
+                                                "unix_sockets", "fanotify", "network"},
           "%r" % doc)
     check(lx["posture"] == "enforce" and all(lx["seccomp"][k] is True for k in
-          ("enabled", "deny_ptrace", "deny_bpf", "deny_kernel_modules", "deny_mount_namespace_changes")),
+          ("enabled", "deny_ptrace", "deny_bpf", "deny_kernel_modules", "deny_mount_namespace_changes",
+           "deny_kernel_attack_surface", "deny_terminal_injection", "deny_socket_families")),
           "%r" % lx)
-    check(lx["landlock"] == {"mode": "off", "read_only": [], "read_write": []}, "%r" % lx["landlock"])
+    # This kernel has Landlock: on, required, from the default lists.
+    check(lx["landlock"] == {"mode": "required", "default_paths": True, "read_only": [],
+                             "read_write": []}, "%r" % lx["landlock"])
+    check(lx["mount_view"] == {"mode": "required", "hide": []} and
+          lx["unix_sockets"] == {"allow": []}, "%r" % lx)
     check(lx["fanotify"] == {"enabled": False, "paths": [], "action": "deny", "rules": []},
           "%r" % lx["fanotify"])
     check(lx["network"] == {"mode": "allowlist", "allow": [], "deny": [], "lease_scopes": [],

@@ -13,6 +13,14 @@ from harness import Failure, check, main
 from test_network import REFUSED, run_sandboxed
 
 
+
+def fan_policy(fanotify):
+    """A policy of fanotify rules alone: the mount view (which hides ~/.ssh)
+    and Landlock's default lists are off, so each case proves what fanotify
+    itself enforces. test_escape covers the layers together."""
+    return {"linux": {"fanotify": fanotify, "mount_view": {"mode": "off"},
+                      "landlock": {"mode": "off"}}}
+
 def trace_fault_then_lease(env):
     env.use_netns()
     env.start()
@@ -79,7 +87,7 @@ def fanotify_sensitive_paths(env):
         with open(path, "w") as f:
             f.write(text)
     with open(os.path.join(home, "policy.json"), "w") as f:
-        json.dump({"linux": {"fanotify": {"enabled": True, "paths": ["**/.env"]}}}, f)
+        json.dump(fan_policy({"enabled": True, "paths": ["**/.env"]}), f)
     for d, _, files in os.walk(home):
         os.chown(d, env.uid, env.gid)
         for n in files:
@@ -143,7 +151,7 @@ def fanotify_suffix_files_follow_renames(env):
         f.write("LOCAL TOKEN\n")
     os.chown(local, env.uid, env.gid)
     with open(os.path.join(home, "policy.json"), "w") as f:
-        json.dump({"linux": {"fanotify": {"enabled": True, "paths": ["**/.env", "**/.env.*"]}}}, f)
+        json.dump(fan_policy({"enabled": True, "paths": ["**/.env", "**/.env.*"]}), f)
     moved, linked = os.path.join(ws, "moved.txt"), os.path.join(work, "linked.txt")
     r = env.gensee("run", "--sandbox", "linux", "--deny-all", "--json", "--", "sh", "-c",
                    "mv a/b/.env a/b/moved.txt && cat a/b/moved.txt; echo rc=$? >&2; "
@@ -179,8 +187,8 @@ def fanotify_inode_hits_use_own_policy(env):
         gh = os.path.join(home, name)
         os.makedirs(gh)
         with open(os.path.join(gh, "policy.json"), "w") as f:
-            json.dump({"linux": {"fanotify": {"enabled": True, "rules": [
-                {"path": keys + "/**", "action": action}]}}}, f)
+            json.dump(fan_policy({"enabled": True, "rules": [
+                {"path": keys + "/**", "action": action}]}), f)
         homes[name] = gh
     for d, _, files in os.walk(home):
         os.chown(d, env.uid, env.gid)
@@ -237,7 +245,7 @@ def make_home(env, with_policy=True):
             f.write(text)
     if with_policy:
         with open(os.path.join(home, "policy.json"), "w") as f:
-            json.dump({"linux": {"fanotify": {"enabled": True, "paths": ["**/.env"]}}}, f)
+            json.dump(fan_policy({"enabled": True, "paths": ["**/.env"]}), f)
     for d, _, files in os.walk(home):
         os.chown(d, env.uid, env.gid)
         for n in files:
