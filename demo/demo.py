@@ -72,7 +72,7 @@ def main():
         tree.wait()
         show(["watch", "--pid", str(tree.pid), "--duration-seconds", "5"], r)
 
-        say("A sandboxed agent: seccomp, an nftables envelope, sensitive paths")
+        say("A sandboxed agent: mount view, Landlock, seccomp, an nftables envelope, fanotify")
         env.stop()
         env.use_netns()          # all traffic stays in a namespace of its own
         env.start()
@@ -82,6 +82,13 @@ def main():
         os.makedirs(os.path.join(home, ".ssh"))
         with open(os.path.join(home, ".ssh", "id_ed25519"), "w") as f:
             f.write("-----BEGIN OPENSSH PRIVATE KEY-----\n")
+        project = os.path.join(home, "project")
+        os.makedirs(project)
+        with open(os.path.join(project, ".env"), "w") as f:
+            f.write("API_TOKEN=demo\n")
+        os.makedirs(os.path.join(home, ".gensee"))
+        with open(os.path.join(home, ".gensee", "policy.json"), "w") as f:
+            f.write('{"linux": {"fanotify": {"paths": ["**/.env"]}}}\n')
         for d, _, files in os.walk(home):
             os.chown(d, env.uid, env.gid)
             for n in files:
@@ -89,12 +96,15 @@ def main():
         os.chmod(home, 0o755)
         probe = env.tool("netprobe.py")
         agent = ("unshare -U true 2>/dev/null && echo 'unshare: allowed' || echo 'unshare: refused (seccomp)'; "
-                 "cat ~/.ssh/id_ed25519 >/dev/null 2>&1 && echo 'ssh key: read' || echo 'ssh key: refused (fanotify)'; "
+                 "cat ~/.ssh/id_ed25519 >/dev/null 2>&1 && echo 'ssh key: read' || echo 'ssh key: hidden (mount view)'; "
+                 "cat .env >/dev/null 2>&1 && echo '.env: read' || echo '.env: refused (fanotify)'; "
+                 "(echo x >> ~/.bashrc) 2>/dev/null && echo '~/.bashrc: written' || echo '~/.bashrc: refused (Landlock)'; "
+                 "kill -0 $PPID 2>/dev/null && echo 'launcher: signalled' || echo 'launcher: out of reach (Landlock scope)'; "
                  "python3 %s tcp,192.0.2.1,8080 tcp,192.0.2.1,8081; "
                  "python3 %s --retry tcp,203.0.113.40,8443 1.5" % (probe, probe))
         cmd = ["run", "--sandbox", "linux", "--linux-fanotify", "--allow-net", "192.0.2.1,tcp,8080",
                "--lease-scope", "203.0.113.40,tcp,8443", "--max-lease-ttl", "30", "--", "sh", "-c", "..."]
-        r = env.gensee(*(cmd[:-1] + [agent]), env={"HOME": home, "GENSEE_HOME": home})
+        r = env.gensee(*(cmd[:-1] + [agent]), env={"HOME": home}, cwd=project)
         print("$ gensee " + " ".join(cmd))
         sys.stdout.write(r.stdout)
         sys.stdout.write(r.stderr)
