@@ -25,6 +25,7 @@
 #include "netpolicy.h"
 #include "netspec.h"
 #include "nft.h"
+#include "policy.h"
 #include "proc.h"
 #include "schema.h"
 #include "util.h"
@@ -100,10 +101,16 @@ static struct json_object *
 debug_spec(struct debug_args *a, struct json_object *warnings)
 {
 	char *cause = NULL;
-	struct json_object *policy = policy_load(&cause), *spec = NULL;
+	struct json_object *policy = policy_load(&cause), *spec = NULL, *host;
 	if (policy != NULL)
 		spec = netspec_build(&a->da_net, policy, warnings, &cause);
 	json_object_put(policy);
+	/* The options go through the host policy as in gensee run. */
+	if (spec != NULL && (hostpolicy_get(&host, &cause) != 0 ||
+	    hostpolicy_netspec(host, spec, &cause) != 0)) {
+		json_object_put(spec);
+		spec = NULL;
+	}
 	if (spec == NULL) {
 		fprintf(stderr, "gensee debug: %s\n", cause);
 		free(cause);

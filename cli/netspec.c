@@ -62,10 +62,11 @@ policy_path(void)
 	return path;
 }
 
-struct json_object *
-policy_load(char **cause)
+/* The user's policy file alone, validated; an empty document when there is none. */
+static struct json_object *
+policy_load_user(char **cause)
 {
-	char *buf;
+	char *buf, *why = NULL;
 	size_t len;
 	struct json_object *o = NULL;
 
@@ -82,10 +83,23 @@ policy_load(char **cause)
 		return NULL;
 	}
 	/* One schema decides what a policy may say (cli/policy.c): refuse the rest. */
-	char *why = NULL;
 	if (policy_validate(o, NULL, &why) != 0) {
 		util_cause(cause, "%s: %s", policy_path(), why);
 		free(why);
+		json_object_put(o);
+		return NULL;
+	}
+	return o;
+}
+
+struct json_object *
+policy_load(char **cause)
+{
+	struct json_object *o = policy_load_user(cause), *host;
+
+	/* The administrator's floor: the user's policy can only narrow it. */
+	if (o != NULL && (hostpolicy_get(&host, cause) != 0 ||
+	    hostpolicy_narrow(o, host, cause) != 0)) {
 		json_object_put(o);
 		return NULL;
 	}

@@ -26,7 +26,10 @@ void netspec_opts_init(struct netspec_opts *o);
 /* Handle one of the network options; 1 if opt was one of them, -1 on error. */
 int netspec_option(struct netspec_opts *o, const char *opt, const char *arg);
 
-/* $GENSEE_HOME/policy.json ($HOME/.gensee); an empty object when absent. */
+/*
+ * $GENSEE_HOME/policy.json ($HOME/.gensee), an empty object when absent,
+ * narrowed by the host policy (hostpolicy.c).
+ */
 struct json_object *policy_load(char **cause);
 const char *policy_path(void);
 

@@ -24,9 +24,24 @@ enum policy_type {
 	POLICY_RULES,		/* list of {"path": PATTERN, "action": ACTION} */
 };
 
+/*
+ * How a host policy (/etc/gensee/policy.json) narrows a user's value: the
+ * user may only make a key stricter than the host says (hostpolicy.c).
+ */
+enum policy_narrow {
+	POLICY_NARROW_TRUE,	/* true is stricter: host true forces true */
+	POLICY_NARROW_FALSE,	/* false is stricter */
+	POLICY_NARROW_ORDER,	/* the stricter of the two in pk_strict */
+	POLICY_NARROW_MIN,	/* the smaller of the two */
+	POLICY_NARROW_UNION,	/* the host's entries are added (deny lists, hides) */
+	POLICY_NARROW_WITHIN,	/* every user entry lies within a host entry (allow lists) */
+};
+
 struct policy_key {
 	const char *pk_name;		/* dotted: "linux.seccomp.enabled" */
 	enum policy_type pk_type;
+	enum policy_narrow pk_narrow;
+	const char *const *pk_strict;	/* POLICY_NARROW_ORDER: strictest first */
 	const char *const *pk_values;	/* POLICY_ENUM: NULL-terminated */
 	int64_t pk_min;			/* POLICY_INT */
 	int64_t pk_max;
@@ -82,6 +97,24 @@ int policy_set(struct json_object *policy, const char *key, struct json_object *
     char **cause);
 /* A new document with every fixed default made explicit. */
 struct json_object *policy_defaults(void);
+
+/*
+ * The host policy, $sysconfdir/gensee/policy.json (hostpolicy.c): loaded
+ * once per process, NULL when there is none. A file that is not root's,
+ * is writable by others, is a symlink or does not validate is an error.
+ */
+#define HOSTPOLICY_PATH "/etc/gensee/policy.json"
+int hostpolicy_get(struct json_object **host, char **cause);
+/* Narrow a user policy by the host policy in place; -1 with *cause if a user entry is wider. */
+int hostpolicy_narrow(struct json_object *user, struct json_object *host, char **cause);
+/*
+ * Check a run's network spec (built from options that override the
+ * policy) against the host policy: allow and lease scopes within, the
+ * host's deny entries added, its mode and lease TTL kept.
+ */
+int hostpolicy_netspec(struct json_object *host, struct json_object *spec, char **cause);
+/* Whether path lies within one of the host's list at key (1 also when the host sets none). */
+int hostpolicy_path_within(struct json_object *host, const char *key, const char *path);
 
 /* `gensee policy ...`; returns the exit status. */
 int cmd_policy(int argc, char **argv);

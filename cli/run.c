@@ -45,6 +45,7 @@
 #include "landlock.h"
 #include "mountview.h"
 #include "netspec.h"
+#include "policy.h"
 #include "proc.h"
 #include "schema.h"
 #include "util.h"
@@ -292,6 +293,50 @@ run_plan(struct json_object *policy, int seccomp_force, struct landlock_opts *ll
 		return -1;
 	}
 	return 0;
+}
+
+/*
+ * Options on the command line replace parts of the policy; they may not go
+ * around the host policy either (policy_load() narrowed the policy itself).
+ */
+static int
+run_host_check(int seccomp_force, const struct landlock_opts *llo,
+    const struct mountview_opts *mvo, struct json_object *netspec, char **cause)
+{
+	struct json_object *host, *v;
+	const char *bad;
+	int on;
+
+	if (hostpolicy_get(&host, cause) != 0)
+		return -1;
+	if (host == NULL)
+		return 0;
+	if (netspec != NULL && hostpolicy_netspec(host, netspec, cause) != 0)
+		return -1;
+	v = policy_get_effective(host, "linux.seccomp.enabled");
+	on = json_object_get_boolean(v);
+	json_object_put(v);
+	if (seccomp_force == SECCOMP_PROFILE_FORCE_OFF && on &&
+	    !policy_is_unset(host, "linux.seccomp.enabled")) {
+		util_cause(cause, "--no-linux-seccomp: the host policy (%s) requires seccomp",
+		    HOSTPOLICY_PATH);
+		return -1;
+	}
+	for (size_t i = 0; i < llo->lo_nro; i++)
+		if (!hostpolicy_path_within(host, "linux.landlock.read_only", bad = llo->lo_ro[i]) &&
+		    !hostpolicy_path_within(host, "linux.landlock.read_write", bad))
+			goto outside;
+	for (size_t i = 0; i < llo->lo_nrw; i++)
+		if (!hostpolicy_path_within(host, "linux.landlock.read_write", bad = llo->lo_rw[i]))
+			goto outside;
+	for (size_t i = 0; i < mvo->mo_nallow_unix; i++)
+		if (!hostpolicy_path_within(host, "linux.unix_sockets.allow",
+		    bad = mvo->mo_allow_unix[i]))
+			goto outside;
+	return 0;
+outside:
+	util_cause(cause, "%s is outside what the host policy (%s) allows", bad, HOSTPOLICY_PATH);
+	return -1;
 }
 
 /* Free what run_plan built. */
@@ -551,6 +596,7 @@ cmd_run(int argc, char **argv)
 			fanspec = fanspec_build(policy, fanotify, &cause);
 		/* --sandbox linux without enforcement would be a lie: refuse. */
 		if (policy == NULL || (netconfig == NULL && netspec == NULL) || fanspec == NULL ||
+		    run_host_check(seccomp_force, &llo, &mvo, netspec, &cause) != 0 ||
 		    run_plan(policy, seccomp_force, &llo, &mvo, &ctl, &cause) != 0) {
 			json_object_put(fanspec);
 			fprintf(stderr, "gensee run: %s\n", cause);

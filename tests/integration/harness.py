@@ -128,7 +128,9 @@ class Env:
         self.proc = None
         self.logs = []
         self.children = []
+        self.cleanup_dirs = []
         self.netns = None      # the namespace boundaryd and the CLI run in
+        self.cli_prefix = []   # runs (as root) before the CLI's namespace and user switch
         self.namespaces = []   # every namespace this case created
 
     # -- network namespaces: all test traffic stays inside them --
@@ -156,6 +158,27 @@ class Env:
         for a in ("2001:db8::1/64", "2001:db8:1::1/64"):
             self.ns_run(ns, ["ip", "addr", "add", a, "dev", "lo", "nodad"])
         return ns
+
+    def host_policy(self, policy, mode=0o644):
+        """Every later CLI call sees policy as /etc/gensee/policy.json: an overlay
+        on /etc in a mount namespace of the call's own, so the host's /etc (and an
+        administrator's real host policy) is never touched."""
+        top = tempfile.mkdtemp(prefix="gensee-it-etc.", dir="/var/tmp")
+        self.cleanup_dirs.append(top)
+        upper, work = os.path.join(top, "upper"), os.path.join(top, "work")
+        os.makedirs(os.path.join(upper, "gensee"))
+        os.mkdir(work)
+        os.chmod(top, 0o755)
+        os.chmod(upper, 0o755)
+        os.chmod(os.path.join(upper, "gensee"), 0o755)
+        path = os.path.join(upper, "gensee", "policy.json")
+        with open(path, "w") as f:
+            json.dump(policy, f)
+        os.chmod(path, mode)
+        self.cli_prefix = ["unshare", "-m", "--propagation", "private", "sh", "-c",
+                           'mount -t overlay gensee-it-etc -o lowerdir=/etc,upperdir="$1",'
+                           'workdir="$2" /etc && shift 2 && exec "$@"', "sh", upper, work]
+        return path
 
     def tool(self, name):
         """A copy of a helper script that the test user can read."""
@@ -298,11 +321,12 @@ class Env:
 
     def _cli_argv(self, args, as_root):
         """The CLI's argv: in the case's namespace, as the test user unless root."""
-        if self.netns is None:
+        pre = self.cli_prefix
+        if self.netns is None and not pre:
             kw = {} if as_root else {"user": self.uid, "group": self.gid, "extra_groups": []}
             return [self.cli] + list(args), kw
         user = [] if as_root else self.user_prefix()
-        return self.ns_prefix() + user + [self.cli] + list(args), {}
+        return pre + self.ns_prefix() + user + [self.cli] + list(args), {}
 
     def user_call(self, path, method, params=None):
         r = subprocess.run(["/usr/bin/python3", "-c", USER_CALL, path, method,
@@ -385,7 +409,7 @@ class Env:
                     pass
             subprocess.run(["ip", "netns", "del", ns], capture_output=True)
         self.namespaces = []
-        for d in (self.state, self.runtime, self.bindir):
+        for d in [self.state, self.runtime, self.bindir] + self.cleanup_dirs:
             shutil.rmtree(d, ignore_errors=True)
         for name in self.logs:
             try:

@@ -39,7 +39,7 @@ def user_dir(env, prefix, base="/var/tmp"):
     d = tempfile.mkdtemp(prefix=prefix, dir=base)
     os.chown(d, env.uid, env.gid)
     os.chmod(d, 0o755)
-    env.cleanup_paths = getattr(env, "cleanup_paths", []) + [d]
+    env.cleanup_dirs.append(d)
     return d
 
 
@@ -323,22 +323,48 @@ def private_tmp_and_workspace(env):
           ws in hc["landlock"]["read_write"], "%r" % hc)
 
 
-def _cleanup_paths(env):
-    for d in getattr(env, "cleanup_paths", []):
-        shutil.rmtree(d, ignore_errors=True)
+def host_policy_is_a_floor(env):
+    """An administrator's /etc/gensee/policy.json: a user's policy and options can
+    only narrow it, and a host policy others could have written is refused."""
+    setup(env)
+    env.host_policy({"linux": {"seccomp": {"enabled": True},
+                               "network": {"allow": ["192.0.2.0/24,tcp"],
+                                           "deny": ["192.0.2.66"]}}})
+    loose = gensee_home(env, {"linux": {"seccomp": {"enabled": False}}})
+    r = env.gensee(*RUN, "--json", "--", "true", env={"GENSEE_HOME": loose})
+    check(r.returncode == 0, r.stderr)
+    opid = json.loads(r.stdout)["operation_id"]
+    check(env.record(opid)["host_controls"]["seccomp"]["enabled"] is True,
+          "the user's policy turned seccomp off under the host's floor")
+    r = env.gensee(*RUN, "--no-linux-seccomp", "--", "true", env={"GENSEE_HOME": loose})
+    check(r.returncode == 125 and "requires seccomp" in r.stderr, r.stderr)
+    r = env.gensee("run", "--sandbox", "linux", "--allow-net", "198.51.100.1,tcp,80", "--",
+                   "true", env={"GENSEE_HOME": loose})
+    check(r.returncode == 125 and "198.51.100.1,tcp,80 is outside" in r.stderr, r.stderr)
+    r = env.gensee("run", "--sandbox", "linux", "--allow-net", "192.0.2.1,tcp,80", "--json",
+                   "--", "true", env={"GENSEE_HOME": loose})
+    check(r.returncode == 0, r.stderr)
+    with open(os.path.join(env.state, "network-operations", json.loads(r.stdout)["operation_id"],
+                           "record.json")) as f:
+        net = f.read()
+    check("192.0.2.66" in net, "the host's deny entry is gone: %s" % net)
+    bad = gensee_home(env, {"linux": {"network": {"allow": ["0.0.0.0/0"]}}})
+    r = env.gensee(*RUN, "--", "true", env={"GENSEE_HOME": bad})
+    check(r.returncode == 125 and "outside what the host policy" in r.stderr, r.stderr)
+    # A host policy someone else could have written is no floor at all: refused.
+    env.host_policy({"linux": {}}, mode=0o666)
+    r = env.gensee(*RUN, "--", "true", env={"GENSEE_HOME": loose})
+    check(r.returncode == 125 and "root's and writable by root only" in r.stderr, r.stderr)
+    # Without it, the same user policy runs as the user asked.
+    env.cli_prefix = []
+    r = env.gensee(*RUN, "--json", "--", "true", env={"GENSEE_HOME": loose})
+    check(r.returncode == 0, r.stderr)
+    opid = json.loads(r.stdout)["operation_id"]
+    check(env.record(opid)["host_controls"]["seccomp"]["enabled"] is False, "control")
 
 
 if __name__ == "__main__":
-    cases = {f.__name__: f for f in (same_uid_processes_unreachable, user_services_hidden,
-                                     terminal_injection_denied, kernel_surfaces_denied,
-                                     credentials_hidden_and_policy_readonly,
-                                     private_tmp_and_workspace)}
-
-    def wrap(fn):
-        def run(env):
-            try:
-                fn(env)
-            finally:
-                _cleanup_paths(env)
-        return run
-    main({k: wrap(v) for k, v in cases.items()})
+    main({f.__name__: f for f in (same_uid_processes_unreachable, user_services_hidden,
+                                  terminal_injection_denied, kernel_surfaces_denied,
+                                  credentials_hidden_and_policy_readonly,
+                                  private_tmp_and_workspace, host_policy_is_a_floor)})

@@ -10,6 +10,7 @@
 #include "cli/policy.h"
 #include "frame.h"
 #include "landlock.h"
+#include "schema.h"
 #include "unit.h"
 
 /* Parse a fixed document strictly, as the file would be. */
@@ -528,6 +529,135 @@ START_TEST(test_file_commands)
 }
 END_TEST
 
+/* Narrow user by host; returns the effective value of key as JSON text (caller frees). */
+static char *
+narrowed(const char *user, const char *host, const char *key)
+{
+	struct json_object *u = doc(user), *h = doc(host), *v;
+	char *cause = NULL, *out;
+
+	ck_assert_msg(hostpolicy_narrow(u, h, &cause) == 0, "narrow: %s", cause);
+	v = policy_get_effective(u, key);
+	out = strdup(json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN |
+	    JSON_C_TO_STRING_NOSLASHESCAPE));
+	json_object_put(v);
+	json_object_put(u);
+	json_object_put(h);
+	return out;
+}
+
+/* Narrowing must fail, with a cause containing want. */
+static void
+narrow_refused(const char *user, const char *host, const char *want)
+{
+	struct json_object *u = doc(user), *h = doc(host);
+	char *cause = NULL;
+
+	ck_assert_int_eq(hostpolicy_narrow(u, h, &cause), -1);
+	ck_assert_msg(cause != NULL && strstr(cause, want) != NULL, "cause %s, want %s", cause,
+	    want);
+	free(cause);
+	json_object_put(u);
+	json_object_put(h);
+}
+
+START_TEST(test_host_narrows)
+{
+	char *s;
+#define NARROW(u, h, key, want) do { s = narrowed(u, h, key); ck_assert_str_eq(s, want); \
+	free(s); } while (0)
+	/* Booleans: the host's strict value wins, the user may add strictness. */
+	NARROW("{\"linux\": {\"seccomp\": {\"enabled\": false}}}",
+	    "{\"linux\": {\"seccomp\": {\"enabled\": true}}}", "linux.seccomp.enabled", "true");
+	NARROW("{\"linux\": {\"seccomp\": {\"deny_ptrace\": false}}}",
+	    "{\"linux\": {\"seccomp\": {\"deny_ptrace\": false}}}", "linux.seccomp.deny_ptrace",
+	    "false");
+	NARROW("{\"linux\": {\"fanotify\": {\"enabled\": true}}}",
+	    "{\"linux\": {\"fanotify\": {\"enabled\": false}}}", "linux.fanotify.enabled", "true");
+	NARROW("{}", "{\"linux\": {\"landlock\": {\"default_paths\": false}}}",
+	    "linux.landlock.default_paths", "false");
+	/* Orders: the stricter mode. */
+	NARROW("{\"linux\": {\"mount_view\": {\"mode\": \"off\"}}}",
+	    "{\"linux\": {\"mount_view\": {\"mode\": \"best_effort\"}}}",
+	    "linux.mount_view.mode", "\"best_effort\"");
+	NARROW("{\"linux\": {\"landlock\": {\"mode\": \"required\"}}}",
+	    "{\"linux\": {\"landlock\": {\"mode\": \"best_effort\"}}}",
+	    "linux.landlock.mode", "\"required\"");
+	NARROW("{\"linux\": {\"posture\": \"monitor\"}}", "{\"linux\": {\"posture\": \"enforce\"}}",
+	    "linux.posture", "\"enforce\"");
+	NARROW("{\"linux\": {\"fanotify\": {\"action\": \"observe\"}}}",
+	    "{\"linux\": {\"fanotify\": {\"action\": \"deny\"}}}", "linux.fanotify.action",
+	    "\"deny\"");
+	/* Numbers: the smaller. */
+	NARROW("{\"linux\": {\"network\": {\"max_lease_ttl_seconds\": 600}}}",
+	    "{\"linux\": {\"network\": {\"max_lease_ttl_seconds\": 60}}}",
+	    "linux.network.max_lease_ttl_seconds", "60");
+	/* Deny lists and hides: the host's entries are added. */
+	NARROW("{\"linux\": {\"network\": {\"deny\": [\"192.0.2.9\"]}}}",
+	    "{\"linux\": {\"network\": {\"deny\": [\"169.254.169.254\", \"192.0.2.9\"]}}}",
+	    "linux.network.deny", "[\"192.0.2.9\",\"169.254.169.254\"]");
+	NARROW("{}", "{\"linux\": {\"mount_view\": {\"hide\": [\"/srv/secrets\"]}}}",
+	    "linux.mount_view.hide", "[\"/srv/secrets\"]");
+	/* Allow lists are a ceiling: inside is kept, unset stays unset (nothing allowed). */
+	NARROW("{\"linux\": {\"network\": {\"allow\": [\"192.0.2.0/25,tcp,443\"]}}}",
+	    "{\"linux\": {\"network\": {\"allow\": [\"192.0.2.0/24,tcp,1-1024\"]}}}",
+	    "linux.network.allow", "[\"192.0.2.0/25,tcp,443\"]");
+	NARROW("{}", "{\"linux\": {\"network\": {\"allow\": [\"192.0.2.0/24\"]}}}",
+	    "linux.network.allow", "[]");
+	NARROW("{\"linux\": {\"landlock\": {\"read_write\": [\"/srv/work/a\"]}}}",
+	    "{\"linux\": {\"landlock\": {\"read_write\": [\"/srv/work\"]}}}",
+	    "linux.landlock.read_write", "[\"/srv/work/a\"]");
+	/* An unset host key narrows nothing. */
+	NARROW("{\"linux\": {\"seccomp\": {\"enabled\": false}}}", "{}",
+	    "linux.seccomp.enabled", "false");
+#undef NARROW
+	/* Wider than the ceiling: refused, with the entry named. */
+	narrow_refused("{\"linux\": {\"network\": {\"allow\": [\"0.0.0.0/0,tcp,443\"]}}}",
+	    "{\"linux\": {\"network\": {\"allow\": [\"192.0.2.0/24,tcp,443\"]}}}", "0.0.0.0/0");
+	narrow_refused("{\"linux\": {\"network\": {\"allow\": [\"192.0.2.1\"]}}}",
+	    "{\"linux\": {\"network\": {\"allow\": [\"192.0.2.0/24,tcp\"]}}}",
+	    "192.0.2.1 is outside");	/* no protocol: udp too, which the host does not allow */
+	narrow_refused("{\"linux\": {\"network\": {\"lease_scopes\": [\"192.0.2.1,tcp,22\"]}}}",
+	    "{\"linux\": {\"network\": {\"lease_scopes\": [\"192.0.2.1,tcp,443\"]}}}",
+	    "lease_scopes");
+	narrow_refused("{\"linux\": {\"landlock\": {\"read_write\": [\"/srv/workshop\"]}}}",
+	    "{\"linux\": {\"landlock\": {\"read_write\": [\"/srv/work\"]}}}", "/srv/workshop");
+	narrow_refused("{\"linux\": {\"unix_sockets\": {\"allow\": [\"/run/docker.sock\"]}}}",
+	    "{\"linux\": {\"unix_sockets\": {\"allow\": [\"/run/user/1/ssh.sock\"]}}}",
+	    "docker.sock");
+}
+END_TEST
+
+START_TEST(test_host_netspec)
+{
+	struct json_object *h = doc("{\"linux\": {\"network\": {\"mode\": \"allowlist\", "
+	    "\"allow\": [\"192.0.2.0/24,tcp\"], \"deny\": [\"192.0.2.66\"], "
+	    "\"max_lease_ttl_seconds\": 30}}}");
+	struct json_object *spec = doc("{\"mode\": \"allowlist\", \"allow\": [\"192.0.2.7,tcp,80\"], "
+	    "\"deny\": [], \"lease_scopes\": [], \"max_lease_ttl_seconds\": 600}");
+	char *cause = NULL;
+
+	ck_assert_int_eq(hostpolicy_netspec(h, spec, &cause), 0);
+	ck_assert_str_eq(json_object_to_json_string_ext(schema_child(spec, "deny"),
+	    JSON_C_TO_STRING_PLAIN), "[\"192.0.2.66\"]");
+	ck_assert_int_eq(schema_int(spec, "max_lease_ttl_seconds", 0), 30);
+	json_object_put(spec);
+	/* --allow-net wider than the host's allow, and --monitor, are refused. */
+	spec = doc("{\"mode\": \"allowlist\", \"allow\": [\"198.51.100.1,tcp,80\"]}");
+	ck_assert_int_eq(hostpolicy_netspec(h, spec, &cause), -1);
+	ck_assert_msg(strstr(cause, "198.51.100.1") != NULL, "%s", cause);
+	free(cause);
+	cause = NULL;
+	json_object_put(spec);
+	spec = doc("{\"mode\": \"monitor\", \"allow\": []}");
+	ck_assert_int_eq(hostpolicy_netspec(h, spec, &cause), -1);
+	ck_assert_msg(strstr(cause, "requires allowlist") != NULL, "%s", cause);
+	free(cause);
+	json_object_put(spec);
+	json_object_put(h);
+}
+END_TEST
+
 static Suite *
 policy_suite(void)
 {
@@ -542,6 +672,8 @@ policy_suite(void)
 	tcase_add_test(tc, test_parse_values);
 	tcase_add_test(tc, test_effective);
 	tcase_add_test(tc, test_set_preserves);
+	tcase_add_test(tc, test_host_narrows);
+	tcase_add_test(tc, test_host_netspec);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("file");
 	tcase_add_test(tc, test_file_commands);
