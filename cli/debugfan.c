@@ -9,6 +9,7 @@
  * (as if it were supervised) for a bounded time or a number of events.
  */
 #include <getopt.h>
+#include <limits.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +23,7 @@
 #include "fanpolicy.h"
 #include "hostcaps.h"
 #include "landlock.h"
+#include "mountview.h"
 #include "netspec.h"
 #include "schema.h"
 #include "seccomp.h"
@@ -288,6 +290,8 @@ debug_plan(int argc, char **argv)
 	struct seccomp_profile sp;
 	struct landlock_plan lp;
 	struct landlock_opts lo;
+	struct mountview_opts mvo;
+	struct mountview_plan mv;
 	struct netspec_opts no;
 	enum fan_posture posture;
 	struct json_object *policy = NULL, *out = json_object_new_object(), *warnings;
@@ -305,11 +309,15 @@ debug_plan(int argc, char **argv)
 		return 1;
 	}
 	memset(&lo, 0, sizeof(lo));
+	memset(&mvo, 0, sizeof(mvo));
 	memset(&sp, 0, sizeof(sp));
 	memset(&lp, 0, sizeof(lp));
+	memset(&mv, 0, sizeof(mv));
 	int abi = landlock_abi(&why);
-	if (seccomp_profile_build(policy, SECCOMP_PROFILE_FROM_POLICY, &sp, &cause) != 0 ||
-	    landlock_plan_build(policy, &lo, abi, why, &lp, &cause) != 0) {
+	if (run_host_opts(&lo, &mvo, 0, &cause) != 0 ||
+	    seccomp_profile_build(policy, SECCOMP_PROFILE_FROM_POLICY, &sp, &cause) != 0 ||
+	    landlock_plan_build(policy, &lo, abi, why, &lp, &cause) != 0 ||
+	    mountview_plan_build(policy, &mvo, &mv, &cause) != 0) {
 		fprintf(stderr, "gensee debug plan: %s\n", cause);
 		free(cause);
 		goto out;
@@ -344,6 +352,24 @@ debug_plan(int argc, char **argv)
 	json_object_object_add(out, "posture", json_object_new_string(fanpolicy_posture_name(posture)));
 	json_object_object_add(out, "seccomp", seccomp_profile_json(&sp));
 	json_object_object_add(out, "landlock", landlock_plan_record(&lp));
+	json_object_object_add(out, "mount_view", mountview_plan_record(&mv));
+	/* A plan that cannot work as meant says so before a run finds out. */
+	struct json_object *hw = json_object_new_array();
+	landlock_plan_warnings(&lp, lo.lo_workspace, hw);
+	if (!sp.sp_enabled)
+		json_object_array_add(hw, json_object_new_string("seccomp: off: nothing keeps the "
+		    "agent from ptrace, new namespaces, io_uring or TIOCSTI"));
+	if (mv.mv_mode == MOUNTVIEW_OFF)
+		json_object_array_add(hw, json_object_new_string("mount view: off: the user's "
+		    "runtime sockets (tmux, D-Bus, ssh), credentials, /tmp and ~/.gensee are "
+		    "reachable"));
+	for (size_t i = 0; i < json_object_array_length(lp.lp_skipped); i++) {
+		char w[PATH_MAX + 64];
+		snprintf(w, sizeof(w), "landlock: not applied: %s", json_object_get_string(
+		    json_object_array_get_idx(lp.lp_skipped, i)));
+		json_object_array_add(hw, json_object_new_string(w));
+	}
+	json_object_object_add(out, "host_control_warnings", hw);
 	json_object_object_add(out, "fanotify", fan);
 	json_object_object_add(out, "network", net);
 	json_object_object_add(out, "network_warnings", warnings);
@@ -353,7 +379,10 @@ debug_plan(int argc, char **argv)
 	} else {
 		printf("posture      %s\n", fanpolicy_posture_name(posture));
 		printf("seccomp      %s\n", sp.sp_ctx != NULL ? "default deny profile" : "off");
-		printf("landlock     %s\n", landlock_mode_name(lp.lp_mode));
+		printf("landlock     %s%s\n", landlock_mode_name(lp.lp_mode),
+		    lp.lp_default_paths && lp.lp_apply ? ", default lists" : "");
+		printf("mount view   %s, %zu hidden, %zu read-only, %zu socket(s) let through\n",
+		    mountview_mode_name(mv.mv_mode), mv.mv_nhide, mv.mv_nreadonly, mv.mv_nsockets);
 		printf("fanotify     %s, %zu rule(s), %zu mark(s)\n",
 		    schema_bool(fan, "enabled", 0) ? "on" : "off (use --linux-fanotify or "
 		    "linux.fanotify.enabled)", fp.fp_nrules, plan.pl_nmarks);
@@ -361,6 +390,9 @@ debug_plan(int argc, char **argv)
 		    json_object_array_length(schema_child(net, "allow")),
 		    json_object_array_length(schema_child(net, "deny")));
 		printf("speculation  %s\n", schema_string(spec, "detail"));
+		for (size_t i = 0; i < json_object_array_length(hw); i++)
+			printf("warning: %s\n", json_object_get_string(
+			    json_object_array_get_idx(hw, i)));
 		for (size_t i = 0; i < plan.pl_warn.w_n; i++)
 			printf("warning: %s\n", plan.pl_warn.w_v[i]);
 	}
@@ -368,6 +400,7 @@ debug_plan(int argc, char **argv)
 out:
 	seccomp_profile_free(&sp);
 	landlock_plan_free(&lp);
+	mountview_plan_free(&mv);
 	fanpolicy_plan_free(&plan);
 	fanpolicy_free(&fp);
 	json_object_put(policy);

@@ -243,15 +243,20 @@ run_usage(void)
  * Plan the host controls of a sandboxed run from the policy and the
  * command line. Errors here stop the run before anything starts.
  */
-static int
-run_plan(struct json_object *policy, int seccomp_force, struct landlock_opts *llo,
-    struct mountview_opts *mvo, struct run_controls *ctl, char **cause)
+/*
+ * What the Landlock defaults and the mount view are made of: the run's
+ * directory (the workspace), $HOME, $GENSEE_HOME, $TMPDIR, gensee's and the
+ * user's runtime directories. A missing $GENSEE_HOME is made now (0700),
+ * so that the agent finds it read-only rather than creating a policy of
+ * its own there (with create: `gensee debug plan` shares this and changes
+ * nothing).
+ */
+int
+run_host_opts(struct landlock_opts *llo, struct mountview_opts *mvo, int create, char **cause)
 {
-	const char *why = NULL, *home = getenv("HOME"), *gh = getenv("GENSEE_HOME");
+	const char *home = getenv("HOME"), *gh = getenv("GENSEE_HOME");
 	static char cwd[PATH_MAX], ghome[PATH_MAX];
-	int abi = landlock_abi(&why);
 
-	/* The workspace is the run's directory; $GENSEE_HOME holds the policy. */
 	if (getcwd(cwd, sizeof(cwd)) == NULL) {
 		util_cause(cause, "getcwd: %s", strerror(errno));
 		return -1;
@@ -262,12 +267,8 @@ run_plan(struct json_object *policy, int seccomp_force, struct landlock_opts *ll
 		snprintf(ghome, sizeof(ghome), "%s/.gensee", home);
 	else
 		ghome[0] = '\0';
-	/*
-	 * A missing $GENSEE_HOME is made now (0700), so that the agent finds
-	 * it read-only rather than creating a policy of its own there.
-	 */
-	if (ghome[0] != '\0' && mkdir(ghome, 0700) != 0 && errno != EEXIST && errno != ENOENT &&
-	    errno != EACCES && errno != EROFS) {
+	if (create && ghome[0] != '\0' && mkdir(ghome, 0700) != 0 && errno != EEXIST &&
+	    errno != ENOENT && errno != EACCES && errno != EROFS) {
 		util_cause(cause, "%s: %s", ghome, strerror(errno));
 		return -1;
 	}
@@ -281,6 +282,18 @@ run_plan(struct json_object *policy, int seccomp_force, struct landlock_opts *ll
 	mvo->mo_xdg_runtime_dir = getenv("XDG_RUNTIME_DIR");
 	mvo->mo_uid = getuid();
 	mvo->mo_gid = getgid();
+	return 0;
+}
+
+static int
+run_plan(struct json_object *policy, int seccomp_force, struct landlock_opts *llo,
+    struct mountview_opts *mvo, struct run_controls *ctl, char **cause)
+{
+	const char *why = NULL;
+	int abi = landlock_abi(&why);
+
+	if (run_host_opts(llo, mvo, 1, cause) != 0)
+		return -1;
 	if (mountview_plan_build(policy, mvo, &ctl->rc_mountview, cause) != 0)
 		return -1;
 	if (seccomp_profile_build(policy, seccomp_force, &ctl->rc_seccomp, cause) != 0) {

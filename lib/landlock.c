@@ -444,6 +444,44 @@ landlock_plan_restrict(int rfd, char **cause)
 	return 0;
 }
 
+/* Whether path is dir or below it. */
+static int
+landlock_below(const char *path, const char *dir)
+{
+	size_t n = strlen(dir);
+
+	if (strcmp(dir, "/") == 0)
+		return 1;
+	return strncmp(path, dir, n) == 0 && (path[n] == '\0' || path[n] == '/');
+}
+
+/* Warnings about a plan that cannot work as meant. */
+void
+landlock_plan_warnings(const struct landlock_plan *lp, const char *workspace,
+    struct json_object *warnings)
+{
+	char w[2 * PATH_MAX + 160], real[PATH_MAX];
+	int writable = 0;
+
+	if (!lp->lp_apply)
+		return;
+	if (lp->lp_npaths == 0) {
+		snprintf(w, sizeof(w), "landlock: %s with no paths: every file access is refused, "
+		    "the agent cannot even be executed", landlock_mode_name(lp->lp_mode));
+		json_object_array_add(warnings, json_object_new_string(w));
+		return;
+	}
+	if (workspace == NULL || realpath(workspace, real) == NULL || strcmp(real, "/") == 0)
+		return;
+	for (size_t i = 0; i < lp->lp_npaths && !writable; i++)
+		writable = lp->lp_paths[i].lpp_write && landlock_below(real, lp->lp_paths[i].lpp_path);
+	if (!writable) {
+		snprintf(w, sizeof(w), "landlock: the workspace %s is below no read_write path: the "
+		    "agent cannot write its own files (add --linux-landlock-rw %s)", real, real);
+		json_object_array_add(warnings, json_object_new_string(w));
+	}
+}
+
 /* What the plan applies and skips, for the operation record. */
 struct json_object *
 landlock_plan_record(const struct landlock_plan *lp)

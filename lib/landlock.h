@@ -100,6 +100,14 @@ int landlock_plan_prepare(const struct landlock_plan *lp, int *rfd,
 /* In the child, after no_new_privs: enforce the prepared ruleset; irreversible. */
 int landlock_plan_restrict(int rfd, char **cause);
 
+/*
+ * Append to warnings (strings) what makes a plan unable to work as meant:
+ * no paths at all (every access refused, the agent cannot even exec), or a
+ * workspace below no read_write path.
+ */
+void landlock_plan_warnings(const struct landlock_plan *lp, const char *workspace,
+    struct json_object *warnings);
+
 /* The operation record's host_controls.landlock. */
 struct json_object *landlock_plan_record(const struct landlock_plan *lp);
 

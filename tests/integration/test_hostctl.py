@@ -484,9 +484,34 @@ def landlock_child_failure_reported(env):
         tree.remove()
 
 
+def debug_plan_warns(env):
+    """gensee debug plan says when a policy cannot work before a run finds out."""
+    extra = user_home(env, {"linux": {"landlock": {"mode": "required", "default_paths": False},
+                                      "mount_view": {"mode": "off"}}})
+    r = env.gensee("debug", "plan", "--json", env=extra)
+    check(r.returncode == 0, r.stderr)
+    plan = json.loads(r.stdout)
+    w = " | ".join(plan["host_control_warnings"])
+    check("required with no paths" in w and "mount view: off" in w, w)
+    check(plan["mount_view"]["mode"] == "off" and plan["landlock"]["applied"] is True, "%r" % plan)
+    # A workspace outside every writable path; the default plan has no such warning.
+    tree = Tree()
+    try:
+        set_policy(extra["GENSEE_HOME"], {"linux": {"landlock": {
+            "default_paths": False, "read_only": ["/"], "read_write": [tree.path("rw")]}}})
+        r = env.gensee("debug", "plan", "--json", env=extra, cwd=tree.path("out"))
+        w = " | ".join(json.loads(r.stdout)["host_control_warnings"])
+        check("workspace %s is below no read_write path" % tree.path("out") in w, w)
+        set_policy(extra["GENSEE_HOME"], {})
+        r = env.gensee("debug", "plan", "--json", env=extra, cwd=tree.path("out"))
+        check(json.loads(r.stdout)["host_control_warnings"] == [], r.stdout)
+    finally:
+        tree.remove()
+
+
 if __name__ == "__main__":
     main({f.__name__: f for f in (seccomp_denies_and_allows, seccomp_policy_keys_and_overrides,
                                   seccomp_other_abis_killed, seccomp_debug_profile,
                                   landlock_enforced, landlock_required_refuses,
                                   landlock_best_effort_records,
-                                  landlock_child_failure_reported)})
+                                  landlock_child_failure_reported, debug_plan_warns)})

@@ -506,6 +506,43 @@ START_TEST(test_enforced)
 }
 END_TEST
 
+START_TEST(test_plan_warnings)
+{
+	struct landlock_plan lp;
+	struct json_object *p, *w;
+	char *cause = NULL;
+
+	make_tree();
+	/* required with no paths at all: nothing could even be executed. */
+	p = policy("{\"linux\": {\"landlock\": {\"mode\": \"required\", \"default_paths\": false}}}");
+	ck_assert_int_eq(landlock_plan_build(p, NULL, 7, NULL, &lp, &cause), 0);
+	w = json_object_new_array();
+	landlock_plan_warnings(&lp, at("out"), w);
+	ck_assert_int_eq(json_object_array_length(w), 1);
+	ck_assert_msg(strstr(json_object_get_string(json_object_array_get_idx(w, 0)),
+	    "with no paths") != NULL, "%s", json_object_to_json_string(w));
+	json_object_put(w);
+	landlock_plan_free(&lp);
+	json_object_put(p);
+	/* A workspace below no read_write path; then one below rw/. */
+	p = policy("{\"linux\": {\"landlock\": {\"default_paths\": false, \"read_only\": [\"/\"], "
+	    "\"read_write\": [\"%s\"]}}}", at("rw"));
+	ck_assert_int_eq(landlock_plan_build(p, NULL, 7, NULL, &lp, &cause), 0);
+	w = json_object_new_array();
+	landlock_plan_warnings(&lp, at("out"), w);
+	ck_assert_int_eq(json_object_array_length(w), 1);
+	ck_assert_msg(strstr(json_object_get_string(json_object_array_get_idx(w, 0)),
+	    "below no read_write path") != NULL, "%s", json_object_to_json_string(w));
+	json_object_put(w);
+	w = json_object_new_array();
+	landlock_plan_warnings(&lp, at("rw"), w);
+	ck_assert_int_eq(json_object_array_length(w), 0);
+	json_object_put(w);
+	landlock_plan_free(&lp);
+	json_object_put(p);
+}
+END_TEST
+
 /* In a child: the default plan with out/ as the workspace; then reads, writes, signals. */
 static void
 child_defaults(int rep)
@@ -629,6 +666,7 @@ landlock_suite(void)
 	tcase_add_test(tc, test_plan_off);
 	tcase_add_test(tc, test_plan_lists);
 	tcase_add_test(tc, test_plan_defaults);
+	tcase_add_test(tc, test_plan_warnings);
 	tcase_add_test(tc, test_plan_missing_path);
 	tcase_add_test(tc, test_plan_no_landlock);
 	tcase_add_test(tc, test_plan_bad_policy);
