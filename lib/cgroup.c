@@ -126,7 +126,14 @@ cgroup_ensure_base(const char *mount, const char *base, char **cause)
 		util_cause(cause, "%s: %s", mount, strerror(errno));
 		return -1;
 	}
-	if (mkdirat(mfd, base, 0755) != 0 && errno != EEXIST) {
+	if (mkdirat(mfd, base, 0755) == 0) {
+		/* 0755 whatever the umask: the path stays resolvable for everyone. */
+		if (fchmodat(mfd, base, 0755, 0) != 0) {
+			util_cause(cause, "chmod %s/%s: %s", mount, base, strerror(errno));
+			close(mfd);
+			return -1;
+		}
+	} else if (errno != EEXIST) {
 		util_cause(cause, "mkdir %s/%s: %s", mount, base, strerror(errno));
 		close(mfd);
 		return -1;

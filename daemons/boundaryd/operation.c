@@ -1079,7 +1079,8 @@ op_ensure_base(struct boundaryd *bd, char **cause)
 		return -1;
 	}
 	if (fstatat(mfd, bd->bd_cgroup_base, &st, AT_SYMLINK_NOFOLLOW) != 0 && errno == ENOENT) {
-		if (sandbox_base_mkdir(mfd, bd->bd_cgroup_base, 0755) != 0 && errno != EEXIST) {
+		if (sandbox_base_mkdir(mfd, bd->bd_cgroup_base, 0755) != 0 ? errno != EEXIST :
+		    fchmodat(mfd, bd->bd_cgroup_base, 0755, 0) != 0) {
 			util_cause(cause, "%s/%s is missing and cannot be made again: %s",
 			    bd->bd_cgroup_mount, bd->bd_cgroup_base, strerror(errno));
 			close(mfd);
