@@ -1798,7 +1798,9 @@ operation_adopt(struct boundaryd *bd, const char *id, int dirfd, struct json_obj
 	snprintf(rel, sizeof(rel), "%s/%s", bd->bd_cgroup_base, id);
 	/* A `gensee run` (not a watch or an adopted tree): its launcher is watched again. */
 	struct json_object *lj = schema_child(schema_child(rec, "source"), "launcher");
-	op->op_launcher = ac != NULL && strcmp(ac, "local_process") == 0 && lj != NULL;
+	const char *run = schema_string(schema_child(rec, "source"), "run");
+	op->op_launcher = ac != NULL && strcmp(ac, "local_process") == 0 && run != NULL &&
+	    strcmp(run, "gensee run") == 0 && lj != NULL;
 	op->op_launcher_pid = (pid_t)schema_int(lj, "pid", 0);
 	op->op_launcher_start = (uint64_t)schema_int(lj, "start_time_ticks", 0);
 	if (bd->bd_have_cgroup && cgroup_open(bd->bd_cgroup_mount, rel, &op->op_cg, NULL) == 0)
