@@ -297,6 +297,27 @@ def launcher_loss_ends_operation(env):
         os.rmdir(d)
 
 
+def launcher_loss_across_restart(env):
+    # The launcher dies while boundaryd is down: the next instance adopts the
+    # operation, finds its recorded launcher gone and ends it after the grace.
+    env.start()
+    p = env.gensee_bg("run", "--", "sleep", "315")
+    opid = env.wait_for("operation", lambda: env.running_ops())[0]
+    env.kill9()
+    p.kill()
+    p.wait()
+    check(pids_with_cmdline(b"sleep 315"), "the tree should outlive its launcher so far")
+    env.start()
+
+    def ended():
+        rec = env.record(opid)
+        return rec if rec["lifecycle"]["state"] != "running" else None
+    rec = env.wait_for("the adopted operation to end", ended, timeout=15)
+    check(rec["lifecycle"]["end_reason"] == "launcher_lost", "lifecycle %r" % rec["lifecycle"])
+    check(rec["supervisor"]["adopted"] is True, "supervisor %r" % rec["supervisor"])
+    env.wait_for("the tree to die", lambda: not pids_with_cmdline(b"sleep 315"), timeout=10)
+
+
 # Holds as many client.sock connections as it gets; prints how many stay open.
 FLOOD_CONNS = r"""
 import json, socket, sys, time
@@ -408,5 +429,6 @@ def cgroup_base_recreated(env):
 if __name__ == "__main__":
     main({f.__name__: f for f in (in_operation_reduced_methods, exit_report_only_from_launcher,
                                   host_controls_verified, fault_label_and_rate_limited,
-                                  launcher_loss_ends_operation, connection_flood_per_uid,
+                                  launcher_loss_ends_operation, launcher_loss_across_restart,
+                                  connection_flood_per_uid,
                                   second_instance_refused, cgroup_base_recreated)})
