@@ -54,11 +54,13 @@ peer_identify(int fd, struct peer *out, char **cause)
 	 * after the reads proves the pid meant the peer throughout; without
 	 * one, the start time is read again.
 	 */
-	if (cgroup_of_pid(uc.pid, out->pr_cgroup, sizeof(out->pr_cgroup)) != 0 ||
-	    (pidfd >= 0 && proc_pidfd_signal(pidfd, 0) != 0) ||
+	if (cgroup_of_pid(uc.pid, out->pr_cgroup, sizeof(out->pr_cgroup)) != 0) {
+		out->pr_cgroup[0] = '\0';
+		out->pr_cgroup_unknown = 1; /* no v2 line (a v1-only host), or unreadable */
+	}
+	if ((pidfd >= 0 && proc_pidfd_signal(pidfd, 0) != 0) ||
 	    proc_identity_matches(uc.pid, st.ps_start_ticks) != 0) {
-		util_cause(cause, "peer %d: cannot read its cgroup, or it vanished at accept",
-		    (int)uc.pid);
+		util_cause(cause, "peer %d vanished at accept", (int)uc.pid);
 		if (pidfd >= 0)
 			close(pidfd);
 		return -1;

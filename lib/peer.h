@@ -16,6 +16,7 @@ struct peer {
 	gid_t pr_gid;
 	uint64_t pr_start_ticks; /* of pr_pid, read at accept time */
 	char pr_cgroup[PEER_CGROUP_MAX]; /* its v2 cgroup at accept, below the root */
+	int pr_cgroup_unknown;	/* ... could not be read (the daemon decides) */
 	/* Filled in by the daemon that accepted the connection: */
 	int pr_socket;		/* which socket (enum proto_socket) */
 	int pr_in_op;		/* the peer runs inside a supervised operation ... */

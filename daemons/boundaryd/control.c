@@ -343,6 +343,15 @@ control_accept_cb(struct evconnlistener *lev, evutil_socket_t fd, struct sockadd
 		close(fd);
 		return;
 	}
+	/*
+	 * Where operations exist, a peer whose cgroup cannot be read might be
+	 * inside one: refuse it rather than give it the whole method set.
+	 */
+	if (p.pr_cgroup_unknown && bd->bd_have_cgroup) {
+		log_info("refused connection of pid %d: its cgroup cannot be read", (int)p.pr_pid);
+		close(fd);
+		return;
+	}
 	p.pr_socket = l->l_kind;
 	p.pr_in_op = control_cgroup_op(bd, p.pr_cgroup, p.pr_op_id, sizeof(p.pr_op_id));
 	c = calloc(1, sizeof(*c));
