@@ -1309,7 +1309,8 @@ netop_lookup(struct boundaryd *bd, const struct peer *p, const char *scope,
 
 	if (scope != NULL) {
 		if (id != NULL && strcmp(id, scope) != 0) {
-			reply_error(r, PE_NOT_AUTHORIZED, "this socket serves operation %s", scope);
+			reply_error(r, PE_NOT_AUTHORIZED, "this caller may only name operation %s",
+			    scope);
 			return NULL;
 		}
 		id = scope;

@@ -671,7 +671,7 @@ op_launcher_cb(evutil_socket_t fd, short what, void *arg)
 	struct timeval tv = { OP_LAUNCHER_GRACE_MS / 1000, (OP_LAUNCHER_GRACE_MS % 1000) * 1000 };
 	(void)fd;
 	(void)what;
-	if (op->op_phase != OP_RUNNING || op->op_detach)
+	if (op->op_phase != OP_RUNNING || op->op_detach || op->op_launcher_grace_ev != NULL)
 		return;
 	log_info("%s: launcher %d exited before the operation ended; ending it in %d ms",
 	    op->op_id, (int)op->op_launcher_pid, OP_LAUNCHER_GRACE_MS);
