@@ -97,9 +97,12 @@ control_dispatch(struct conn *c, struct json_object *msg)
 		control_send(c, proto_error_new(req.pr_id, PE_SHUTTING_DOWN, "shutting down"));
 		return;
 	}
-	/* Inside an operation, the network methods serve that operation only. */
-	if (c->c_peer.pr_in_op && scope == NULL)
-		scope = c->c_peer.pr_op_id[0] ? c->c_peer.pr_op_id : "op_foreign";
+	/*
+	 * Inside an operation, the network methods serve that operation only
+	 * (inside a foreign one, none: operation_visible() refuses every id).
+	 */
+	if (c->c_peer.pr_in_op && scope == NULL && c->c_peer.pr_op_id[0] != '\0')
+		scope = c->c_peer.pr_op_id;
 	switch (req.pr_info->pmi_method) {
 	case PM_SYSTEM_STATUS:
 		boundaryd_status(bd, &r);
