@@ -165,7 +165,7 @@ main(void)
 		return 1;
 	}
 	if (cgroup_find_mount(mount, sizeof(mount), &cause) != 0 ||
-	    cgroup_ensure_base(mount, &cause) != 0) {
+	    cgroup_ensure_base(mount, CGROUP_BASE, &cause) != 0) {
 		fprintf(stderr, "nft_bench: %s\n", cause);
 		return 1;
 	}

@@ -117,7 +117,7 @@ cgroup_fill(const char *mount, const char *rel, struct cgroup *cg, char **cause)
 }
 
 int
-cgroup_ensure_base(const char *mount, char **cause)
+cgroup_ensure_base(const char *mount, const char *base, char **cause)
 {
 	int mfd = open(mount, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	struct stat st;
@@ -126,14 +126,21 @@ cgroup_ensure_base(const char *mount, char **cause)
 		util_cause(cause, "%s: %s", mount, strerror(errno));
 		return -1;
 	}
-	if (mkdirat(mfd, CGROUP_BASE, 0755) != 0 && errno != EEXIST) {
-		util_cause(cause, "mkdir %s/%s: %s", mount, CGROUP_BASE, strerror(errno));
+	if (mkdirat(mfd, base, 0755) == 0) {
+		/* 0755 whatever the umask: the path stays resolvable for everyone. */
+		if (fchmodat(mfd, base, 0755, 0) != 0) {
+			util_cause(cause, "chmod %s/%s: %s", mount, base, strerror(errno));
+			close(mfd);
+			return -1;
+		}
+	} else if (errno != EEXIST) {
+		util_cause(cause, "mkdir %s/%s: %s", mount, base, strerror(errno));
 		close(mfd);
 		return -1;
 	}
-	if (fstatat(mfd, CGROUP_BASE, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(st.st_mode) ||
+	if (fstatat(mfd, base, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(st.st_mode) ||
 	    st.st_uid != 0 || (st.st_mode & (S_IWGRP | S_IWOTH))) {
-		util_cause(cause, "%s/%s is not a root-owned cgroup directory", mount, CGROUP_BASE);
+		util_cause(cause, "%s/%s is not a root-owned cgroup directory", mount, base);
 		close(mfd);
 		return -1;
 	}

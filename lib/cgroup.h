@@ -28,8 +28,8 @@ int cgroup_parse_mountinfo(FILE *f, char *buf, size_t len);
 /* Find the cgroup2 mount of this process. */
 int cgroup_find_mount(char *buf, size_t len, char **cause);
 
-/* Make MOUNT/gensee (root-owned, 0755) if it is missing. */
-int cgroup_ensure_base(const char *mount, char **cause);
+/* Make MOUNT/base (root-owned, 0755; CGROUP_BASE by default) if it is missing. */
+int cgroup_ensure_base(const char *mount, const char *base, char **cause);
 /* mkdir MOUNT/rel (parents as needed) and open it. EEXIST is an error. */
 int cgroup_create(const char *mount, const char *rel, struct cgroup *cg, char **cause);
 /* Open an existing cgroup. */

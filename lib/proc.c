@@ -111,6 +111,29 @@ proc_read_uids(pid_t pid, uid_t uids[4])
 }
 
 int
+proc_read_confinement(pid_t pid, int *no_new_privs, int *seccomp)
+{
+	char path[64], *buf, *line;
+	int found = 0;
+
+	*no_new_privs = *seccomp = -1;
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	if (util_read_path(path, 16384, &buf, NULL) != 0)
+		return -1;
+	if ((line = strstr(buf, "\nNoNewPrivs:")) != NULL &&
+	    sscanf(line + 12, "%d", no_new_privs) == 1)
+		found++;
+	if ((line = strstr(buf, "\nSeccomp:")) != NULL && sscanf(line + 9, "%d", seccomp) == 1)
+		found++;
+	free(buf);
+	if (found != 2) {
+		errno = EINVAL;
+		return -1;
+	}
+	return 0;
+}
+
+int
 proc_identity_matches(pid_t pid, uint64_t start_ticks)
 {
 	struct proc_stat st;

@@ -29,6 +29,11 @@ int proc_parse_stat(const char *buf, struct proc_stat *out);
 int proc_read_stat(pid_t pid, struct proc_stat *out);
 /* Real, effective, saved and filesystem uids from /proc/PID/status. */
 int proc_read_uids(pid_t pid, uid_t uids[4]);
+/*
+ * NoNewPrivs (0/1) and Seccomp (0 off, 1 strict, 2 filter) from
+ * /proc/PID/status: what the kernel enforces, whatever anyone claims.
+ */
+int proc_read_confinement(pid_t pid, int *no_new_privs, int *seccomp);
 /* 0 when pid exists and has exactly this start time. */
 int proc_identity_matches(pid_t pid, uint64_t start_ticks);
 /* readlink /proc/PID/exe; "" when it cannot be read (kernel thread, no access). */

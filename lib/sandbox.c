@@ -3,8 +3,11 @@
  * whole confinement of the system can be read in one file.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 
 #include <cap-ng.h>
 
@@ -17,10 +20,13 @@
  *   CAP_SYS_PTRACE      read /proc/PID/exe of other users' processes for lineage
  *   CAP_DAC_READ_SEARCH read /proc entries of other users' processes
  *   CAP_NET_ADMIN       nftables generations (network boundary)
- * Everything else, including CAP_SYS_ADMIN, CAP_SETUID and CAP_DAC_OVERRIDE,
- * is dropped from the effective, permitted, inheritable and bounding sets,
- * and no_new_privs keeps an exec from regaining any of it. State and cgroup
- * files are root-owned, so the root uid alone can write them.
+ *   CAP_DAC_OVERRIDE    permitted only, never effective except around the one
+ *                       mkdir of the cgroup base (MOUNT/gensee) when something
+ *                       removed it: the v2 root is mode 0555 (sandbox_base_mkdir)
+ * Everything else, including CAP_SYS_ADMIN and CAP_SETUID, is dropped from
+ * the effective, permitted, inheritable and bounding sets, and no_new_privs
+ * keeps an exec from regaining any of it. State and cgroup files are
+ * root-owned, so the root uid alone can write them.
  */
 /*
  * Keep only caps (a -1 terminated list) in the effective and permitted
@@ -28,12 +34,18 @@
  * that no exec can ever regain the rest.
  */
 static int
-sandbox_keep_caps(const int *caps, char **cause)
+sandbox_keep_caps(const int *caps, const int *permitted_only, char **cause)
 {
 	capng_clear(CAPNG_SELECT_BOTH);
 	for (; *caps >= 0; caps++) {
 		if (capng_update(CAPNG_ADD, CAPNG_EFFECTIVE | CAPNG_PERMITTED,
 		    (unsigned int)*caps) != 0) {
+			util_cause(cause, "capng_update failed");
+			return -1;
+		}
+	}
+	for (; permitted_only != NULL && *permitted_only >= 0; permitted_only++) {
+		if (capng_update(CAPNG_ADD, CAPNG_PERMITTED, (unsigned int)*permitted_only) != 0) {
 			util_cause(cause, "capng_update failed");
 			return -1;
 		}
@@ -54,7 +66,35 @@ sandbox_boundaryd(char **cause)
 {
 	static const int caps[] = { CAP_KILL, CAP_SYS_PTRACE, CAP_DAC_READ_SEARCH, CAP_NET_ADMIN,
 		-1 };
-	return sandbox_keep_caps(caps, cause);
+	static const int permitted[] = { CAP_DAC_OVERRIDE, -1 };
+	return sandbox_keep_caps(caps, permitted, cause);
+}
+
+/*
+ * mkdirat(dirfd, name) with CAP_DAC_OVERRIDE effective for that one call
+ * only (boundaryd: the cgroup base below the 0555 v2 root). Before the
+ * sandbox is applied the capability is effective anyway.
+ */
+int
+sandbox_base_mkdir(int dirfd, const char *name, mode_t mode)
+{
+	int raised = 0, r, e;
+
+	if (capng_get_caps_process() == 0 &&
+	    capng_have_capability(CAPNG_PERMITTED, CAP_DAC_OVERRIDE) &&
+	    !capng_have_capability(CAPNG_EFFECTIVE, CAP_DAC_OVERRIDE)) {
+		if (capng_update(CAPNG_ADD, CAPNG_EFFECTIVE, CAP_DAC_OVERRIDE) != 0 ||
+		    capng_apply(CAPNG_SELECT_CAPS) != 0)
+			return -1;
+		raised = 1;
+	}
+	r = mkdirat(dirfd, name, mode);
+	e = errno;
+	if (raised && (capng_update(CAPNG_DROP, CAPNG_EFFECTIVE, CAP_DAC_OVERRIDE) != 0 ||
+	    capng_apply(CAPNG_SELECT_CAPS) != 0))
+		abort(); /* never run on with the override effective */
+	errno = e;
+	return r;
 }
 
 /*
@@ -70,5 +110,5 @@ sandbox_sensord(char **cause)
 {
 	static const int caps[] = { CAP_SYS_ADMIN, CAP_NET_ADMIN, CAP_DAC_READ_SEARCH,
 		CAP_SYS_PTRACE, -1 };
-	return sandbox_keep_caps(caps, cause);
+	return sandbox_keep_caps(caps, NULL, cause);
 }

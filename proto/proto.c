@@ -108,46 +108,49 @@ static const struct schema_field operation_end_params[] = {
 
 /*
  * The access table. A method absent from a socket's mask is refused there;
- * PA_ANY_USER methods scope what they touch to the caller's uid.
+ * PA_ANY_USER methods scope what they touch to the caller's uid. The last
+ * column is what a caller inside a supervised operation may do (see enum
+ * proto_in_op): reads and reports about its own operation, nothing else.
  */
 static const struct proto_method_info proto_methods[PM__COUNT] = {
-	{ PM_SYSTEM_STATUS, "system.status", PS_BOUNDARY | PS_CLIENT, PA_ANY_USER, no_params, 0 },
-	{ PM_SYSTEM_SHUTDOWN, "system.shutdown", PS_BOUNDARY, PA_ROOT, no_params, 0 },
+	{ PM_SYSTEM_STATUS, "system.status", PS_BOUNDARY | PS_CLIENT, PA_ANY_USER, no_params, 0,
+	    PIO_ANY },
+	{ PM_SYSTEM_SHUTDOWN, "system.shutdown", PS_BOUNDARY, PA_ROOT, no_params, 0, PIO_DENY },
 	{ PM_OPERATION_CREATE, "operation.create", PS_BOUNDARY | PS_CLIENT, PA_ANY_USER,
-	    operation_create_params, nitems(operation_create_params) },
+	    operation_create_params, nitems(operation_create_params), PIO_DENY },
 	{ PM_OPERATION_INSPECT, "operation.inspect", PS_BOUNDARY | PS_CLIENT, PA_ANY_USER,
-	    operation_id_params, nitems(operation_id_params) },
+	    operation_id_params, nitems(operation_id_params), PIO_OWN },
 	{ PM_OPERATION_LIST, "operation.list", PS_BOUNDARY | PS_CLIENT, PA_ANY_USER,
-	    operation_list_params, nitems(operation_list_params) },
+	    operation_list_params, nitems(operation_list_params), PIO_OWN },
 	{ PM_OPERATION_END, "operation.end", PS_BOUNDARY | PS_CLIENT, PA_ANY_USER,
-	    operation_end_params, nitems(operation_end_params) },
+	    operation_end_params, nitems(operation_end_params), PIO_DENY },
 	{ PM_OPERATION_EVIDENCE, "operation.evidence", PS_BOUNDARY | PS_CLIENT, PA_ANY_USER,
-	    operation_evidence_params, nitems(operation_evidence_params) },
+	    operation_evidence_params, nitems(operation_evidence_params), PIO_OWN },
 	{ PM_OPERATION_OBSERVE, "operation.observe", PS_BOUNDARY | PS_CLIENT, PA_ANY_USER,
-	    operation_id_params, nitems(operation_id_params) },
+	    operation_id_params, nitems(operation_id_params), PIO_DENY },
 	{ PM_NETWORK_INSPECT, "network.inspect", PS_BOUNDARY | PS_CLIENT | PS_SUPERVISOR,
-	    PA_ANY_USER, network_inspect_params, nitems(network_inspect_params) },
+	    PA_ANY_USER, network_inspect_params, nitems(network_inspect_params), PIO_OWN },
 	{ PM_NETWORK_EVENT, "network.event", PS_BOUNDARY | PS_CLIENT | PS_SUPERVISOR,
-	    PA_ANY_USER, network_event_params, nitems(network_event_params) },
+	    PA_ANY_USER, network_event_params, nitems(network_event_params), PIO_OWN },
 	{ PM_NETWORK_REVOKE, "network.revoke", PS_BOUNDARY | PS_CLIENT | PS_SUPERVISOR,
-	    PA_ANY_USER, network_revoke_params, nitems(network_revoke_params) },
+	    PA_ANY_USER, network_revoke_params, nitems(network_revoke_params), PIO_DENY },
 	{ PM_NETWORK_START, "network.start", PS_BOUNDARY, PA_ROOT, network_start_params,
-	    nitems(network_start_params) },
+	    nitems(network_start_params), PIO_DENY },
 	{ PM_NETWORK_REINSTALL, "network.reinstall", PS_BOUNDARY, PA_ROOT, network_inspect_params,
-	    nitems(network_inspect_params) },
+	    nitems(network_inspect_params), PIO_DENY },
 	{ PM_FAULT_SUBMIT, "fault.submit", PS_BOUNDARY | PS_CLIENT | PS_SUPERVISOR,
-	    PA_ANY_USER, fault_submit_params, nitems(fault_submit_params) },
+	    PA_ANY_USER, fault_submit_params, nitems(fault_submit_params), PIO_OWN },
 	/* The sensor channel: gensee-sensord, root, on boundary.sock only. */
 	{ PM_SENSOR_REGISTER, "sensor.register", PS_BOUNDARY, PA_ROOT, sensor_register_params,
-	    nitems(sensor_register_params) },
+	    nitems(sensor_register_params), PIO_DENY },
 	{ PM_SENSOR_ACK, "sensor.ack", PS_BOUNDARY, PA_ROOT, sensor_ack_params,
-	    nitems(sensor_ack_params) },
+	    nitems(sensor_ack_params), PIO_DENY },
 	{ PM_SENSOR_LOSS, "sensor.loss", PS_BOUNDARY, PA_ROOT, sensor_loss_params,
-	    nitems(sensor_loss_params) },
+	    nitems(sensor_loss_params), PIO_DENY },
 	{ PM_LINEAGE_REPORT, "lineage.report", PS_BOUNDARY, PA_ROOT, lineage_report_params,
-	    nitems(lineage_report_params) },
+	    nitems(lineage_report_params), PIO_DENY },
 	{ PM_FILE_DECISION, "file.decision", PS_BOUNDARY, PA_ROOT, file_decision_params,
-	    nitems(file_decision_params) },
+	    nitems(file_decision_params), PIO_DENY },
 };
 
 const struct proto_method_info *
@@ -180,6 +183,16 @@ proto_authorized(const struct proto_method_info *info, enum proto_socket sock, u
 		return 1;
 	}
 	return 0;
+}
+
+int
+proto_in_op_allowed(const struct proto_method_info *info, const char **code)
+{
+	if (info->pmi_in_op != PIO_DENY)
+		return 0;
+	/* A nested `gensee run` has always been answered conflict: keep that code. */
+	*code = info->pmi_method == PM_OPERATION_CREATE ? PE_CONFLICT : PE_NOT_AUTHORIZED;
+	return -1;
 }
 
 int

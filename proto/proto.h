@@ -35,6 +35,8 @@ struct json_object;
 #define PE_SENSOR "sensor_unavailable"
 #define PE_INTERNAL "internal_error"
 #define PE_SHUTTING_DOWN "shutting_down"
+#define PE_NOT_LAUNCHER "not_launcher"
+#define PE_RATE_LIMITED "rate_limited"
 
 enum proto_method {
 	PM_SYSTEM_STATUS,
@@ -72,6 +74,18 @@ enum proto_access {
 	PA_ANY_USER,
 };
 
+/*
+ * What a caller inside a supervised operation's cgroup may do, whatever
+ * its uid and socket: the supervised tree is hostile, so it may read and
+ * report about its own operation only, never end, observe, revoke or
+ * report exits, and never touch another operation of the same user.
+ */
+enum proto_in_op {
+	PIO_DENY,	/* refused from inside an operation */
+	PIO_OWN,	/* only about the caller's own operation */
+	PIO_ANY,	/* names no operation (system.status) */
+};
+
 struct proto_method_info {
 	enum proto_method pmi_method;
 	const char *pmi_name;
@@ -79,6 +93,7 @@ struct proto_method_info {
 	enum proto_access pmi_access;
 	const struct schema_field *pmi_params;
 	size_t pmi_nparams;
+	enum proto_in_op pmi_in_op;
 };
 
 const struct proto_method_info *proto_method_lookup(const char *name);
@@ -100,6 +115,12 @@ int proto_parse_request(struct json_object *msg, struct proto_request *req,
 
 /* Is this caller (uid, socket) allowed to call this method at all? */
 int proto_authorized(const struct proto_method_info *info, enum proto_socket sock, uid_t uid);
+/*
+ * May a caller inside an operation call it? 0, or -1 with *code: the
+ * stable error (conflict for operation.create, as for a nested run;
+ * not_authorized otherwise).
+ */
+int proto_in_op_allowed(const struct proto_method_info *info, const char **code);
 
 /* Message builders. */
 struct json_object *proto_request_new(int64_t id, const char *method, struct json_object *params);

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -29,8 +30,61 @@ static void
 usage(void)
 {
 	fprintf(stderr, "usage: " BOUNDARYD_NAME
-	    " --state-root DIR --runtime-dir DIR [--foreground] [--debug] [--ocsf]\n");
+	    " --state-root DIR --runtime-dir DIR [--cgroup-base NAME] [--foreground] [--debug]\n"
+	    "       [--ocsf]\n");
 	exit(2);
+}
+
+/*
+ * One instance per state root and per runtime dir: an exclusive flock on
+ * BOUNDARYD_LOCK in each. Threat: a second instance (a mistaken start, a
+ * test) would reconcile the first one's operations as its own and, binding
+ * its sockets, unlink the first one's, leaving every running operation
+ * without a reachable supervisor. The lock is taken before anything in the
+ * directory is touched, and held (the fd stays open) until exit; the
+ * kernel drops it when the process dies, so a crash never leaves it stale.
+ */
+static int
+boundaryd_lock(int dirfd, const char *dirpath, const char *what)
+{
+	char buf[32];
+	int fd;
+
+	fd = safefs_openat(dirfd, BOUNDARYD_LOCK, O_RDWR | O_CREAT, 0600);
+	if (fd < 0)
+		fatal("open %s/%s", dirpath, BOUNDARYD_LOCK);
+	if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+		if (errno != EWOULDBLOCK)
+			fatal("flock %s/%s", dirpath, BOUNDARYD_LOCK);
+		ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
+		buf[n > 0 ? n : 0] = '\0';
+		buf[strcspn(buf, "\n")] = '\0';
+		log_warnx("another " BOUNDARYD_NAME " (pid %s) already serves %s %s; "
+		    "refusing to start", buf[0] ? buf : "?", what, dirpath);
+		exit(BOUNDARYD_EXIT_LOCKED);
+	}
+	return fd;
+}
+
+/* Write our pid into a lock we hold, for the next instance's message. */
+static void
+boundaryd_lock_owner(int fd)
+{
+	char buf[32];
+	int n = snprintf(buf, sizeof(buf), "%d\n", (int)getpid());
+
+	if (ftruncate(fd, 0) != 0 || pwrite(fd, buf, (size_t)n, 0) != n)
+		log_warn("lock file");
+}
+
+/* A cgroup base name is one plain path component below the v2 root. */
+static int
+boundaryd_valid_base(const char *s)
+{
+	size_t n = strlen(s);
+	if (n == 0 || n > 64 || s[0] == '.')
+		return 0;
+	return strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") == n;
 }
 
 void
@@ -54,6 +108,16 @@ boundaryd_status(struct boundaryd *bd, struct op_reply *r)
 	json_object_object_add(cg, "available", json_object_new_boolean(bd->bd_have_cgroup));
 	json_object_object_add(cg, "mount",
 	    bd->bd_have_cgroup ? json_object_new_string(bd->bd_cgroup_mount) : NULL);
+	json_object_object_add(cg, "base", json_object_new_string(bd->bd_cgroup_base));
+	if (bd->bd_have_cgroup) {
+		char bp[PATH_MAX + 80];
+		struct stat st;
+		snprintf(bp, sizeof(bp), "%s/%s", bd->bd_cgroup_mount, bd->bd_cgroup_base);
+		json_object_object_add(cg, "base_present",
+		    json_object_new_boolean(lstat(bp, &st) == 0 && S_ISDIR(st.st_mode)));
+	}
+	json_object_object_add(cg, "base_recreated",
+	    json_object_new_int64((int64_t)bd->bd_cgroup_base_recreated));
 	json_object_object_add(o, "cgroup", cg);
 	struct json_object *sen = json_object_new_object(), *list = json_object_new_array();
 	if (bd->bd_sensor_caps & SENSOR_NFT_TRACE)
@@ -73,6 +137,15 @@ boundaryd_status(struct boundaryd *bd, struct op_reply *r)
 	json_object_object_add(rh, "entries", json_object_get(bd->bd_recovery));
 	json_object_object_add(o, "recovery_health", rh);
 	json_object_object_add(o, "connections", json_object_new_int(bd->bd_nconns));
+	struct json_object *cl = json_object_new_object();
+	json_object_object_add(cl, "client", json_object_new_int(bd->bd_nclient));
+	json_object_object_add(cl, "client_max", json_object_new_int(CONTROL_MAX_CLIENT));
+	json_object_object_add(cl, "client_root_reserve", json_object_new_int(CONTROL_ROOT_RESERVE));
+	json_object_object_add(cl, "client_max_per_uid", json_object_new_int(CONTROL_MAX_PER_UID));
+	json_object_object_add(cl, "boundary", json_object_new_int(bd->bd_nboundary));
+	json_object_object_add(cl, "boundary_max", json_object_new_int(CONTROL_MAX_BOUNDARY));
+	json_object_object_add(cl, "refused", json_object_new_int64((int64_t)bd->bd_conns_refused));
+	json_object_object_add(o, "connection_budget", cl);
 	json_object_object_add(o, "log_dropped", json_object_new_int64((int64_t)log_dropped()));
 	r->or_result = o;
 }
@@ -131,10 +204,12 @@ main(int argc, char **argv)
 		{ "foreground", no_argument, NULL, 'f' },
 		{ "debug", no_argument, NULL, 'd' },
 		{ "ocsf", no_argument, NULL, 'o' },
+		{ "cgroup-base", required_argument, NULL, 'b' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct boundaryd bd;
-	const char *state_root = NULL, *runtime_dir = NULL;
+	const char *state_root = NULL, *runtime_dir = NULL, *cgroup_base = CGROUP_BASE;
+	int lock_state, lock_runtime;
 	int foreground = 0, logflags = LOG_F_ASYNC, ch, ready_fd = -1;
 	char *cause = NULL;
 
@@ -155,12 +230,20 @@ main(int argc, char **argv)
 		case 'o':
 			logflags |= LOG_F_OCSF;
 			break;
+		case 'b':
+			cgroup_base = optarg;
+			break;
 		default:
 			usage();
 		}
 	}
 	if (optind != argc || state_root == NULL || runtime_dir == NULL)
 		usage();
+	if (!boundaryd_valid_base(cgroup_base)) {
+		fprintf(stderr, BOUNDARYD_NAME ": --cgroup-base: one name of [A-Za-z0-9._-], "
+		    "not starting with a dot\n");
+		exit(2);
+	}
 	/* Ambient configuration is the caller's, not ours: never read it. */
 	unsetenv("GENSEE_HOME");
 	log_init(BOUNDARYD_NAME, 0);
@@ -178,7 +261,10 @@ main(int argc, char **argv)
 		fatalx("refusing state root: %s", cause);
 	if ((bd.bd_runtime_fd = safefs_open_root(runtime_dir, &cause)) < 0)
 		fatalx("refusing runtime dir: %s", cause);
+	lock_state = boundaryd_lock(bd.bd_state_fd, state_root, "state root");
+	lock_runtime = boundaryd_lock(bd.bd_runtime_fd, runtime_dir, "runtime dir");
 	util_strlcpy(bd.bd_state_root, state_root, sizeof(bd.bd_state_root));
+	util_strlcpy(bd.bd_cgroup_base, cgroup_base, sizeof(bd.bd_cgroup_base));
 	util_strlcpy(bd.bd_runtime_dir, runtime_dir, sizeof(bd.bd_runtime_dir));
 	if (mkdirat(bd.bd_state_fd, "operations", 0700) != 0 && errno != EEXIST)
 		fatal("mkdir %s/operations", state_root);
@@ -190,7 +276,7 @@ main(int argc, char **argv)
 	 * children are created in this root-owned 0755 directory later.
 	 */
 	if (cgroup_find_mount(bd.bd_cgroup_mount, sizeof(bd.bd_cgroup_mount), &cause) == 0 &&
-	    cgroup_ensure_base(bd.bd_cgroup_mount, &cause) == 0) {
+	    cgroup_ensure_base(bd.bd_cgroup_mount, bd.bd_cgroup_base, &cause) == 0) {
 		bd.bd_have_cgroup = 1;
 	} else {
 		log_warnx("%s: operations will be refused (cgroup_unavailable)", cause);
@@ -209,6 +295,8 @@ main(int argc, char **argv)
 
 	if (!foreground)
 		boundaryd_background(&ready_fd);
+	boundaryd_lock_owner(lock_state);
+	boundaryd_lock_owner(lock_runtime);
 	signal(SIGPIPE, SIG_IGN);
 	log_init(BOUNDARYD_NAME, logflags);
 	bd.bd_base = event_base_new();
@@ -255,6 +343,8 @@ main(int argc, char **argv)
 	close(bd.bd_ops_fd);
 	close(bd.bd_state_fd);
 	close(bd.bd_runtime_fd);
+	close(lock_state);	/* the locks go last: the sockets are already unlinked */
+	close(lock_runtime);
 	log_info("stopped");
 	log_shutdown();
 	return 0;

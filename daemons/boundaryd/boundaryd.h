@@ -28,11 +28,23 @@ struct json_object;
 struct evconnlistener;
 
 #define BOUNDARYD_NAME "gensee-boundaryd"
+#define BOUNDARYD_LOCK "boundaryd.lock"	/* in the state root and the runtime dir */
+#define BOUNDARYD_EXIT_LOCKED 3		/* another instance holds the lock */
 #define SENSOR_NFT_TRACE 0x01
 #define SENSOR_PROC_CONNECTOR 0x02
 #define SENSOR_FANOTIFY 0x04
 #define SENSOR_ACK_MS 2000
-#define CONTROL_MAX_CONNS 256
+/*
+ * Connection budgets. client.sock: CONTROL_MAX_CLIENT in all, of which the
+ * last CONTROL_ROOT_RESERVE only root may use, and at most
+ * CONTROL_MAX_PER_UID for one non-root uid (above OP_MAX_PER_UID, so a user
+ * starting that many runs at once is not refused). boundary.sock and the
+ * supervisor sockets (root only) have a budget of their own.
+ */
+#define CONTROL_MAX_CLIENT 256
+#define CONTROL_ROOT_RESERVE 32
+#define CONTROL_MAX_PER_UID 96
+#define CONTROL_MAX_BOUNDARY 64
 #define CONTROL_FRAME_DEADLINE_SEC 5
 #define CONTROL_IDLE_SEC 60
 #define CONTROL_OUTPUT_MAX (8u * 1024u * 1024u)
@@ -44,6 +56,31 @@ struct evconnlistener;
 #define OP_SENSOR_FLUSH_MS 1000
 /* How long the reap waits for the launcher's exit report, to write it with the cleanup. */
 #define OP_EXIT_REPORT_MS 200
+/*
+ * A launcher that dies without reporting the end (the agent can kill -9
+ * its parent) ends its operation after this grace: long enough for a
+ * launcher's own last report to land, short enough that the agent does
+ * not run on unattended.
+ */
+#define OP_LAUNCHER_GRACE_MS 2000
+/*
+ * The held child confines itself (seccomp, Landlock) just before exec, and
+ * it is released right after operation.create's reply (held at most
+ * SENSOR_ACK_MS for sensord): after this long without a visible exec the
+ * claimed host controls are checked anyway.
+ */
+#define OP_HOSTCTL_VERIFY_MS (SENSOR_ACK_MS + 3000)
+/* Lineage entries kept in memory per operation (exited ones are dropped first). */
+#define OP_LINEAGE_MAX 4096
+/*
+ * network.event and fault.submit from client.sock and supervisor sockets:
+ * a token bucket per operation (each one costs a decision, evidence lines
+ * and a record update). sensord on boundary.sock is not limited.
+ */
+#define OP_EVENT_RATE 32	/* tokens per second */
+#define OP_EVENT_BURST 64
+/* Active leases per operation: each one is a kernel set element and a timer. */
+#define NETOP_MAX_LEASES 128
 
 /* A request whose reply waits for an operation's cleanup. */
 struct op_waiter {
@@ -113,6 +150,20 @@ struct operation {
 	struct oprecord_lifecycle op_exit_report;
 	int op_has_exit_report;
 	int op_launcher;	/* created with a held child: its parent will report the exit */
+	pid_t op_launcher_pid;	/* ... that parent (operation.create's peer) */
+	uint64_t op_launcher_start;
+	int op_launcher_pidfd;
+	struct event *op_launcher_ev;	/* the launcher exited */
+	struct event *op_launcher_grace_ev;
+	/* host_controls the launcher claimed, checked against /proc/ROOT/status */
+	int op_hc_nnp;		/* NoNewPrivs must be 1 */
+	int op_hc_seccomp;	/* Seccomp must be 2 (filter) */
+	int op_hc_pending;
+	int64_t op_hc_deadline_ms;	/* monotonic */
+	char op_root_digest[72];	/* argv digest of the held child: a change is its exec */
+	double op_tokens;		/* network.event/fault.submit bucket */
+	int64_t op_tokens_ms;
+	uint64_t op_lin_dropped;	/* processes not tracked: OP_LINEAGE_MAX reached */
 	int op_adopted;		/* adopt_existing: a tree it did not start */
 	char op_origin_cg[256];	/* ... and where that tree was before ("" = the root) */
 };
@@ -175,6 +226,7 @@ struct boundaryd {
 	char bd_state_root[PATH_MAX];
 	char bd_runtime_dir[PATH_MAX];
 	char bd_cgroup_mount[PATH_MAX];
+	char bd_cgroup_base[72];	/* operations live in MOUNT/BASE/op_<id> */
 	int bd_have_cgroup;
 	char bd_instance[ID_MAX_LEN];
 	int64_t bd_started_ms;
@@ -182,6 +234,9 @@ struct boundaryd {
 	struct listener bd_boundary;
 	struct listener bd_client;
 	int bd_nconns;
+	int bd_nclient;		/* ... on client.sock */
+	int bd_nboundary;	/* ... on boundary.sock and supervisor sockets */
+	uint64_t bd_conns_refused; /* over a budget */
 	struct conn_list bd_conns;
 	struct operation_list bd_ops;
 	struct json_object *bd_recovery; /* array: what startup could not validate */
@@ -191,6 +246,7 @@ struct boundaryd {
 	struct conn *bd_sensor;		/* gensee-sensord's connection, or NULL */
 	int bd_sensor_caps;		/* SENSOR_* it offers */
 	int bd_shutdown;
+	uint64_t bd_cgroup_base_recreated; /* times the base was found missing and made again */
 };
 
 /* control.c */
@@ -199,6 +255,7 @@ int control_listen(struct boundaryd *bd, struct listener *l, int dirfd, const ch
 void control_close(struct listener *l);
 void control_close_all(struct boundaryd *bd);
 void control_send(struct conn *c, struct json_object *msg);
+int control_cgroup_op(struct boundaryd *bd, const char *cg, char *id, size_t len);
 pid_t control_peer_pid(struct conn *c);
 
 /* operation.c: method handlers fill *result or (*code, *msg). */
@@ -259,6 +316,7 @@ void operation_evidence(struct boundaryd *bd, const struct peer *p, struct json_
 
 /* operation.c helpers shared with netop.c */
 struct operation *operation_find(struct boundaryd *bd, const char *id);
+int operation_take_token(struct operation *op);
 struct operation *operation_new_address(struct boundaryd *bd, const char *id, char **cause);
 void operation_violation(struct operation *op, const char *what);
 void operation_count_effect(struct operation *op);

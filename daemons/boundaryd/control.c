@@ -7,7 +7,14 @@
  * rules is closed without affecting any other one, a half-sent frame is cut
  * off after CONTROL_FRAME_DEADLINE_SEC, and the connection count is capped
  * before anything is allocated, so no client can stall the event loop or
- * the requests of others.
+ * the requests of others. The caps are per socket and per uid: client.sock
+ * keeps a reserve only root may use and one uid may hold only part of it,
+ * and boundary.sock (sensord, administration) has a budget of its own, so
+ * one user's idle connections lock out neither other users nor root.
+ *
+ * A peer inside a supervised operation's cgroup (its cgroup is read at
+ * accept) is the supervised tree itself: the method table's in-operation
+ * column limits it to reads and reports about its own operation.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -24,6 +31,7 @@
 #include <json-c/json.h>
 
 #include "boundaryd.h"
+#include "cgroup.h"
 #include "frame.h"
 #include "log.h"
 #include "util.h"
@@ -59,6 +67,7 @@ control_dispatch(struct conn *c, struct json_object *msg)
 	struct schema_error err;
 	struct op_reply r;
 	const char *code = NULL;
+	const char *scope = c->c_scope[0] ? c->c_scope : NULL;
 
 	memset(&err, 0, sizeof(err));
 	memset(&r, 0, sizeof(r));
@@ -75,10 +84,25 @@ control_dispatch(struct conn *c, struct json_object *msg)
 		    "this method is not available to the caller"));
 		return;
 	}
+	/* The supervised tree may not loosen or end its own supervision. */
+	if (c->c_peer.pr_in_op && proto_in_op_allowed(req.pr_info, &code) != 0) {
+		log_info("refused %s from pid %d inside operation %s", req.pr_info->pmi_name,
+		    (int)c->c_peer.pr_pid, c->c_peer.pr_op_id[0] ? c->c_peer.pr_op_id : "(foreign)");
+		control_send(c, proto_error_new(req.pr_id, code, strcmp(code, PE_CONFLICT) == 0 ?
+		    "the caller is already inside a supervised operation" :
+		    "this method is not available inside a supervised operation"));
+		return;
+	}
 	if (bd->bd_shutdown && req.pr_info->pmi_method != PM_SYSTEM_STATUS) {
 		control_send(c, proto_error_new(req.pr_id, PE_SHUTTING_DOWN, "shutting down"));
 		return;
 	}
+	/*
+	 * Inside an operation, the network methods serve that operation only
+	 * (inside a foreign one, none: operation_visible() refuses every id).
+	 */
+	if (c->c_peer.pr_in_op && scope == NULL && c->c_peer.pr_op_id[0] != '\0')
+		scope = c->c_peer.pr_op_id;
 	switch (req.pr_info->pmi_method) {
 	case PM_SYSTEM_STATUS:
 		boundaryd_status(bd, &r);
@@ -107,13 +131,13 @@ control_dispatch(struct conn *c, struct json_object *msg)
 		operation_observe(bd, &c->c_peer, req.pr_params, &r);
 		break;
 	case PM_NETWORK_INSPECT:
-		network_inspect(bd, &c->c_peer, c->c_scope[0] ? c->c_scope : NULL, req.pr_params, &r);
+		network_inspect(bd, &c->c_peer, scope, req.pr_params, &r);
 		break;
 	case PM_NETWORK_EVENT:
-		network_event(bd, &c->c_peer, c->c_scope[0] ? c->c_scope : NULL, req.pr_params, &r);
+		network_event(bd, &c->c_peer, scope, req.pr_params, &r);
 		break;
 	case PM_NETWORK_REVOKE:
-		network_revoke(bd, &c->c_peer, c->c_scope[0] ? c->c_scope : NULL, req.pr_params, &r);
+		network_revoke(bd, &c->c_peer, scope, req.pr_params, &r);
 		break;
 	case PM_NETWORK_START:
 		network_start(bd, &c->c_peer, req.pr_params, &r);
@@ -122,7 +146,7 @@ control_dispatch(struct conn *c, struct json_object *msg)
 		network_reinstall(bd, &c->c_peer, req.pr_params, &r);
 		break;
 	case PM_FAULT_SUBMIT:
-		fault_submit(bd, &c->c_peer, c->c_scope[0] ? c->c_scope : NULL, req.pr_params, &r);
+		fault_submit(bd, &c->c_peer, scope, req.pr_params, &r);
 		break;
 	case PM_SENSOR_REGISTER:
 		sensor_register(bd, c, &c->c_peer, req.pr_params, &r);
@@ -228,7 +252,61 @@ control_conn_free(struct conn *c)
 	bufferevent_free(c->c_bev);
 	TAILQ_REMOVE(&c->c_bd->bd_conns, c, c_entry);
 	c->c_bd->bd_nconns--;
+	if (c->c_kind == PS_CLIENT)
+		c->c_bd->bd_nclient--;
+	else
+		c->c_bd->bd_nboundary--;
 	free(c);
+}
+
+/*
+ * May one more client.sock connection of this (non-root) uid be accepted?
+ * Threat: one user's idle connections exhausting the cap for everyone.
+ * All non-root uids together stop CONTROL_ROOT_RESERVE short of the cap,
+ * and one uid stops at CONTROL_MAX_PER_UID.
+ */
+static int
+control_uid_admit(struct boundaryd *bd, uid_t uid)
+{
+	struct conn *c;
+	int nonroot = 0, mine = 0;
+
+	TAILQ_FOREACH(c, &bd->bd_conns, c_entry) {
+		if (c->c_kind != PS_CLIENT || c->c_peer.pr_uid == 0)
+			continue;
+		nonroot++;
+		mine += c->c_peer.pr_uid == uid;
+	}
+	return nonroot < CONTROL_MAX_CLIENT - CONTROL_ROOT_RESERVE && mine < CONTROL_MAX_PER_UID;
+}
+
+/*
+ * Is a cgroup (relative to the v2 root, from /proc/PID/cgroup) inside a
+ * supervised operation? Returns 1 and the operation's id when it is
+ * BASE/op_<id>[/...] of this instance; 1 and "" when it looks like an
+ * operation of another base or instance (still the supervised side: it
+ * gets the reduced method set and no operation); 0 otherwise.
+ */
+int
+control_cgroup_op(struct boundaryd *bd, const char *cg, char *id, size_t len)
+{
+	char buf[PEER_CGROUP_MAX], *save = NULL, *prev = NULL, *comp;
+
+	id[0] = '\0';
+	util_strlcpy(buf, cg, sizeof(buf));
+	for (comp = strtok_r(buf, "/", &save); comp != NULL;
+	    prev = comp, comp = strtok_r(NULL, "/", &save)) {
+		if (prev == NULL || strncmp(comp, "op_", 3) != 0)
+			continue;
+		if (strcmp(prev, bd->bd_cgroup_base) != 0 && strcmp(prev, CGROUP_BASE) != 0)
+			continue;
+		/* Ours only directly below our own base, with a well-formed id. */
+		if (prev == buf && strcmp(prev, bd->bd_cgroup_base) == 0 &&
+		    ids_valid_operation(comp))
+			util_strlcpy(id, comp, len);
+		return 1;
+	}
+	return 0;
 }
 
 static void
@@ -238,36 +316,53 @@ control_accept_cb(struct evconnlistener *lev, evutil_socket_t fd, struct sockadd
 	struct listener *l = arg;
 	struct boundaryd *bd = l->l_bd;
 	struct conn *c;
+	struct peer p;
 	char *cause = NULL;
 
 	(void)lev;
 	(void)sa;
 	(void)salen;
 	/* Refuse before allocating anything for the connection. */
-	if (bd->bd_nconns >= CONTROL_MAX_CONNS) {
+	if (l->l_kind == PS_CLIENT ? bd->bd_nclient >= CONTROL_MAX_CLIENT :
+	    bd->bd_nboundary >= CONTROL_MAX_BOUNDARY) {
+		bd->bd_conns_refused++;
 		close(fd);
 		return;
 	}
+	if (peer_identify(fd, &p, &cause) != 0) {
+		log_info("refused connection: %s", cause);
+		free(cause);
+		close(fd);
+		return;
+	}
+	/* The socket mode is not the only check: boundary.sock is root's alone. */
+	if ((l->l_kind == PS_BOUNDARY || l->l_kind == PS_SUPERVISOR) && p.pr_uid != 0) {
+		log_info("refused %s connection from uid %u", l->l_path, (unsigned)p.pr_uid);
+		close(fd);
+		return;
+	}
+	if (l->l_kind == PS_CLIENT && p.pr_uid != 0 && !control_uid_admit(bd, p.pr_uid)) {
+		bd->bd_conns_refused++;
+		close(fd);
+		return;
+	}
+	/*
+	 * Where operations exist, a peer whose cgroup cannot be read might be
+	 * inside one: refuse it rather than give it the whole method set.
+	 */
+	if (p.pr_cgroup_unknown && bd->bd_have_cgroup) {
+		log_info("refused connection of pid %d: its cgroup cannot be read", (int)p.pr_pid);
+		close(fd);
+		return;
+	}
+	p.pr_socket = l->l_kind;
+	p.pr_in_op = control_cgroup_op(bd, p.pr_cgroup, p.pr_op_id, sizeof(p.pr_op_id));
 	c = calloc(1, sizeof(*c));
 	if (c == NULL) {
 		close(fd);
 		return;
 	}
-	if (peer_identify(fd, &c->c_peer, &cause) != 0) {
-		log_info("refused connection: %s", cause);
-		free(cause);
-		free(c);
-		close(fd);
-		return;
-	}
-	/* The socket mode is not the only check: boundary.sock is root's alone. */
-	if ((l->l_kind == PS_BOUNDARY || l->l_kind == PS_SUPERVISOR) && c->c_peer.pr_uid != 0) {
-		log_info("refused %s connection from uid %u", l->l_path,
-		    (unsigned)c->c_peer.pr_uid);
-		free(c);
-		close(fd);
-		return;
-	}
+	c->c_peer = p;
 	c->c_bd = bd;
 	c->c_kind = l->l_kind;
 	util_strlcpy(c->c_scope, l->l_scope, sizeof(c->c_scope));
@@ -284,6 +379,10 @@ control_accept_cb(struct evconnlistener *lev, evutil_socket_t fd, struct sockadd
 		return;
 	}
 	bd->bd_nconns++;
+	if (c->c_kind == PS_CLIENT)
+		bd->bd_nclient++;
+	else
+		bd->bd_nboundary++;
 	TAILQ_INSERT_TAIL(&bd->bd_conns, c, c_entry);
 	struct timeval idle = { CONTROL_IDLE_SEC, 0 };
 	bufferevent_set_timeouts(c->c_bev, &idle, NULL);

@@ -1309,7 +1309,8 @@ netop_lookup(struct boundaryd *bd, const struct peer *p, const char *scope,
 
 	if (scope != NULL) {
 		if (id != NULL && strcmp(id, scope) != 0) {
-			reply_error(r, PE_NOT_AUTHORIZED, "this socket serves operation %s", scope);
+			reply_error(r, PE_NOT_AUTHORIZED, "this caller may only name operation %s",
+			    scope);
 			return NULL;
 		}
 		id = scope;
@@ -1425,6 +1426,41 @@ netop_bind_subject(struct netop *no, struct json_object *subj, int trusted)
 }
 
 /*
+ * Is the caller gensee-sensord's side: root, on boundary.sock, outside
+ * every operation? Only it may present kernel evidence (an nft_table
+ * subject, the nft_trace source) and it is not rate limited. Root on
+ * client.sock or inside an operation is not trusted with either.
+ */
+static int
+netop_sensor_peer(const struct peer *p)
+{
+	return p->pr_uid == 0 && p->pr_socket == PS_BOUNDARY && !p->pr_in_op;
+}
+
+/*
+ * Checks common to network.event and fault.submit once the operation is
+ * known. Threats: a caller labelling its own report as kernel evidence
+ * (source nft_trace), and a flood of reports (rate_limited).
+ */
+static int
+netop_admit_report(struct netop *no, const struct peer *p, const char *source,
+    struct op_reply *r)
+{
+	if (netop_sensor_peer(p))
+		return 0;
+	if (source != NULL && strcmp(source, "nft_trace") == 0) {
+		reply_error(r, PE_NOT_AUTHORIZED, "source nft_trace is reserved for gensee-sensord");
+		return -1;
+	}
+	if (operation_take_token(no->no_op) != 0) {
+		reply_error(r, PE_RATE_LIMITED, "more than %d reports per second for operation %s",
+		    OP_EVENT_RATE, no->no_op->op_id);
+		return -1;
+	}
+	return 0;
+}
+
+/*
  * The core: one boundary event, exactly one disposition, recorded.
  * Returns the reply object.
  */
@@ -1460,6 +1496,17 @@ netop_decide(struct netop *no, struct json_object *subj, struct json_object *cap
 		netpolicy_decide(&no->no_spec.ns_policy, &no->no_spec.ns_allow, &leases, &ev,
 		    requested_ttl, &d);
 		np_grants_free(&leases);
+	}
+	if (d.nd_disposition == NP_LEASE) {
+		struct netop_lease *l;
+		size_t nleases = 0;
+		TAILQ_FOREACH(l, &no->no_leases, nl_entry)
+			nleases++;
+		/* Threat: kernel set elements and timers without bound. */
+		if (nleases >= NETOP_MAX_LEASES) {
+			d.nd_disposition = NP_DENY;
+			d.nd_reason = "lease_limit";
+		}
 	}
 	if (d.nd_disposition == NP_LEASE) {
 		lease = netop_grant_lease(no, &ev, d.nd_ttl, &cause);
@@ -1522,7 +1569,7 @@ network_event(struct boundaryd *bd, const struct peer *p, const char *scope,
 	if (netop_validate(ev, event_fields, nitems(event_fields), "event", r) != 0)
 		return;
 	struct netop *no = netop_lookup(bd, p, scope, params, r);
-	if (no == NULL)
+	if (no == NULL || netop_admit_report(no, p, schema_string(ev, "source"), r) != 0)
 		return;
 	struct json_object *subj = json_object_new_object(), *cap = json_object_new_object();
 	static const char *const sk[] = { "pid", "start_time_ticks", "peer_address" };
@@ -1535,7 +1582,7 @@ network_event(struct boundaryd *bd, const struct peer *p, const char *scope,
 		if (schema_child(ev, ck[i]) != NULL)
 			json_object_object_add(cap, ck[i], json_object_get(schema_child(ev, ck[i])));
 	r->or_result = netop_decide(no, subj, cap, schema_int(ev, "requested_ttl_seconds", 0),
-	    schema_string(ev, "source"), "event", p->pr_uid == 0);
+	    schema_string(ev, "source"), "event", netop_sensor_peer(p));
 	json_object_put(subj);
 	json_object_put(cap);
 }
@@ -1587,9 +1634,11 @@ fault_submit(struct boundaryd *bd, const struct peer *p, const char *scope,
 		}
 		return;
 	}
+	if (netop_admit_report(no, p, schema_string(f, "source"), r) != 0)
+		return;
 	r->or_result = netop_decide(no, schema_child(f, "subject"), schema_child(f, "capability"),
 	    schema_int(f, "requested_ttl_seconds", 0), schema_string(f, "source"), "fault",
-	    p->pr_uid == 0);
+	    netop_sensor_peer(p));
 }
 
 void
@@ -1724,6 +1773,10 @@ operation_evidence(struct boundaryd *bd, const struct peer *p, struct json_objec
 
 	if (!ids_valid_operation(id)) {
 		reply_error(r, PE_INVALID_PARAMS, "operation_id: malformed id");
+		return;
+	}
+	if (p->pr_in_op && strcmp(id, p->pr_op_id) != 0) {
+		reply_error(r, PE_NOT_FOUND, "no such operation");
 		return;
 	}
 	if ((dfd = safefs_opendir(bd->bd_ops_fd, id)) < 0 ||

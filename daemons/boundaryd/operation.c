@@ -27,10 +27,13 @@
 #include "record.h"
 #include "proc.h"
 #include "safefs.h"
+#include "sandbox.h"
 #include "util.h"
 
 static void op_reap_cb(evutil_socket_t, short, void *);
 static void op_answer_waiters(struct operation *);
+static void op_hc_check(struct operation *, int);
+static int op_watch_launcher(struct operation *);
 
 void
 reply_error(struct op_reply *r, const char *code, const char *fmt, ...)
@@ -86,6 +89,12 @@ op_free(struct operation *op)
 		event_free(op->op_timeout_ev);
 	if (op->op_reap_ev != NULL)
 		event_free(op->op_reap_ev);
+	if (op->op_launcher_ev != NULL)
+		event_free(op->op_launcher_ev);
+	if (op->op_launcher_grace_ev != NULL)
+		event_free(op->op_launcher_grace_ev);
+	if (op->op_launcher_pidfd >= 0)
+		close(op->op_launcher_pidfd);
 	if (op->op_pidfd >= 0)
 		close(op->op_pidfd);
 	if (op->op_dirfd >= 0)
@@ -97,10 +106,41 @@ op_free(struct operation *op)
 	free(op);
 }
 
+/*
+ * May this caller see op? Its own uid's (root: all), and from inside an
+ * operation only that operation: the supervised tree never learns of, or
+ * acts on, the other operations of its user.
+ */
 int
 operation_visible(const struct operation *op, const struct peer *p)
 {
+	if (p->pr_in_op && strcmp(op->op_id, p->pr_op_id) != 0)
+		return 0;
 	return p->pr_uid == 0 || op->op_uid == p->pr_uid;
+}
+
+/*
+ * Take one network.event/fault.submit token of op's bucket: 0, or -1 when
+ * the caller is over OP_EVENT_RATE (burst OP_EVENT_BURST). Threat: a tree
+ * flooding its own operation with faults to fill the disk and the loop.
+ */
+int
+operation_take_token(struct operation *op)
+{
+	int64_t now = util_monotonic_ms();
+
+	if (op->op_tokens_ms == 0) {
+		op->op_tokens = OP_EVENT_BURST;
+	} else {
+		op->op_tokens += (double)(now - op->op_tokens_ms) * OP_EVENT_RATE / 1000.0;
+		if (op->op_tokens > OP_EVENT_BURST)
+			op->op_tokens = OP_EVENT_BURST;
+	}
+	op->op_tokens_ms = now;
+	if (op->op_tokens < 1.0)
+		return -1;
+	op->op_tokens -= 1.0;
+	return 0;
 }
 
 static int
@@ -210,9 +250,39 @@ op_lin_find(struct operation *op, pid_t pid, uint64_t start)
 	return NULL;
 }
 
+/*
+ * Drop exited entries once the table is three quarters full: a pid and
+ * start time never come back, so nothing is lost but memory. Not while a
+ * lineage pass holds indexes into the table.
+ */
+static void
+op_lin_compact(struct operation *op)
+{
+	size_t w = 0;
+
+	if (op->op_nlin < OP_LINEAGE_MAX / 4 * 3)
+		return;
+	for (size_t i = 0; i < op->op_nlin; i++)
+		if (!op->op_lin[i].le_gone)
+			op->op_lin[w++] = op->op_lin[i];
+	op->op_nlin = w;
+}
+
+/*
+ * Track one more process, or NULL. Threat: a fork storm growing
+ * boundaryd's memory without bound: at OP_LINEAGE_MAX live entries new
+ * processes are counted, not tracked (the cgroup still holds and kills
+ * them all).
+ */
 static struct lineage_entry *
 op_lin_add(struct operation *op, pid_t pid, pid_t ppid, uint64_t start)
 {
+	if (op->op_nlin >= OP_LINEAGE_MAX) {
+		if (op->op_lin_dropped++ == 0)
+			log_warnx("%s: more than %d processes: lineage no longer tracked in full",
+			    op->op_id, OP_LINEAGE_MAX);
+		return NULL;
+	}
 	if (op->op_nlin == op->op_caplin) {
 		size_t cap = op->op_caplin ? 2 * op->op_caplin : 16;
 		struct lineage_entry *n = realloc(op->op_lin, cap * sizeof(*n));
@@ -263,6 +333,7 @@ op_collect_lineage(struct operation *op, int mark_killed, struct lineage_batch *
 	memset(b, 0, sizeof(*b));
 	if (!op->op_cg_valid)
 		return -1;
+	op_lin_compact(op);
 	if (cgroup_members(&op->op_cg, &pids, &n, &cause) != 0) {
 		log_warnx("%s: %s", op->op_id, cause);
 		free(cause);
@@ -425,6 +496,11 @@ operation_finish(struct operation *op, const char *state, const char *reason)
 		event_del(op->op_poll_ev);
 	if (op->op_timeout_ev != NULL)
 		event_del(op->op_timeout_ev);
+	if (op->op_launcher_ev != NULL)
+		event_del(op->op_launcher_ev);
+	if (op->op_launcher_grace_ev != NULL)
+		event_del(op->op_launcher_grace_ev);
+	op->op_hc_pending = 0;
 	int populated = op->op_cg_valid ? cgroup_populated(&op->op_cg) : 0;
 	int members = op_collect_lineage(op, populated != 0 && !op->op_detach, &lb);
 	if (members >= 0 && lb.lb_n > 0) {
@@ -566,9 +642,162 @@ op_timeout_cb(evutil_socket_t fd, short what, void *arg)
 static void
 op_poll_cb(evutil_socket_t fd, short what, void *arg)
 {
+	struct operation *op = arg;
 	(void)fd;
 	(void)what;
-	op_poll_lineage(arg);
+	op_poll_lineage(op);
+	if (op->op_hc_pending)
+		op_hc_check(op, 0);
+}
+
+/* The launcher's grace is over and the operation still runs: end it. */
+static void
+op_launcher_grace_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct operation *op = arg;
+	(void)fd;
+	(void)what;
+	if (op->op_phase != OP_RUNNING)
+		return;
+	operation_violation(op, "launcher_lost");
+	operation_finish(op, OPSTATE_ENDED, "launcher_lost");
+}
+
+/* The launcher's pidfd turned readable: it exited. */
+static void
+op_launcher_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct operation *op = arg;
+	struct timeval tv = { OP_LAUNCHER_GRACE_MS / 1000, (OP_LAUNCHER_GRACE_MS % 1000) * 1000 };
+	(void)fd;
+	(void)what;
+	if (op->op_phase != OP_RUNNING || op->op_detach || op->op_launcher_grace_ev != NULL)
+		return;
+	log_info("%s: launcher %d exited before the operation ended; ending it in %d ms",
+	    op->op_id, (int)op->op_launcher_pid, OP_LAUNCHER_GRACE_MS);
+	op->op_launcher_grace_ev = evtimer_new(op->op_bd->bd_base, op_launcher_grace_cb, op);
+	if (op->op_launcher_grace_ev == NULL || evtimer_add(op->op_launcher_grace_ev, &tv) != 0)
+		op_launcher_grace_cb(-1, 0, op);
+}
+
+/*
+ * Watch the recorded launcher (pid + start time) through a pidfd. Threat:
+ * the agent kills its parent `gensee run` and runs on with nobody to
+ * report its end and no timeout. A launcher already gone (or a pid now
+ * naming another process) starts the grace at once. Detached (watched)
+ * trees are not the launcher's to lose.
+ */
+static int
+op_watch_launcher(struct operation *op)
+{
+	if (!op->op_launcher || op->op_detach || op->op_launcher_pid <= 0)
+		return 0;
+	op->op_launcher_pidfd = proc_pidfd_open(op->op_launcher_pid);
+	if (op->op_launcher_pidfd >= 0 &&
+	    proc_identity_matches(op->op_launcher_pid, op->op_launcher_start) != 0) {
+		close(op->op_launcher_pidfd);
+		op->op_launcher_pidfd = -1;
+	}
+	if (op->op_launcher_pidfd < 0) {
+		op_launcher_cb(-1, 0, op);
+		return 0;
+	}
+	op->op_launcher_ev = event_new(op->op_bd->bd_base, op->op_launcher_pidfd, EV_READ,
+	    op_launcher_cb, op);
+	if (op->op_launcher_ev == NULL || event_add(op->op_launcher_ev, NULL) != 0)
+		return -1;
+	return 0;
+}
+
+/* Set a portion of the record once (host_controls, fanotify): never overwritten. */
+struct op_portion_arg {
+	const char *pa_key;
+	struct json_object *pa_value;
+};
+
+static int
+op_mut_portion_once(struct json_object *rec, void *arg, char **cause)
+{
+	struct op_portion_arg *a = arg;
+	if (schema_child(rec, a->pa_key) != NULL) {
+		util_cause(cause, "%s is already recorded", a->pa_key);
+		return -1;
+	}
+	json_object_object_add(rec, a->pa_key, json_object_get(a->pa_value));
+	return 0;
+}
+
+/*
+ * Check the host controls the launcher claimed against the kernel: every
+ * process of the tree must show NoNewPrivs 1 (seccomp or Landlock claimed)
+ * and Seccomp 2 (seccomp claimed). Threat: a launcher (any program on
+ * client.sock) recording controls it never applied, so the record would
+ * vouch for confinement the tree does not have. Run once the root has
+ * exec'd (its argv changed, or the launcher's operation.observe says so:
+ * force), or at OP_HOSTCTL_VERIFY_MS. A mismatch fails the operation
+ * closed: the tree is killed and the record keeps what the kernel showed.
+ */
+static void
+op_hc_check(struct operation *op, int force)
+{
+	char dig[PROC_DIGEST_HEX], ts[40];
+	struct json_object *kv, *bad = NULL;
+	pid_t *pids = NULL;
+	size_t n = 0;
+	int checked = 0;
+
+	if (!op->op_hc_pending || op->op_phase != OP_RUNNING)
+		return;
+	if (!force && util_monotonic_ms() < op->op_hc_deadline_ms) {
+		if (proc_argv_digest(op->op_root_pid, dig) != 0 ||
+		    strcmp(dig, op->op_root_digest) == 0)
+			return; /* still the held child (or gone: the pidfd ends it) */
+	}
+	op->op_hc_pending = 0;
+	if (op->op_cg_valid && cgroup_members(&op->op_cg, &pids, &n, NULL) != 0)
+		n = 0;
+	for (size_t i = 0; i < n && bad == NULL; i++) {
+		int nnp, sc;
+		struct proc_stat st;
+		if (proc_read_stat(pids[i], &st) != 0 ||
+		    proc_read_confinement(pids[i], &nnp, &sc) != 0)
+			continue; /* exited meanwhile */
+		checked++;
+		if ((op->op_hc_nnp && nnp != 1) || (op->op_hc_seccomp && sc != 2)) {
+			bad = json_object_new_object();
+			json_object_object_add(bad, "pid", json_object_new_int(pids[i]));
+			json_object_object_add(bad, "start_time_ticks",
+			    json_object_new_int64((int64_t)st.ps_start_ticks));
+			json_object_object_add(bad, "no_new_privs", json_object_new_int(nnp));
+			json_object_object_add(bad, "seccomp", json_object_new_int(sc));
+		}
+	}
+	free(pids);
+	util_now_rfc3339(ts, sizeof(ts));
+	kv = json_object_new_object();
+	json_object_object_add(kv, "state", json_object_new_string(bad != NULL ? "mismatch" :
+	    checked > 0 ? "verified" : "not_checked_tree_gone"));
+	json_object_object_add(kv, "source", json_object_new_string("/proc/PID/status"));
+	json_object_object_add(kv, "checked_at", json_object_new_string(ts));
+	json_object_object_add(kv, "processes_checked", json_object_new_int(checked));
+	struct json_object *want = json_object_new_object();
+	json_object_object_add(want, "no_new_privs", op->op_hc_nnp ? json_object_new_int(1) : NULL);
+	json_object_object_add(want, "seccomp", op->op_hc_seccomp ? json_object_new_int(2) : NULL);
+	json_object_object_add(kv, "required", want);
+	json_object_object_add(kv, "offender", bad);
+	struct op_portion_arg a = { "host_controls_kernel", kv };
+	char *cause = NULL;
+	if (oprecord_update(op->op_dirfd, op->op_id, op_mut_portion_once, &a, NULL, &cause) != 0) {
+		log_warnx("%s: host_controls_kernel: %s", op->op_id, cause);
+		free(cause);
+	}
+	json_object_put(kv);
+	if (bad != NULL) {
+		log_warnx("%s: the launcher claimed host controls the kernel does not show; "
+		    "failing the operation", op->op_id);
+		operation_violation(op, "host_controls_unverified");
+		operation_finish(op, OPSTATE_FAILED, "host_controls_unverified");
+	}
 }
 
 /* Create the events that supervise a running operation. */
@@ -589,6 +818,8 @@ op_arm(struct operation *op)
 		if (event_add(op->op_pidfd_ev, NULL) != 0 || event_add(op->op_poll_ev, &poll_tv) != 0)
 			return -1;
 	}
+	if (op->op_kind == OP_KIND_PROCESS && op_watch_launcher(op) != 0)
+		return -1;
 	if (op->op_deadline_ms > 0) {
 		int64_t left = op->op_deadline_ms - util_now_ms();
 		if (left < 0)
@@ -609,6 +840,7 @@ op_alloc(struct boundaryd *bd)
 	op->op_bd = bd;
 	op->op_pidfd = -1;
 	op->op_dirfd = -1;
+	op->op_launcher_pidfd = -1;
 	op->op_phase = OP_RUNNING;
 	TAILQ_INIT(&op->op_waiters);
 	return op;
@@ -735,24 +967,6 @@ operation_sensor_state(struct operation *op, const char *sensor, const char *sta
 	}
 }
 
-/* Set a portion of the record once (host_controls, fanotify): never overwritten. */
-struct op_portion_arg {
-	const char *pa_key;
-	struct json_object *pa_value;
-};
-
-static int
-op_mut_portion_once(struct json_object *rec, void *arg, char **cause)
-{
-	struct op_portion_arg *a = arg;
-	if (schema_child(rec, a->pa_key) != NULL) {
-		util_cause(cause, "%s is already recorded", a->pa_key);
-		return -1;
-	}
-	json_object_object_add(rec, a->pa_key, json_object_get(a->pa_value));
-	return 0;
-}
-
 /* Lineage reported by a sensor (proc connector): merged like the polled one. */
 void
 operation_merge_lineage(struct operation *op, const struct oprecord_proc *v, size_t n,
@@ -761,6 +975,7 @@ operation_merge_lineage(struct operation *op, const struct oprecord_proc *v, siz
 	struct oprecord_lineage lin = { v, n };
 	char *cause = NULL;
 
+	op_lin_compact(op);
 	for (size_t i = 0; i < n; i++) {
 		struct lineage_entry *e = op_lin_find(op, v[i].op_pid, v[i].op_start);
 		if (e == NULL && !v[i].op_exited)
@@ -845,6 +1060,38 @@ op_check_fanotify(struct json_object *f, struct schema_error *err)
 		    nitems(fanotify_rule_fields), err) != 0)
 			return -1;
 	return 0;
+}
+
+/*
+ * Make sure MOUNT/BASE exists before an operation's cgroup is made in it.
+ * Another tool (or a test) may have removed it while it was empty; it is
+ * made again (root-owned 0755, checked like at start) instead of every
+ * later operation.create failing, and system.status counts it.
+ */
+static int
+op_ensure_base(struct boundaryd *bd, char **cause)
+{
+	struct stat st;
+	int mfd = open(bd->bd_cgroup_mount, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+	if (mfd < 0) {
+		util_cause(cause, "%s: %s", bd->bd_cgroup_mount, strerror(errno));
+		return -1;
+	}
+	if (fstatat(mfd, bd->bd_cgroup_base, &st, AT_SYMLINK_NOFOLLOW) != 0 && errno == ENOENT) {
+		if (sandbox_base_mkdir(mfd, bd->bd_cgroup_base, 0755) != 0 ? errno != EEXIST :
+		    fchmodat(mfd, bd->bd_cgroup_base, 0755, 0) != 0) {
+			util_cause(cause, "%s/%s is missing and cannot be made again: %s",
+			    bd->bd_cgroup_mount, bd->bd_cgroup_base, strerror(errno));
+			close(mfd);
+			return -1;
+		}
+		bd->bd_cgroup_base_recreated++;
+		log_warnx("%s/%s had disappeared: made it again", bd->bd_cgroup_mount,
+		    bd->bd_cgroup_base);
+	}
+	close(mfd);
+	return cgroup_ensure_base(bd->bd_cgroup_mount, bd->bd_cgroup_base, cause);
 }
 
 void
@@ -943,8 +1190,8 @@ operation_create(struct boundaryd *bd, struct conn *conn, const struct peer *p, 
 			netop_spec_free(&spec);
 		return;
 	}
-	if (strncmp(cgname, CGROUP_BASE "/", strlen(CGROUP_BASE) + 1) == 0 ||
-	    strstr(cgname, "/" CGROUP_BASE "/op_") != NULL) {
+	char inop[PEER_OP_ID_MAX];
+	if (control_cgroup_op(bd, cgname, inop, sizeof(inop))) {
 		reply_error(r, PE_CONFLICT, "process %d is already inside a supervised operation",
 		    (int)c.oc_pid);
 		close(pidfd);
@@ -971,6 +1218,8 @@ operation_create(struct boundaryd *bd, struct conn *conn, const struct peer *p, 
 		op->op_detach = strcmp(c.oc_action_class, "watch") == 0;
 	}
 	op->op_launcher = !c.oc_adopt_existing;
+	op->op_launcher_pid = p->pr_pid;
+	op->op_launcher_start = p->pr_start_ticks;
 	op->op_root_pid = c.oc_pid;
 	op->op_root_start = c.oc_start_ticks;
 	if (ids_new("op_", op->op_id, sizeof(op->op_id)) != 0 ||
@@ -983,8 +1232,9 @@ operation_create(struct boundaryd *bd, struct conn *conn, const struct peer *p, 
 			netop_spec_free(&spec);
 		return;
 	}
-	snprintf(rel, sizeof(rel), "%s/%s", CGROUP_BASE, op->op_id);
-	if (cgroup_create(bd->bd_cgroup_mount, rel, &op->op_cg, &cause) != 0) {
+	snprintf(rel, sizeof(rel), "%s/%s", bd->bd_cgroup_base, op->op_id);
+	if (op_ensure_base(bd, &cause) != 0 ||
+	    cgroup_create(bd->bd_cgroup_mount, rel, &op->op_cg, &cause) != 0) {
 		reply_error(r, PE_CGROUP, "%s", cause);
 		free(cause);
 		op_free(op);
@@ -995,6 +1245,15 @@ operation_create(struct boundaryd *bd, struct conn *conn, const struct peer *p, 
 	op->op_cg_valid = 1;
 	proc_read_exe(c.oc_pid, exe, sizeof(exe));
 	proc_argv_digest(c.oc_pid, dig);
+	util_strlcpy(op->op_root_digest, dig, sizeof(op->op_root_digest));
+	if (c.oc_host_controls != NULL) {
+		struct json_object *sc = schema_child(c.oc_host_controls, "seccomp");
+		struct json_object *ll = schema_child(c.oc_host_controls, "landlock");
+		op->op_hc_seccomp = schema_bool(sc, "enabled", 0) != 0;
+		op->op_hc_nnp = op->op_hc_seccomp || schema_bool(ll, "applied", 0) != 0;
+		op->op_hc_pending = op->op_hc_seccomp || op->op_hc_nnp;
+		op->op_hc_deadline_ms = util_monotonic_ms() + OP_HOSTCTL_VERIFY_MS;
+	}
 	struct oprecord_init in = {
 		.oi_id = op->op_id,
 		.oi_source_run = c.oc_source_run,
@@ -1160,6 +1419,11 @@ op_load_visible(struct boundaryd *bd, const struct peer *p, const char *id, int 
 		reply_error(r, PE_INVALID_PARAMS, "operation_id: malformed id");
 		return NULL;
 	}
+	/* From inside an operation, every other one answers like a missing one. */
+	if (p->pr_in_op && strcmp(id, p->pr_op_id) != 0) {
+		reply_error(r, PE_NOT_FOUND, "no such operation");
+		return NULL;
+	}
 	dirfd = safefs_opendir(bd->bd_ops_fd, id);
 	if (dirfd < 0) {
 		reply_error(r, PE_NOT_FOUND, "no such operation");
@@ -1202,10 +1466,13 @@ operation_observe(struct boundaryd *bd, const struct peer *p, struct json_object
 	struct json_object *rec;
 	int observed = 0;
 
-	if (op != NULL && (p->pr_uid == 0 || p->pr_uid == op->op_uid)) {
+	if (op != NULL && operation_visible(op, p)) {
 		if (op->op_phase == OP_RUNNING) {
 			op_poll_lineage(op);
 			observed = 1;
+			/* Only the launcher's word "it has exec'd" forces the check. */
+			op_hc_check(op, p->pr_pid == op->op_launcher_pid &&
+			    p->pr_start_ticks == op->op_launcher_start);
 		}
 	} else {
 		/* Not running here: the same answers as inspect (not_found hides others'). */
@@ -1371,6 +1638,19 @@ operation_end(struct boundaryd *bd, struct conn *c, const struct peer *p, int64_
 	rec = op_load_visible(bd, p, e.oe_id, &dirfd, r);
 	if (rec == NULL)
 		return;
+	/*
+	 * An exit report is the launcher's alone: the recorded operation.create
+	 * peer, pid and start time. Threat: another process of the user (or the
+	 * tree itself) writing an exit status the root never had into evidence.
+	 */
+	struct json_object *lj = schema_child(schema_child(rec, "source"), "launcher");
+	if (e.oe_has_exit && (schema_int(lj, "pid", -1) != (int64_t)p->pr_pid ||
+	    schema_int(lj, "start_time_ticks", -1) != (int64_t)p->pr_start_ticks)) {
+		json_object_put(rec);
+		close(dirfd);
+		reply_error(r, PE_NOT_LAUNCHER, "only the operation's launcher may report its exit");
+		return;
+	}
 	json_object_put(rec);
 	op = operation_find(bd, e.oe_id);
 	if (e.oe_detach && (p->pr_uid != 0 || op == NULL || !op->op_adopted)) {
@@ -1515,7 +1795,14 @@ operation_adopt(struct boundaryd *bd, const char *id, int dirfd, struct json_obj
 	op->op_root_start = (uint64_t)schema_int(root, "start_time_ticks", 0);
 	op->op_deadline_ms = schema_int(schema_child(rec, "lifecycle"), "deadline_unix_ms", 0);
 	/* The cgroup name comes from the validated id, never from the file. */
-	snprintf(rel, sizeof(rel), "%s/%s", CGROUP_BASE, id);
+	snprintf(rel, sizeof(rel), "%s/%s", bd->bd_cgroup_base, id);
+	/* A `gensee run` (not a watch or an adopted tree): its launcher is watched again. */
+	struct json_object *lj = schema_child(schema_child(rec, "source"), "launcher");
+	const char *run = schema_string(schema_child(rec, "source"), "run");
+	op->op_launcher = ac != NULL && strcmp(ac, "local_process") == 0 && run != NULL &&
+	    strcmp(run, "gensee run") == 0 && lj != NULL;
+	op->op_launcher_pid = (pid_t)schema_int(lj, "pid", 0);
+	op->op_launcher_start = (uint64_t)schema_int(lj, "start_time_ticks", 0);
 	if (bd->bd_have_cgroup && cgroup_open(bd->bd_cgroup_mount, rel, &op->op_cg, NULL) == 0)
 		op->op_cg_valid = 1;
 	else if (errno == ENOENT)

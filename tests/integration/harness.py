@@ -132,6 +132,10 @@ class Env:
         self.netns = None      # the namespace boundaryd and the CLI run in
         self.cli_prefix = []   # runs (as root) before the CLI's namespace and user switch
         self.namespaces = []   # every namespace this case created
+        # The cgroup base boundaryd uses. The shared "gensee" is never removed
+        # (another instance may be using it); a case that needs to remove its
+        # base sets a private one (use_private_cgroup_base).
+        self.cgroup_base = "gensee"
 
     # -- network namespaces: all test traffic stays inside them --
 
@@ -179,6 +183,11 @@ class Env:
                            'mount -t overlay gensee-it-etc -o lowerdir=/etc,upperdir="$1",'
                            'workdir="$2" /etc && shift 2 && exec "$@"', "sh", upper, work]
         return path
+
+    def use_private_cgroup_base(self):
+        """A cgroup base of this case alone (boundaryd --cgroup-base)."""
+        self.cgroup_base = "gensee-it-%d" % os.getpid()
+        return os.path.join(self.cgmount, self.cgroup_base)
 
     def tool(self, name):
         """A copy of a helper script that the test user can read."""
@@ -231,6 +240,8 @@ class Env:
         self.logs.append(log.name)
         argv = self.ns_prefix() + [self.boundaryd, "--foreground", "--state-root",
                                    state or self.state, "--runtime-dir", runtime or self.runtime]
+        if self.cgroup_base != "gensee":
+            argv += ["--cgroup-base", self.cgroup_base]
         proc = subprocess.Popen(argv, stdout=log, stderr=log)
         if expect_fail:
             try:
@@ -328,10 +339,12 @@ class Env:
         user = [] if as_root else self.user_prefix()
         return pre + self.ns_prefix() + user + [self.cli] + list(args), {}
 
-    def user_call(self, path, method, params=None):
+    def user_call(self, path, method, params=None, uid=None):
+        uid = self.uid if uid is None else uid
+        gid = self.gid if uid == self.uid else uid
         r = subprocess.run(["/usr/bin/python3", "-c", USER_CALL, path, method,
                             json.dumps(params or {})], capture_output=True, text=True,
-                           timeout=30, user=self.uid, group=self.gid, extra_groups=[],
+                           timeout=30, user=uid, group=gid, extra_groups=[],
                            env=self.user_env(), cwd="/")
         check(r.returncode == 0, "user call failed: %s" % r.stderr)
         return json.loads(r.stdout)
@@ -358,7 +371,7 @@ class Env:
         return [o["operation_id"] for o in reply["result"]["operations"]]
 
     def op_cgroups(self):
-        base = os.path.join(self.cgmount, "gensee")
+        base = os.path.join(self.cgmount, self.cgroup_base)
         if not os.path.isdir(base):
             return []
         mine = set(os.listdir(os.path.join(self.state, "operations"))) if os.path.isdir(
@@ -379,7 +392,7 @@ class Env:
             except Exception:
                 traceback.print_exc()
         # Kill and remove any cgroup this case's operations left behind.
-        base = os.path.join(self.cgmount, "gensee")
+        base = os.path.join(self.cgmount, self.cgroup_base)
         for d in self.op_cgroups():
             path = os.path.join(base, d)
             try:
@@ -393,10 +406,11 @@ class Env:
                 os.rmdir(path)
             except OSError as e:
                 print("cleanup: %s: %s" % (path, e))
-        try:
-            os.rmdir(base)  # only when empty: another instance may use it
-        except OSError:
-            pass
+        if self.cgroup_base != "gensee":
+            try:
+                os.rmdir(base)  # this case's own base; the shared one is never removed
+            except OSError:
+                pass
         self.drop_host_tables()
         for ns in self.namespaces:
             # Killing what still runs inside, then the namespace (and its tables) goes.

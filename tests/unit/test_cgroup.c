@@ -193,7 +193,7 @@ cg_test_begin(char *mount, size_t len)
 	ck_assert_int_eq(statfs(mount, &sfs), 0);
 	ck_assert_msg(sfs.f_type == CGROUP2_SUPER_MAGIC, "%s is not cgroup2", mount);
 	atexit(cg_atexit);
-	ck_assert_msg(cgroup_ensure_base(mount, &cause) == 0, "%s", cause);
+	ck_assert_msg(cgroup_ensure_base(mount, CGROUP_BASE, &cause) == 0, "%s", cause);
 	ck_assert_int_eq(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
 }
 
@@ -260,7 +260,7 @@ START_TEST(test_lifecycle)
 	ck_assert(S_ISDIR(st.st_mode));
 	ck_assert_int_eq(st.st_uid, 0);
 	ck_assert_int_eq(st.st_mode & (S_IWGRP | S_IWOTH), 0);
-	ck_assert_msg(cgroup_ensure_base(mount, &cause) == 0, "second ensure: %s", cause);
+	ck_assert_msg(cgroup_ensure_base(mount, CGROUP_BASE, &cause) == 0, "second ensure: %s", cause);
 
 	cg_rel(rel, sizeof(rel), 0);
 	ck_assert_msg(cgroup_create(mount, rel, &cg, &cause) == 0, "create: %s", cause);

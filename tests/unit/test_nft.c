@@ -852,7 +852,7 @@ test_cg_create(struct test_cg *tc, char *msg, size_t len)
 	}
 	snprintf(rel, sizeof(rel), "%s/test_%016" PRIx64, CGROUP_BASE, r);
 	if (cgroup_find_mount(mount, sizeof(mount), &cause) != 0 ||
-	    cgroup_ensure_base(mount, &cause) != 0 ||
+	    cgroup_ensure_base(mount, CGROUP_BASE, &cause) != 0 ||
 	    cgroup_create(mount, rel, &tc->tc_cg, &cause) != 0) {
 		snprintf(msg, len, "cgroup: %s", cause);
 		free(cause);

@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 
+#include "cgroup.h"
 #include "peer.h"
 #include "proc.h"
 #include "unit.h"
@@ -24,6 +25,11 @@ START_TEST(test_identify_socketpair)
 	ck_assert_int_eq(p.pr_gid, getgid());
 	ck_assert_uint_eq(p.pr_start_ticks, self.ps_start_ticks);
 	ck_assert_int_eq(peer_alive(&p), 0);
+	/* Its cgroup is read at accept, the same as /proc/self/cgroup says. */
+	char cg[PEER_CGROUP_MAX];
+	ck_assert_int_eq(cgroup_of_pid(getpid(), cg, sizeof(cg)), 0);
+	ck_assert_str_eq(p.pr_cgroup, cg);
+	ck_assert_int_eq(p.pr_in_op, 0);
 
 	/* The same pid with another start time is somebody else. */
 	struct peer q = p;

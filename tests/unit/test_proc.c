@@ -235,6 +235,39 @@ START_TEST(test_read_uids_exe_argv)
 }
 END_TEST
 
+/* NoNewPrivs and Seccomp as the kernel shows them, before and after. */
+START_TEST(test_read_confinement)
+{
+	int nnp, sc, st, rep[2];
+	char r[2];
+
+	ck_assert_int_eq(proc_read_confinement(getpid(), &nnp, &sc), 0);
+	ck_assert_int_ge(nnp, 0);
+	ck_assert_int_ge(sc, 0);
+	ck_assert_int_eq(pipe2(rep, O_CLOEXEC), 0);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		int a, b;
+		if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+		    proc_read_confinement(getpid(), &a, &b) != 0 || a != 1)
+			_exit(1);
+		if (write(rep[1], "k", 1) != 1)
+			_exit(1);
+		pause();
+		_exit(0);
+	}
+	close(rep[1]);
+	ck_assert_int_eq(read(rep[0], r, 1), 1);
+	close(rep[0]);
+	ck_assert_int_eq(proc_read_confinement(pid, &nnp, &sc), 0);
+	ck_assert_int_eq(nnp, 1);
+	kill(pid, SIGKILL);
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert_int_eq(proc_read_confinement(pid, &nnp, &sc), -1);
+}
+END_TEST
+
 START_TEST(test_list_pids)
 {
 	pid_t *v;
@@ -275,6 +308,7 @@ proc_suite(void)
 	tcase_add_test(tc, test_children_start_times);
 	tcase_add_test(tc, test_read_uids_exe_argv);
 	tcase_add_test(tc, test_list_pids);
+	tcase_add_test(tc, test_read_confinement);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -224,6 +224,59 @@ START_TEST(test_access_rows)
 }
 END_TEST
 
+/*
+ * The in-operation column row by row: what the supervised tree may ask
+ * for. Only reads and reports about its own operation; every root-only
+ * method and everything that ends, observes or revokes is refused.
+ */
+START_TEST(test_in_op_rows)
+{
+	const struct {
+		const char *name;
+		enum proto_in_op in_op;
+		const char *code;
+	} rows[] = {
+		{ "system.status", PIO_ANY, NULL },
+		{ "system.shutdown", PIO_DENY, PE_NOT_AUTHORIZED },
+		{ "operation.create", PIO_DENY, PE_CONFLICT },
+		{ "operation.inspect", PIO_OWN, NULL },
+		{ "operation.list", PIO_OWN, NULL },
+		{ "operation.end", PIO_DENY, PE_NOT_AUTHORIZED },
+		{ "operation.evidence", PIO_OWN, NULL },
+		{ "operation.observe", PIO_DENY, PE_NOT_AUTHORIZED },
+		{ "network.inspect", PIO_OWN, NULL },
+		{ "network.event", PIO_OWN, NULL },
+		{ "network.revoke", PIO_DENY, PE_NOT_AUTHORIZED },
+		{ "network.start", PIO_DENY, PE_NOT_AUTHORIZED },
+		{ "network.reinstall", PIO_DENY, PE_NOT_AUTHORIZED },
+		{ "fault.submit", PIO_OWN, NULL },
+		{ "sensor.register", PIO_DENY, PE_NOT_AUTHORIZED },
+		{ "sensor.ack", PIO_DENY, PE_NOT_AUTHORIZED },
+		{ "sensor.loss", PIO_DENY, PE_NOT_AUTHORIZED },
+		{ "lineage.report", PIO_DENY, PE_NOT_AUTHORIZED },
+		{ "file.decision", PIO_DENY, PE_NOT_AUTHORIZED },
+	};
+
+	ck_assert_int_eq(nitems(rows), PM__COUNT);
+	for (size_t i = 0; i < nitems(rows); i++) {
+		const struct proto_method_info *m = proto_method_lookup(rows[i].name);
+		const char *code = NULL;
+		ck_assert_msg(m != NULL, "%s missing", rows[i].name);
+		ck_assert_msg(m->pmi_in_op == rows[i].in_op, "%s in_op %d", rows[i].name,
+		    (int)m->pmi_in_op);
+		if (rows[i].code == NULL) {
+			ck_assert_int_eq(proto_in_op_allowed(m, &code), 0);
+		} else {
+			ck_assert_int_eq(proto_in_op_allowed(m, &code), -1);
+			ck_assert_str_eq(code, rows[i].code);
+		}
+		/* A root-only method is never open inside an operation. */
+		if (m->pmi_access == PA_ROOT)
+			ck_assert_int_eq(m->pmi_in_op, PIO_DENY);
+	}
+}
+END_TEST
+
 START_TEST(test_method_table)
 {
 	/* Every enum value has exactly its own row, and names round-trip. */
@@ -395,6 +448,7 @@ proto_suite(void)
 	tc = tcase_create("access");
 	tcase_add_test(tc, test_access_table);
 	tcase_add_test(tc, test_access_rows);
+	tcase_add_test(tc, test_in_op_rows);
 	tcase_add_test(tc, test_method_table);
 	suite_add_tcase(s, tc);
 

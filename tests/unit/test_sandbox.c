@@ -13,6 +13,8 @@
 
 #define KEPT ((1ull << CAP_KILL) | (1ull << CAP_SYS_PTRACE) | (1ull << CAP_DAC_READ_SEARCH) | \
 	(1ull << CAP_NET_ADMIN))
+/* Permitted, never effective except inside sandbox_base_mkdir. */
+#define PERMITTED_ONLY (1ull << CAP_DAC_OVERRIDE)
 
 /* Parse one "Name:\tHEX" line of /proc/self/status. */
 static int
@@ -49,7 +51,8 @@ child(int rep, const char *dir)
 	    status_hex(st, "CapAmb", &amb) == 0, "cannot parse status");
 	CHILD_CHECK(sscanf(strstr(st, "\nNoNewPrivs:") + 12, "%llu", &nnp) == 1, "no NoNewPrivs");
 	CHILD_CHECK(eff == KEPT, "CapEff %llx, expected %llx", eff, KEPT);
-	CHILD_CHECK(prm == KEPT, "CapPrm %llx, expected %llx", prm, KEPT);
+	CHILD_CHECK(prm == (KEPT | PERMITTED_ONLY), "CapPrm %llx, expected %llx", prm,
+	    KEPT | PERMITTED_ONLY);
 	CHILD_CHECK(inh == 0, "CapInh %llx", inh);
 	CHILD_CHECK((bnd & ~KEPT) == 0, "CapBnd %llx holds more than the kept set", bnd);
 	CHILD_CHECK(amb == 0, "CapAmb %llx", amb);
@@ -69,6 +72,20 @@ child(int rep, const char *dir)
 	CHILD_CHECK(prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, CAP_SYS_ADMIN, 0, 0) == -1,
 	    "raised CAP_SYS_ADMIN");
 	CHILD_CHECK(prctl(PR_SET_NO_NEW_PRIVS, 0, 0, 0, 0) == -1, "cleared no_new_privs");
+	/* The one use of the override: a mkdir in a 0555 directory, then it is gone again. */
+	snprintf(path, sizeof(path), "%s/ro", dir);
+	CHILD_CHECK(mkdirat(AT_FDCWD, path, 0755) == -1 && errno == EACCES, "mkdir in 0555 worked");
+	int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	CHILD_CHECK(dfd >= 0 && sandbox_base_mkdir(dfd, "ro", 0755) == 0,
+	    "sandbox_base_mkdir: %m");
+	close(dfd);
+	free(st);
+	CHILD_CHECK(util_read_path("/proc/self/status", 65536, &st, NULL) == 0, "status: %m");
+	CHILD_CHECK(status_hex(st, "CapEff", &eff) == 0 && eff == KEPT,
+	    "CapEff %llx after sandbox_base_mkdir", eff);
+	snprintf(path, sizeof(path), "%s/theirs", dir);
+	fd = open(path, O_WRONLY | O_CLOEXEC);
+	CHILD_CHECK(fd < 0 && errno == EACCES, "override still effective after the mkdir");
 	free(st);
 	_exit(0);
 }
@@ -87,6 +104,7 @@ START_TEST(test_boundaryd)
 	snprintf(path, sizeof(path), "%s/mine", dir);
 	unit_write_file(AT_FDCWD, path, "x", 1);
 	ck_assert_int_eq(pipe2(rep, O_CLOEXEC), 0);
+	ck_assert_int_eq(chmod(dir, 0555), 0);
 
 	pid_t pid = fork();
 	ck_assert_int_ge(pid, 0);
@@ -100,6 +118,9 @@ START_TEST(test_boundaryd)
 	if (n > 0)
 		msg[n] = '\0';
 	close(rep[0]);
+	snprintf(path, sizeof(path), "%s/ro", dir);
+	(void)rmdir(path);
+	ck_assert_int_eq(chmod(dir, 0700), 0);
 	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "sandboxed child: %s (0x%x)",
 	    msg, status);
 }
