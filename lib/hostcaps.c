@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/utsname.h>
+#include <sys/wait.h>
 
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -20,6 +21,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -894,6 +896,47 @@ hostcaps_landlock(struct hostcaps_ctx *hc)
 	return e;
 }
 
+/*
+ * Unprivileged user and mount namespaces, which the sandbox's mount view
+ * needs (lib/mountview.c): tried for real in a child, as the caller, since
+ * it is the launcher (the calling user) that creates them.
+ */
+static struct json_object *
+hostcaps_userns(struct hostcaps_ctx *hc)
+{
+	struct json_object *e = hostcaps_entry();
+	char *max = hostcaps_read_trim("/proc/sys/user/max_user_namespaces");
+	int status, err = 0;
+	pid_t pid;
+
+	(void)hc;
+	hostcaps_add(e, "max_user_namespaces", max != NULL ? json_object_new_int64(atoll(max)) :
+	    NULL);
+	free(max);
+	if ((pid = fork()) < 0) {
+		hostcaps_set(e, 0, "fork: %s", strerror(errno));
+		return e;
+	}
+	if (pid == 0)
+		_exit(unshare(CLONE_NEWUSER | CLONE_NEWNS) == 0 ? 0 : (errno & 0x7f) + 1);
+	while (waitpid(pid, &status, 0) < 0)
+		if (errno != EINTR) {
+			hostcaps_set(e, 0, "waitpid: %s", strerror(errno));
+			return e;
+		}
+	if (WIFEXITED(status) && WEXITSTATUS(status) > 0)
+		err = WEXITSTATUS(status) - 1;
+	if (!WIFEXITED(status))
+		hostcaps_set(e, 0, "the probe child died (status 0x%x)", status);
+	else if (err != 0)
+		hostcaps_set(e, 0, "unshare(CLONE_NEWUSER|CLONE_NEWNS): %s: the default mount view "
+		    "of --sandbox linux refuses to run (linux.mount_view.mode best_effort runs "
+		    "without it)", strerror(err));
+	else
+		hostcaps_set(e, 1, "unprivileged user and mount namespaces: the mount view works");
+	return e;
+}
+
 /* A mounted bpf filesystem (for pinned BPF objects). */
 static struct json_object *
 hostcaps_bpf(struct hostcaps_ctx *hc)
@@ -1274,6 +1317,7 @@ hostcaps_probe(void)
 		{ "cgroup_v2", hostcaps_cgroup },
 		{ "nftables", hostcaps_nftables },
 		{ "landlock", hostcaps_landlock },
+		{ "user_namespaces", hostcaps_userns },
 		{ "bpf_mount", hostcaps_bpf },
 		{ "apparmor", hostcaps_apparmor },
 		{ "selinux", hostcaps_selinux },

@@ -40,9 +40,11 @@ def status_reports_host_and_daemons(env):
         out = json.loads(r.stdout)
         host = out["host"]
         for key in ("fanotify_permission_events", "seccomp", "cgroup_v2", "nftables", "landlock",
-                    "bpf_mount", "apparmor", "selinux", "proc_connector", "speculation_backends"):
+                    "user_namespaces", "bpf_mount", "apparmor", "selinux", "proc_connector", "speculation_backends"):
             check(isinstance(host[key]["available"], bool), "%s: %r" % (key, host.get(key)))
         check(host["cgroup_v2"]["mount"] == env.cgmount, "cgroup mount %r" % host["cgroup_v2"])
+        # This host lets unprivileged users make them (the escape suite relies on it).
+        check(host["user_namespaces"]["available"] is True, "%r" % host["user_namespaces"])
         bd = out["daemons"]["gensee-boundaryd"]
         check(bd["answering"] is True and bd["status"]["daemon"] == "gensee-boundaryd", "%r" % bd)
         # Permission events need root: as the test user the probe must say so.

@@ -25,7 +25,7 @@
 
 static const char *const test_names[] = {
 	"fanotify_permission_events", "seccomp", "cgroup_v2", "nftables", "landlock",
-	"bpf_mount", "apparmor", "selinux", "proc_connector", "speculation_backends",
+	"user_namespaces", "bpf_mount", "apparmor", "selinux", "proc_connector", "speculation_backends",
 	"kernel", "running_as_root",
 };
 
