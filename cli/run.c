@@ -781,6 +781,15 @@ cmd_run(int argc, char **argv)
 
 		fprintf(stderr, "gensee: operation %s: %s, exit status %d, %lld process%s recorded\n",
 		    opid, state ? state : "unknown", rc, (long long)nproc, nproc == 1 ? "" : "es");
+		/*
+		 * The kernel does not report seccomp's EPERM or Landlock's EACCES
+		 * to anyone (logging each would flood the kernel log): say where
+		 * a failure may have come from, and where to look.
+		 */
+		if (sandbox && rc != 0 && rc != RUN_EXIT_TIMEOUT)
+			fprintf(stderr, "gensee: operation %s: sandboxed: an EPERM may be the seccomp "
+			    "profile, an EACCES on a write Landlock, a missing file the mount view "
+			    "(gensee debug plan shows all three)\n", opid);
 	}
 	json_object_put(res);
 	return rc;

@@ -247,6 +247,10 @@ def kernel_surfaces_denied(env):
     check(all(v != "EPERM" for v in got.values()), "the probe proves nothing: %r" % got)
     got, _ = sandboxed(env, tool, specs)
     check(got == {s: "EPERM" for s in specs}, "reached: %r" % got)
+    # A sandboxed run that fails says where a refusal may have come from.
+    r = env.gensee(*RUN, "--", "sh", "-c", "exit 3", env={"GENSEE_HOME": gensee_home(env, {})})
+    check(r.returncode == 3 and "sandboxed: an EPERM may be the seccomp profile" in r.stderr,
+          r.stderr)
 
 
 def credentials_hidden_and_policy_readonly(env):
