@@ -41,6 +41,7 @@ static const char *const policy_landlock_modes[] = { "required", "best_effort", 
 static const char *const policy_actions[] = { "observe", "warn", "ask", "deny", "speculate",
 	NULL };
 static const char *const policy_network_modes[] = { "allowlist", "monitor", NULL };
+static const char *const policy_sensor_loss[] = { "freeze", "end", NULL };
 
 static const struct policy_key policy_table[] = {
 	{ .pk_name = "linux.posture", .pk_type = POLICY_ENUM, .pk_values = policy_postures,
@@ -74,6 +75,9 @@ static const struct policy_key policy_table[] = {
 	  .pk_help = "the action of linux.fanotify.paths" },
 	{ .pk_name = "linux.fanotify.rules", .pk_type = POLICY_RULES, .pk_default = "[]",
 	  .pk_help = "rules with their own action: [{\"path\": PATTERN, \"action\": ACTION}]" },
+	{ .pk_name = "linux.fanotify.on_sensor_loss", .pk_type = POLICY_ENUM,
+	  .pk_values = policy_sensor_loss, .pk_default = "\"freeze\"",
+	  .pk_help = "when sensord's coverage is lost: freeze the tree until it is back, or end it" },
 	{ .pk_name = "linux.network.mode", .pk_type = POLICY_ENUM,
 	  .pk_values = policy_network_modes, .pk_derive = policy_derive_network_mode,
 	  .pk_help = "unset: monitor (deny-only) when only deny is set, else allowlist" },

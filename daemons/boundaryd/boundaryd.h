@@ -32,6 +32,15 @@ struct evconnlistener;
 #define SENSOR_PROC_CONNECTOR 0x02
 #define SENSOR_FANOTIFY 0x04
 #define SENSOR_ACK_MS 2000
+/*
+ * The sensor channel has no idle timeout: both sides send a heartbeat
+ * every interval (--sensor-heartbeat-ms) and give the channel up after
+ * this many intervals without a frame from the other side.
+ */
+#define SENSOR_HEARTBEAT_MS 10000
+#define SENSOR_HEARTBEAT_MISSES 3
+/* An operation's fanotify section, serialized: it is relayed to sensord in one frame. */
+#define SENSOR_FANOTIFY_MAX (64u * 1024u)
 #define CONTROL_MAX_CONNS 256
 #define CONTROL_FRAME_DEADLINE_SEC 5
 #define CONTROL_IDLE_SEC 60
@@ -115,6 +124,9 @@ struct operation {
 	int op_launcher;	/* created with a held child: its parent will report the exit */
 	int op_adopted;		/* adopt_existing: a tree it did not start */
 	char op_origin_cg[256];	/* ... and where that tree was before ("" = the root) */
+	/* fanotify coverage: lost until a sensord acknowledges the config again */
+	int op_cov_lost;
+	int op_frozen;		/* cgroup.freeze written for the loss */
 };
 TAILQ_HEAD(operation_list, operation);
 struct conn;
@@ -190,6 +202,10 @@ struct boundaryd {
 	int bd_netops_fd;		/* STATE/network-operations */
 	struct conn *bd_sensor;		/* gensee-sensord's connection, or NULL */
 	int bd_sensor_caps;		/* SENSOR_* it offers */
+	int bd_sensor_hb_ms;		/* heartbeat interval of the sensor channel */
+	int64_t bd_sensor_seen_ms;	/* monotonic: the sensor's last frame */
+	struct event *bd_sensor_hb_ev;
+	int bd_idle_sec;		/* idle timeout of other connections */
 	int bd_shutdown;
 };
 
@@ -199,7 +215,12 @@ int control_listen(struct boundaryd *bd, struct listener *l, int dirfd, const ch
 void control_close(struct listener *l);
 void control_close_all(struct boundaryd *bd);
 void control_send(struct conn *c, struct json_object *msg);
+int control_send_max(struct conn *c, struct json_object *msg, size_t max);
 pid_t control_peer_pid(struct conn *c);
+/* The connection is a long-lived channel: no idle timeout (sensord). */
+void control_keepalive(struct conn *c);
+/* Close one connection now (its owners are told as on EOF). */
+void control_drop(struct conn *c);
 
 /* operation.c: method handlers fill *result or (*code, *msg). */
 struct op_reply {
@@ -277,6 +298,11 @@ void lineage_report(struct boundaryd *bd, const struct peer *p, struct json_obje
     struct op_reply *r);
 void file_decision(struct boundaryd *bd, const struct peer *p, struct json_object *params,
     struct op_reply *r);
+void sensor_heartbeat(struct boundaryd *bd, struct conn *c, struct op_reply *r);
+void sensor_coverage_lost(struct operation *op, const char *reason);
+void sensor_coverage_restored(struct operation *op);
+int sensor_fanotify_scope(struct boundaryd *bd, const struct peer *p,
+    struct json_object *fan, char **cause);
 void operation_create_resolve(struct operation *op, int acked);
 void operation_sensor_state(struct operation *op, const char *sensor, const char *state);
 struct oprecord_proc;

@@ -1767,6 +1767,7 @@ operation_evidence(struct boundaryd *bd, const struct peer *p, struct json_objec
 	json_object_put(rec);
 	if ((dfd = safefs_opendir(bd->bd_ops_fd, id)) >= 0) {
 		netop_read_jsonl(dfd, "files.jsonl", "file", limit, arr);
+		netop_read_jsonl(dfd, "sensors.jsonl", "sensor", limit, arr);
 		close(dfd);
 	}
 	if ((dfd = safefs_opendir(bd->bd_netops_fd, id)) >= 0) {

@@ -825,6 +825,7 @@ static const struct schema_field fanotify_fields[] = {
 	{ "rules", SCHEMA_ARRAY, SCHEMA_REQUIRED, 0, 1024, 0 },
 	{ "home", SCHEMA_STRING, 0, 1, 4096, 0 },
 	{ "workspace", SCHEMA_STRING, 0, 1, 4096, 0 },
+	{ "on_sensor_loss", SCHEMA_STRING, 0, 1, 16, 0 },
 };
 
 static const struct schema_field fanotify_rule_fields[] = {
@@ -872,6 +873,11 @@ operation_create(struct boundaryd *bd, struct conn *conn, const struct peer *p, 
 	if (c.oc_fanotify != NULL) {
 		if (op_check_fanotify(c.oc_fanotify, &err) != 0) {
 			reply_error(r, PE_INVALID_PARAMS, "fanotify.%s", err.se_message);
+			return;
+		}
+		if (sensor_fanotify_scope(bd, p, c.oc_fanotify, &cause) != 0) {
+			reply_error(r, PE_INVALID_PARAMS, "%s", cause);
+			free(cause);
 			return;
 		}
 		/* Asked-for sensitive-path enforcement that nothing applies: refuse. */
@@ -1141,6 +1147,13 @@ operation_create(struct boundaryd *bd, struct conn *conn, const struct peer *p, 
 		op->op_create_timer = evtimer_new(bd->bd_base, op_create_timeout_cb, op);
 		if (op->op_create_timer == NULL || evtimer_add(op->op_create_timer, &tv) != 0)
 			operation_create_resolve(op, 0);
+	} else if (op->op_fanotify != NULL) {
+		/* Rules sensord never received guard nothing: the child must not run. */
+		json_object_put(r->or_result);
+		r->or_result = NULL;
+		reply_error(r, PE_SENSOR, "the sensitive-path policy could not be handed to "
+		    "gensee-sensord");
+		operation_finish(op, OPSTATE_FAILED, "sensor_unavailable");
 	}
 }
 
