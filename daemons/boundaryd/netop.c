@@ -331,16 +331,26 @@ static struct nft_elem *
 netop_allow_elems(struct netop *no, size_t *n)
 {
 	struct netop_lease *l;
-	size_t cnt = no->no_spec.ns_allow.g_n, i = 0;
+	struct np_grants eff = { 0 };
+	size_t cnt, i = 0;
 	struct nft_elem *v;
 
+	/* A grant wider than one address never opens a restricted range. */
+	if (netpolicy_grants_effective(&no->no_spec.ns_policy, &no->no_spec.ns_allow, &eff) != 0) {
+		np_grants_free(&eff);
+		return NULL;
+	}
+	cnt = eff.g_n;
 	TAILQ_FOREACH(l, &no->no_leases, nl_entry)
 		cnt++;
 	v = calloc(cnt + 1, sizeof(*v));
-	if (v == NULL)
+	if (v == NULL) {
+		np_grants_free(&eff);
 		return NULL;
-	for (size_t k = 0; k < no->no_spec.ns_allow.g_n; k++)
-		netpolicy_grant_to_elem(&no->no_spec.ns_allow.g_v[k], &v[i++]);
+	}
+	for (size_t k = 0; k < eff.g_n; k++)
+		netpolicy_grant_to_elem(&eff.g_v[k], &v[i++]);
+	np_grants_free(&eff);
 	int64_t now = util_now_ms();
 	TAILQ_FOREACH(l, &no->no_leases, nl_entry) {
 		int64_t left = l->nl_expires_ms - now;
@@ -892,7 +902,8 @@ netop_blocked_json(const struct netop *no, const struct nft_blocked *d)
 	json_object_object_add(o, "reason", json_object_new_string(
 	    no->no_spec.ns_mode == NFT_MODE_DENYLIST || np_grants_find(&no->no_spec.ns_deny,
 	    d->nb_family, d->nb_addr, d->nb_proto, d->nb_port) >= 0 ? "deny_list" :
-	    "outside_envelope"));
+	    np_grants_find(&no->no_spec.ns_allow, d->nb_family, d->nb_addr, d->nb_proto,
+	    d->nb_port) >= 0 ? "restricted_destination" : "outside_envelope"));
 	return o;
 }
 
@@ -1457,8 +1468,13 @@ netop_decide(struct netop *no, struct json_object *subj, struct json_object *cap
 		ev.ne_port = (uint16_t)schema_int(cap, "port", 0);
 		ev.ne_http = schema_child(cap, "http") != NULL;
 		netop_leases_grants(no, &leases);
-		netpolicy_decide(&no->no_spec.ns_policy, &no->no_spec.ns_allow, &leases, &ev,
-		    requested_ttl, &d);
+		struct np_boundary b = {
+			.nb_monitor = no->no_spec.ns_mode == NFT_MODE_DENYLIST,
+			.nb_allow = &no->no_spec.ns_allow,
+			.nb_deny = &no->no_spec.ns_deny,
+			.nb_leases = &leases,
+		};
+		netpolicy_decide(&no->no_spec.ns_policy, &b, &ev, requested_ttl, &d);
 		np_grants_free(&leases);
 	}
 	if (d.nd_disposition == NP_LEASE) {

@@ -168,10 +168,11 @@ sensor_coverage_lost(struct operation *op, const char *reason)
 	    op->op_fanotify == NULL || op->op_cov_lost)
 		return;
 	op->op_cov_lost = 1;
-	operation_sensor_state(op, "fanotify", "lost");
+	/* The freeze first: every record write before it is time the tree runs unguarded. */
 	if (!sensor_loss_ends(op) && op->op_cg_valid &&
 	    cgroup_freeze(&op->op_cg, 1, &cause) == 0) {
 		op->op_frozen = 1;
+		operation_sensor_state(op, "fanotify", "lost");
 		log_warnx("%s: fanotify coverage lost (%s): frozen until sensord confirms its "
 		    "rules again", op->op_id, reason);
 		sensor_coverage_record(op, "frozen", reason, 1);
@@ -183,6 +184,7 @@ sensor_coverage_lost(struct operation *op, const char *reason)
 		log_warnx("%s: cannot freeze: %s; ending it", op->op_id, cause);
 		free(cause);
 	}
+	operation_sensor_state(op, "fanotify", "lost");
 	log_warnx("%s: fanotify coverage lost (%s): ending the operation", op->op_id, reason);
 	sensor_coverage_record(op, "ended", reason, 1);
 	sensor_coverage_event(op, "coverage_lost", "ended", reason);
@@ -422,18 +424,20 @@ sensor_conn_closed(struct boundaryd *bd, struct conn *c)
 		bd->bd_sensor_hb_ev = NULL;
 	}
 	log_warnx("sensor channel closed: coverage lost for running operations");
+	/*
+	 * Stop the fanotify trees before anything else. At our own shutdown
+	 * sensord keeps its marks; the next instance freezes at adoption
+	 * until sensord confirms them.
+	 */
+	TAILQ_FOREACH(op, &bd->bd_ops, op_entry)
+		if (!bd->bd_shutdown && op->op_create_result == NULL)
+			sensor_coverage_lost(op, "sensor_channel_closed");
 	TAILQ_FOREACH(op, &bd->bd_ops, op_entry) {
 		if (op->op_phase == OP_RUNNING && op->op_kind == OP_KIND_PROCESS) {
 			operation_violation(op, "sensor_exit");
 			operation_sensor_state(op, "all", "lost");
 		}
 		operation_create_resolve(op, 0);
-		/*
-		 * At our own shutdown sensord keeps its marks; the next
-		 * instance freezes at adoption until sensord confirms them.
-		 */
-		if (!bd->bd_shutdown)
-			sensor_coverage_lost(op, "sensor_channel_closed");
 	}
 }
 
