@@ -513,14 +513,20 @@ def broad_grant_never_opens_restricted(env):
     targets = ["tcp,192.0.2.1,8000", "tcp,127.0.0.2,8000", "tcp,127.0.0.3,8000", "tcp,::1,8000",
                "tcp,2001:db8::1,8000"]
     env.serve(env.netns, *targets)
-    args = ["--allow-net", "0.0.0.0/0,tcp,8000", "--allow-net", "::/0,tcp,8000",
-            "--allow-net", "127.0.0.3,tcp,8000"]
-    rc, lines, summary, err = run_sandboxed(env, args, probe_cmd(env, *targets) + ["tcp,::ffff:127.0.0.2,8000"])
+    broad = ["--allow-net", "0.0.0.0/0,tcp,8000", "--allow-net", "::/0,tcp,8000"]
+    rc, lines, summary, err = run_sandboxed(env, broad, probe_cmd(env, *targets) +
+                                            ["tcp,::ffff:127.0.0.2,8000"])
     got = json.loads(lines[0])
     check(got["tcp,192.0.2.1,8000"] == "ok" and got["tcp,2001:db8::1,8000"] == "ok", "%r" % got)
-    check(got["tcp,127.0.0.3,8000"] == "ok", "the exact grant: %r" % got)
-    for t in ("tcp,127.0.0.2,8000", "tcp,::1,8000", "tcp,::ffff:127.0.0.2,8000"):
+    for t in ("tcp,127.0.0.2,8000", "tcp,127.0.0.3,8000", "tcp,::1,8000", "tcp,::ffff:127.0.0.2,8000"):
         check(got[t] in REFUSED, "%s reached under a broad grant: %r" % (t, got))
+    # With an exact grant beside it, that one address (and only it) is reachable.
+    args = broad + ["--allow-net", "127.0.0.3,tcp,8000"]
+    rc, lines, summary, err = run_sandboxed(env, args, probe_cmd(env, *targets))
+    check(lines, "rc %d: %s" % (rc, err))
+    got = json.loads(lines[0])
+    check(got["tcp,127.0.0.3,8000"] == "ok" and got["tcp,192.0.2.1,8000"] == "ok", "the exact grant: %r" % got)
+    check(got["tcp,127.0.0.2,8000"] in REFUSED and got["tcp,::1,8000"] in REFUSED, "%r" % got)
     # The decision agrees: a fault for 127.0.0.2 is denied as restricted.
     p = env.gensee_bg("run", "--sandbox", "linux", *args, "--", "sleep", "60")
     opid = env.wait_for("operation", lambda: env.running_ops())[0]
