@@ -48,6 +48,8 @@ struct evconnlistener;
 /* Active operations one non-root uid may hold: bounds cgroups and records. */
 #define OP_MAX_PER_UID 64
 #define OP_POLL_MS 100
+/* Rounds of moving an adopted tree's processes before giving up on a forking tree. */
+#define OP_ADOPT_ROUNDS 32
 #define OP_REAP_POLL_MS 20
 #define OP_REAP_MAX_MS 5000
 #define OP_SENSOR_FLUSH_MS 1000

@@ -341,7 +341,7 @@ struct op_batch {
 	struct {
 		int (*fn)(struct json_object *, void *, char **);
 		void *arg;
-	} ob_items[8];
+	} ob_items[12];
 	size_t ob_n;
 };
 
@@ -848,6 +848,57 @@ op_check_fanotify(struct json_object *f, struct schema_error *err)
 	return 0;
 }
 
+/*
+ * Adopting a running tree moves all of it, not only its root: a child
+ * left behind would open files unjudged and reach the network outside the
+ * table. Processes fork while they are moved, so this repeats until a
+ * round finds nothing left outside (bounded). Members of another
+ * operation stay where they are: moving them would lift them out of it.
+ */
+static int
+op_adopt_tree(struct operation *op, char **cause)
+{
+	char cg[256];
+
+	for (int round = 0; round < OP_ADOPT_ROUNDS; round++) {
+		pid_t *v;
+		size_t n, moved = 0;
+
+		if (proc_descendants(op->op_root_pid, &v, &n) != 0) {
+			util_cause(cause, "cannot read the process tree: %s", strerror(errno));
+			return -1;
+		}
+		for (size_t i = 0; i < n; i++) {
+			if (cgroup_of_pid(v[i], cg, sizeof(cg)) != 0 ||
+			    strcmp(cg, op->op_cg.cg_rel) == 0 ||
+			    strncmp(cg, CGROUP_BASE "/", strlen(CGROUP_BASE) + 1) == 0 ||
+			    strstr(cg, "/" CGROUP_BASE "/op_") != NULL)
+				continue; /* gone, moved, or another operation's */
+			if (cgroup_attach(&op->op_cg, v[i], NULL) == 0)
+				moved++;
+		}
+		free(v);
+		if (moved == 0)
+			return 0;
+	}
+	util_cause(cause, "the tree kept forking while it was moved");
+	return -1;
+}
+
+/* Where an adopted tree came from, kept in the record for a restarted boundaryd. */
+static int
+op_mut_adoption(struct json_object *rec, void *arg, char **cause)
+{
+	struct operation *op = arg;
+	struct json_object *a = json_object_new_object();
+
+	(void)cause;
+	json_object_object_add(a, "origin_cgroup", json_object_new_string(op->op_origin_cg));
+	json_object_object_add(a, "detach", json_object_new_boolean(op->op_detach));
+	json_object_object_add(rec, "adoption", a);
+	return 0;
+}
+
 void
 operation_create(struct boundaryd *bd, struct conn *conn, const struct peer *p, int64_t reqid,
     struct json_object *params, struct op_reply *r)
@@ -1059,6 +1110,15 @@ operation_create(struct boundaryd *bd, struct conn *conn, const struct peer *p, 
 			netop_spec_free(&spec);
 		return;
 	}
+	if (op->op_adopted && op_adopt_tree(op, &cause) != 0) {
+		reply_error(r, PE_CGROUP, "cannot adopt the tree of process %d: %s", (int)c.oc_pid,
+		    cause);
+		free(cause);
+		/* Someone else's tree: handed back, never killed. */
+		op_detach_members(op);
+		op_fail_create(op, "attach_failed");
+		return;
+	}
 	/*
 	 * One write makes the operation running with everything known at
 	 * create: state, attachment, first lineage, host controls, fanotify
@@ -1092,6 +1152,8 @@ operation_create(struct boundaryd *bd, struct conn *conn, const struct peer *p, 
 		op_batch_add(&b, op_mut_portion_once, &hc);
 	if (op->op_fanotify != NULL)
 		op_batch_add(&b, op_mut_portion_once, &fa);
+	if (op->op_adopted)
+		op_batch_add(&b, op_mut_adoption, op);
 	for (size_t i = 0; i < nitems(sa); i++)
 		op_batch_add(&b, op_mut_sensor, &sa[i]);
 	int wr = oprecord_update(op->op_dirfd, op->op_id, op_mut_batch, &b, NULL, &cause);
@@ -1521,6 +1583,14 @@ operation_adopt(struct boundaryd *bd, const char *id, int dirfd, struct json_obj
 	op->op_uid = (uid_t)schema_int(schema_child(rec, "source"), "uid", -1);
 	if (schema_child(rec, "fanotify") != NULL)
 		op->op_fanotify = json_object_get(schema_child(rec, "fanotify"));
+	/* An adopted tree keeps where it came from and whether it is given back. */
+	struct json_object *ad = schema_child(rec, "adoption");
+	if (ad != NULL && schema_string(ad, "origin_cgroup") != NULL) {
+		op->op_adopted = 1;
+		op->op_detach = schema_bool(ad, "detach", 0);
+		util_strlcpy(op->op_origin_cg, schema_string(ad, "origin_cgroup"),
+		    sizeof(op->op_origin_cg));
+	}
 	const char *ac = schema_string(schema_child(rec, "source"), "action_class");
 	if (ac != NULL && strcmp(ac, "source_address") == 0)
 		op->op_kind = OP_KIND_ADDRESS;
