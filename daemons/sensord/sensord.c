@@ -297,6 +297,9 @@ sensord_handle_message(struct json_object *msg)
 		log_warnx("boundaryd refused request %lld: %s: %s",
 		    (long long)schema_int(msg, "id", -1), schema_string(err, "code"),
 		    schema_string(err, "message"));
+		/* Another channel still holds the place (a hung sensord): try again later. */
+		if (schema_int(msg, "id", -1) == sd.sd_register_id && !sd.sd_registered)
+			sensord_disconnect("registration refused");
 		return;
 	}
 	/*

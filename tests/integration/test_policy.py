@@ -202,7 +202,8 @@ def show_json_defaults(env):
           ("enabled", "deny_ptrace", "deny_bpf", "deny_kernel_modules", "deny_mount_namespace_changes")),
           "%r" % lx)
     check(lx["landlock"] == {"mode": "off", "read_only": [], "read_write": []}, "%r" % lx["landlock"])
-    check(lx["fanotify"] == {"enabled": False, "paths": [], "action": "deny", "rules": []},
+    check(lx["fanotify"] == {"enabled": False, "paths": [], "action": "deny", "rules": [],
+                             "on_sensor_loss": "freeze"},
           "%r" % lx["fanotify"])
     check(lx["network"] == {"mode": "allowlist", "allow": [], "deny": [], "lease_scopes": [],
                             "max_lease_ttl_seconds": 0}, "%r" % lx["network"])
