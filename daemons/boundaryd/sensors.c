@@ -274,7 +274,8 @@ sensor_fanotify_scope(struct boundaryd *bd, const struct peer *p, struct json_ob
 		util_cause(cause, "fanotify.on_sensor_loss: expected freeze or end");
 		return -1;
 	}
-	if (p->pr_uid == 0)
+	/* A disabled section is neither relayed nor recorded: nothing to scope. */
+	if (p->pr_uid == 0 || !schema_bool(fan, "enabled", 0))
 		return 0;
 	for (size_t i = 0; i < nitems(names); i++) {
 		const char *v = schema_string(fan, names[i]);

@@ -536,6 +536,12 @@ def fanotify_rules_scoped_to_user(env):
     check(r.returncode != 0 and "TOKEN" not in r.stdout, "rc %d %r" % (r.returncode, r.stdout))
     rec = json.loads(r.stdout[r.stdout.index("{"):])["record"]
     check([x["path"] for x in rec["fanotify"]["rules"]] == [home + "/**/.env"], "%r" % rec["fanotify"])
+    # Rules of a disabled fanotify section mark nothing: they do not stop a run.
+    with open(os.path.join(home, "policy.json"), "w") as f:
+        json.dump({"linux": {"fanotify": {"enabled": False, "paths": ["/etc/**"]}}}, f)
+    r = env.gensee("run", "--sandbox", "linux", "--deny-all", "--", "true",
+                   env={"HOME": home, "GENSEE_HOME": home})
+    check(r.returncode == 0, "rc %d %s" % (r.returncode, r.stderr))
 
 
 def sensor_channel_heartbeats(env):
