@@ -579,6 +579,29 @@ def sensor_channel_heartbeats(env):
     check(r.returncode != 0 and "PRIVATE KEY" not in r.stdout, "rc %d %r" % (r.returncode, r.stdout))
 
 
+def sensord_refuses_one_bad_config(env):
+    # A config sensord cannot apply (root's rules are not scoped by
+    # boundaryd) is refused in its ack: the create fails with the reason at
+    # once, and sensord stays for every other operation.
+    env.start()
+    env.start_sensord()
+    tree = subprocess.Popen(["sleep", "30"])
+    env.children.append(tree)
+    start = int(open("/proc/%d/stat" % tree.pid).read().rsplit(")", 1)[1].split()[19])
+    r = env.root_call("operation.create", {
+        "pid": tree.pid, "start_time_ticks": start, "adopt_existing": True, "action_class": "watch",
+        "fanotify": {"enabled": True, "posture": "enforce",
+                     "rules": [{"path": "relative/path", "action": "deny"}]}})
+    check(r.get("error", {}).get("code") == "invalid_params" and
+          "fanotify config refused" in r["error"]["message"], "%r" % r)
+    check(env.sensord.poll() is None, "sensord exited")
+    check(tree.poll() is None, "the watched tree was killed")
+    home, ws = make_home(env)
+    r = env.gensee("run", "--sandbox", "linux", "--deny-all", "--linux-fanotify", "--", "cat",
+                   os.path.join(home, ".ssh", "id_ed25519"), env={"HOME": home, "GENSEE_HOME": home})
+    check(r.returncode != 0 and "PRIVATE KEY" not in r.stdout, "rc %d %r" % (r.returncode, r.stdout))
+
+
 if __name__ == "__main__":
     main({f.__name__: f for f in (trace_fault_then_lease, proc_connector_lineage,
                                   fanotify_sensitive_paths, fanotify_follows_links_and_renames,
@@ -589,4 +612,4 @@ if __name__ == "__main__":
                                   debug_fanotify_commands, sensor_kill_freezes_until_confirmed,
                                   sensor_loss_ends_by_policy, boundaryd_restart_keeps_coverage,
                                   huge_fanotify_section_refused, fanotify_rules_scoped_to_user,
-                                  sensor_channel_heartbeats)})
+                                  sensor_channel_heartbeats, sensord_refuses_one_bad_config)})
