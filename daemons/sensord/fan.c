@@ -190,6 +190,13 @@ fan_cb(evutil_socket_t fd, short what, void *arg)
 	}
 }
 
+/* Is the fanotify engine open (can a config with rules be acknowledged at all)? */
+int
+sensord_fan_available(void)
+{
+	return fan_engine != NULL;
+}
+
 int
 sensord_fan_init(char **cause)
 {

@@ -237,8 +237,10 @@ sensord_apply_config(struct json_object *c, const char *action)
 	if (fan != NULL && schema_bool(fan, "enabled", 0)) {
 		char *cause = NULL;
 		o->so_fan = calloc(1, sizeof(*o->so_fan));
-		if (o->so_fan == NULL || sensord_fan_policy(fan, o->so_fan, &o->so_posture,
-		    &cause) != 0) {
+		if (!sensord_fan_available())
+			cause = strdup("this sensord has no fanotify engine");
+		if (o->so_fan == NULL || cause != NULL ||
+		    sensord_fan_policy(fan, o->so_fan, &o->so_posture, &cause) != 0) {
 			/*
 			 * Rules we cannot parse must not turn into no rules: the
 			 * ack says so, and boundaryd refuses to start the

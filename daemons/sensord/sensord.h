@@ -109,6 +109,7 @@ void sensord_nft_expire(void);
 
 /* fan.c: the fanotify sensor */
 int sensord_fan_init(char **cause);
+int sensord_fan_available(void);
 void sensord_fan_shutdown(void);
 int sensord_fan_policy(struct json_object *fan, struct fanpolicy *out, int *posture,
     char **cause);
