@@ -215,6 +215,12 @@ hostpolicy_narrow_key(const struct policy_key *k, struct json_object *user,
 	int rc = 0;
 
 	switch (k->pk_narrow) {
+	case POLICY_NARROW_UNSET:
+		/* Fail closed: a floor nobody said how to apply is no floor. */
+		util_cause(cause, "%s: %s: no narrowing rule for this key", HOSTPOLICY_PATH,
+		    k->pk_name);
+		rc = -1;
+		break;
 	case POLICY_NARROW_TRUE:
 	case POLICY_NARROW_FALSE:
 		if (json_object_get_boolean(h) == (k->pk_narrow == POLICY_NARROW_TRUE) &&

@@ -241,6 +241,9 @@ fanspec_build(struct json_object *policy, int force, char **cause)
 	    json_object_new_boolean(force || schema_bool(fan, "enabled", 0)));
 	json_object_object_add(spec, "posture", json_object_new_string(posture ? posture : "enforce"));
 	json_object_object_add(spec, "rules", rules);
+	if (schema_string(fan, "on_sensor_loss") != NULL)
+		json_object_object_add(spec, "on_sensor_loss",
+		    json_object_new_string(schema_string(fan, "on_sensor_loss")));
 	if (getenv("HOME") != NULL && getenv("HOME")[0] == '/')
 		json_object_object_add(spec, "home", json_object_new_string(getenv("HOME")));
 	/* Where the agent works: sensord looks there for the files suffix rules name. */

@@ -52,6 +52,17 @@ print_record(struct json_object *rec)
 	    (long long)schema_int(cg, "id", 0), str_or(cg, "attachment", "?"),
 	    str_or(schema_child(cg, "cleanup"), "state", "?"));
 	printf("recovery    %s\n", str_or(rh, "status", "?"));
+	struct json_object *sn = schema_child(rec, "sensors");
+	if (sn != NULL)
+		printf("sensors     fanotify %s, proc_connector %s, nft_trace %s\n",
+		    str_or(sn, "fanotify", "-"), str_or(sn, "proc_connector", "-"),
+		    str_or(sn, "nft_trace", "-"));
+	/* A tree stopped or ended because its file rules were not enforced. */
+	struct json_object *sc = schema_child(rec, "sensor_coverage");
+	if (sc != NULL)
+		printf("coverage    %s (%s), on sensor loss %s, %lld loss(es)\n",
+		    str_or(sc, "state", "?"), str_or(sc, "reason", "?"),
+		    str_or(sc, "on_sensor_loss", "?"), (long long)schema_int(sc, "losses", 0));
 	printf("lineage     %zu process(es)\n", lin ? json_object_array_length(lin) : 0);
 	for (size_t i = 0; lin != NULL && i < json_object_array_length(lin); i++) {
 		struct json_object *e = json_object_array_get_idx(lin, i);

@@ -48,6 +48,8 @@ static const char *const policy_postures_strict[] = { "isolate", "enforce", "war
 	NULL };
 static const char *const policy_actions_strict[] = { "deny", "ask", "speculate", "warn",
 	"observe", NULL };
+static const char *const policy_sensor_loss[] = { "freeze", "end", NULL };
+static const char *const policy_sensor_loss_strict[] = { "end", "freeze", NULL };
 
 static const struct policy_key policy_table[] = {
 	{ .pk_name = "linux.posture", .pk_type = POLICY_ENUM,
@@ -125,6 +127,10 @@ static const struct policy_key policy_table[] = {
 	{ .pk_name = "linux.fanotify.rules", .pk_type = POLICY_RULES,
 	  .pk_narrow = POLICY_NARROW_UNION, .pk_default = "[]",
 	  .pk_help = "rules with their own action: [{\"path\": PATTERN, \"action\": ACTION}]" },
+	{ .pk_name = "linux.fanotify.on_sensor_loss", .pk_type = POLICY_ENUM,
+	  .pk_narrow = POLICY_NARROW_ORDER, .pk_strict = policy_sensor_loss_strict,
+	  .pk_values = policy_sensor_loss, .pk_default = "\"freeze\"",
+	  .pk_help = "when sensord's coverage is lost: freeze the tree until it is back, or end it" },
 	{ .pk_name = "linux.network.mode", .pk_type = POLICY_ENUM,
 	  .pk_narrow = POLICY_NARROW_ORDER, .pk_strict = policy_network_modes,
 	  .pk_values = policy_network_modes, .pk_derive = policy_derive_network_mode,

@@ -29,6 +29,7 @@ enum policy_type {
  * user may only make a key stricter than the host says (hostpolicy.c).
  */
 enum policy_narrow {
+	POLICY_NARROW_UNSET,	/* a key added without a rule: a host policy may not set it */
 	POLICY_NARROW_TRUE,	/* true is stricter: host true forces true */
 	POLICY_NARROW_FALSE,	/* false is stricter */
 	POLICY_NARROW_ORDER,	/* the stricter of the two in pk_strict */

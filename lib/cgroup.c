@@ -302,6 +302,32 @@ cgroup_kill(struct cgroup *cg, char **cause)
 }
 
 int
+cgroup_freeze(struct cgroup *cg, int frozen, char **cause)
+{
+	return cgroup_write(cg, "cgroup.freeze", frozen ? "1" : "0", cause);
+}
+
+/* 1 when every process of the cgroup has stopped, 0 not (yet), -1 error. */
+int
+cgroup_frozen(struct cgroup *cg)
+{
+	int fd = safefs_openat(cg->cg_dirfd, "cgroup.events", O_RDONLY, 0);
+	char *buf, *p;
+	int r = -1;
+
+	if (fd < 0)
+		return -1;
+	if (util_read_fd(fd, 4096, &buf, NULL) == 0) {
+		p = strstr(buf, "frozen ");
+		if (p != NULL)
+			r = p[7] == '1' ? 1 : 0;
+		free(buf);
+	}
+	close(fd);
+	return r;
+}
+
+int
 cgroup_remove(struct cgroup *cg, char **cause)
 {
 	char mount[PATH_MAX];

@@ -4,7 +4,7 @@
  * The v2 mount is found in /proc/self/mountinfo (it may be /sys/fs/cgroup or
  * /sys/fs/cgroup/unified on hybrid hosts). Operations live in
  * MOUNT/gensee/op_<id>. Only membership, cgroup.kill and the cgroup id are
- * used; no controller is needed.
+ * used, and cgroup.freeze when a sensor is lost; no controller is needed.
  */
 #ifndef GENSEE_CGROUP_H
 #define GENSEE_CGROUP_H
@@ -43,6 +43,13 @@ int cgroup_members(struct cgroup *cg, pid_t **pids, size_t *n, char **cause);
 int cgroup_populated(struct cgroup *cg);
 /* SIGKILL every process in the cgroup and its descendants (cgroup.kill). */
 int cgroup_kill(struct cgroup *cg, char **cause);
+/*
+ * Stop (frozen 1) or resume (0) every process of the cgroup and its
+ * descendants (cgroup.freeze). A frozen process can still be killed.
+ */
+int cgroup_freeze(struct cgroup *cg, int frozen, char **cause);
+/* 1 when the freeze has taken effect (cgroup.events "frozen 1"), 0 not, -1 error. */
+int cgroup_frozen(struct cgroup *cg);
 /* rmdir the cgroup (must be empty) and close it. */
 int cgroup_remove(struct cgroup *cg, char **cause);
 /* The cgroup (relative to the v2 root) that pid is in, from /proc/PID/cgroup. */

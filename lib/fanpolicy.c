@@ -539,6 +539,54 @@ fp_resolve_path(const char *path, char *out)
 	}
 }
 
+/* Is path dir itself or below it (both canonical)? */
+int
+fanpolicy_within(const char *path, const char *dir)
+{
+	size_t n = strlen(dir);
+
+	if (strcmp(dir, "/") == 0)
+		return path[0] == '/';
+	return strncmp(path, dir, n) == 0 && (path[n] == '\0' || path[n] == '/');
+}
+
+/* Check that every rule's path stays inside one of scopes (see fanpolicy.h). */
+int
+fanpolicy_check_scope(const struct fanpolicy *p, char *const *scopes, size_t nscopes,
+    char **cause)
+{
+	for (size_t i = 0; i < p->fp_nrules; i++) {
+		const struct fan_rule *r = &p->fp_rules[i];
+		int in = 0, real_in = r->fr_real == NULL;
+
+		if (strcmp(r->fr_path, "/") == 0 ||
+		    (r->fr_real != NULL && strcmp(r->fr_real, "/") == 0)) {
+			util_cause(cause, "fanotify rule \"%s\" covers the whole filesystem; a "
+			    "non-root user's rules must stay under their home or workspace",
+			    r->fr_pattern);
+			return -1;
+		}
+		for (size_t k = 0; k < nscopes; k++) {
+			in |= fanpolicy_within(r->fr_path, scopes[k]);
+			if (r->fr_real != NULL)
+				real_in |= fanpolicy_within(r->fr_real, scopes[k]);
+		}
+		if (!in || !real_in) {
+			char list[1024] = "";
+			for (size_t k = 0; k < nscopes; k++) {
+				size_t l = strlen(list);
+				snprintf(list + l, sizeof(list) - l, "%s%s", k ? ", " : "", scopes[k]);
+			}
+			util_cause(cause, "fanotify rule \"%s\" names %s, outside the caller's home "
+			    "and workspace (%s)", r->fr_pattern, !in || r->fr_real == NULL ?
+			    r->fr_path : r->fr_real, nscopes ? list : "neither is a directory of the "
+			    "caller");
+			return -1;
+		}
+	}
+	return 0;
+}
+
 /* Record the symlink-free form of every rule path. */
 int
 fanpolicy_resolve(struct fanpolicy *p, char **cause)

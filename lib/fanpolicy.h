@@ -152,6 +152,18 @@ extern const char *const fanpolicy_builtin_patterns[];
  */
 int fanpolicy_resolve(struct fanpolicy *p, char **cause);
 
+/* 1 when the canonical path is dir or lies below it. */
+int fanpolicy_within(const char *path, const char *dir);
+/*
+ * A non-root user's rules: 0 when every rule's path (and its resolved
+ * form, after fanpolicy_resolve) lies inside one of scopes (canonical
+ * directories: the user's home and workspace); -1 with *cause naming the
+ * first rule that does not, or that covers "/" (a filesystem-wide mark
+ * for other users' files).
+ */
+int fanpolicy_check_scope(const struct fanpolicy *p, char *const *scopes, size_t nscopes,
+    char **cause);
+
 /*
  * First matching rule for a canonical absolute path (no "//", ".", ".."
  * or trailing "/"). Order: every EXACT rule before every PREFIX rule

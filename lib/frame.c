@@ -214,11 +214,21 @@ frame_serialize(struct json_object *obj, size_t *len)
 int
 frame_encode_evbuffer(struct evbuffer *out, struct json_object *obj)
 {
+	return frame_encode_evbuffer_max(out, obj, UINT32_MAX);
+}
+
+/*
+ * A peer refuses a frame over its limit and may treat it as fatal, so a
+ * sender that relays what others gave it checks the limit before sending.
+ */
+int
+frame_encode_evbuffer_max(struct evbuffer *out, struct json_object *obj, size_t max)
+{
 	size_t len;
 	const char *s = frame_serialize(obj, &len);
 	uint8_t hdr[FRAME_HEADER_LEN];
 
-	if (s == NULL || len > UINT32_MAX)
+	if (s == NULL || len > UINT32_MAX || len > max)
 		return -1;
 	hdr[0] = (uint8_t)(len >> 24);
 	hdr[1] = (uint8_t)(len >> 16);

@@ -56,6 +56,8 @@ int frame_decode_evbuffer(struct evbuffer *in, size_t max, struct json_object **
 
 /* Append the frame for obj to an evbuffer. Returns 0 or -1. */
 int frame_encode_evbuffer(struct evbuffer *out, struct json_object *obj);
+/* The same, but -1 without appending anything when the payload is over max bytes. */
+int frame_encode_evbuffer_max(struct evbuffer *out, struct json_object *obj, size_t max);
 
 /* Blocking helpers for clients. timeout_ms < 0 waits forever. */
 int frame_write_fd(int fd, struct json_object *obj, char **cause);

@@ -434,16 +434,214 @@ netpolicy_restricted(const struct netpolicy *p, int family, const uint8_t addr[1
 	return 0;
 }
 
-void
-netpolicy_decide(const struct netpolicy *p, const struct np_grants *envelope,
-    const struct np_grants *leases, const struct np_event *ev, int64_t requested_ttl,
-    struct np_decision *out)
+/*
+ * The restricted ranges of one family, as the kernel must see them: the
+ * built-ins and the policy's, and for IPv6 every form that embeds a
+ * restricted IPv4 address (mapped, NAT64, 6to4) plus all of Teredo (its
+ * client address is obfuscated across the last 32 bits: no range holds
+ * exactly the restricted ones). Caller frees *out.
+ */
+static int
+np_restricted_ranges(const struct netpolicy *p, int family, struct np_range **out, size_t *n)
 {
+	size_t cap = 2 * (nitems(np_builtin) + (p != NULL ? p->np_nrestricted : 0)) * 4 + 4, k = 0;
+	struct np_range *v = calloc(cap, sizeof(*v)), r;
+	static const uint8_t mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+	static const uint8_t nat64[12] = { 0, 0x64, 0xff, 0x9b, 0, 0, 0, 0, 0, 0, 0, 0 };
+
+	if (v == NULL)
+		return -1;
+	for (size_t pass = 0; pass < 2; pass++) {
+		size_t m = pass == 0 ? nitems(np_builtin) : (p != NULL ? p->np_nrestricted : 0);
+		for (size_t i = 0; i < m; i++) {
+			if (pass == 0) {
+				if (netpolicy_parse_range(np_builtin[i].cidr, &r, NULL) != 0)
+					continue;
+			} else {
+				r = p->np_restricted[i];
+			}
+			if (r.nr_family == family) {
+				v[k++] = r;
+				continue;
+			}
+			if (family != AF_INET6)
+				continue;
+			/* An IPv4 range, in each IPv6 form that carries it. */
+			struct np_range e = { .nr_family = AF_INET6 };
+			memcpy(e.nr_lo, mapped, 12);
+			memcpy(e.nr_hi, mapped, 12);
+			memcpy(e.nr_lo + 12, r.nr_lo, 4);
+			memcpy(e.nr_hi + 12, r.nr_hi, 4);
+			v[k++] = e;
+			memcpy(e.nr_lo, nat64, 12);
+			memcpy(e.nr_hi, nat64, 12);
+			v[k++] = e;
+			memset(&e, 0, sizeof(e));
+			e.nr_family = AF_INET6;
+			e.nr_lo[0] = e.nr_hi[0] = 0x20;
+			e.nr_lo[1] = e.nr_hi[1] = 0x02;
+			memcpy(e.nr_lo + 2, r.nr_lo, 4);
+			memcpy(e.nr_hi + 2, r.nr_hi, 4);
+			memset(e.nr_hi + 6, 0xff, 10);
+			v[k++] = e;
+		}
+	}
+	if (family == AF_INET6) {
+		memset(&r, 0, sizeof(r));
+		r.nr_family = AF_INET6;
+		r.nr_lo[0] = r.nr_hi[0] = 0x20;
+		r.nr_lo[1] = r.nr_hi[1] = 0x01;
+		memset(r.nr_hi + 4, 0xff, 12);
+		v[k++] = r;
+	}
+	*out = v;
+	*n = k;
+	return 0;
+}
+
+/* Add 1 (d = 1) to or subtract 1 (d = -1) from a big-endian address of len bytes. */
+static void
+np_addr_step(uint8_t *a, size_t len, int d)
+{
+	for (size_t i = len; i-- > 0;) {
+		if (d > 0 && a[i]++ != 0xff)
+			return;
+		if (d < 0 && a[i]-- != 0x00)
+			return;
+	}
+}
+
+int
+netpolicy_broad_restricted(const struct netpolicy *p, int family, const uint8_t addr[16])
+{
+	struct np_range *v;
+	size_t n;
+	int hit = 0;
+
+	if (np_restricted_ranges(p, family, &v, &n) != 0)
+		return 1; /* fail closed */
+	for (size_t i = 0; i < n && !hit; i++)
+		hit = np_range_contains(&v[i], family, addr);
+	free(v);
+	return hit;
+}
+
+/*
+ * Only an exact single-address grant may reach a restricted destination:
+ * a grant wider than one address is cut around every restricted range
+ * before it reaches the kernel, so 0.0.0.0/0 never opens loopback,
+ * private, link-local or metadata addresses.
+ */
+int
+netpolicy_grants_effective(const struct netpolicy *p, const struct np_grants *in,
+    struct np_grants *out)
+{
+	for (size_t i = 0; i < in->g_n; i++) {
+		const struct np_grant *g = &in->g_v[i];
+		size_t len = np_alen(g->ng_dst.nr_family), n, np = 1;
+		struct np_range *v, *pieces;
+
+		if (memcmp(g->ng_dst.nr_lo, g->ng_dst.nr_hi, len) == 0) {
+			if (np_grants_add(out, g) != 0)
+				return -1;
+			continue;
+		}
+		if (np_restricted_ranges(p, g->ng_dst.nr_family, &v, &n) != 0)
+			return -1;
+		/* Each restricted range splits a piece into at most two. */
+		pieces = calloc(n + 2, sizeof(*pieces));
+		if (pieces == NULL) {
+			free(v);
+			return -1;
+		}
+		pieces[0] = g->ng_dst;
+		for (size_t k = 0; k < n; k++) {
+			const struct np_range *r = &v[k];
+			size_t m = np;
+			for (size_t j = 0; j < m; j++) {
+				struct np_range x = pieces[j];
+				if (memcmp(r->nr_hi, x.nr_lo, len) < 0 || memcmp(r->nr_lo, x.nr_hi, len) > 0)
+					continue; /* disjoint */
+				int left = memcmp(x.nr_lo, r->nr_lo, len) < 0;
+				int right = memcmp(r->nr_hi, x.nr_hi, len) < 0;
+				if (left) {
+					memcpy(pieces[j].nr_hi, r->nr_lo, len);
+					np_addr_step(pieces[j].nr_hi, len, -1);
+				}
+				if (right) {
+					struct np_range *y = left ? &pieces[np++] : &pieces[j];
+					*y = x;
+					memcpy(y->nr_lo, r->nr_hi, len);
+					np_addr_step(y->nr_lo, len, 1);
+				}
+				if (!left && !right)
+					pieces[j].nr_family = 0; /* wholly restricted */
+			}
+			/* Drop emptied pieces. */
+			size_t w = 0;
+			for (size_t j = 0; j < np; j++)
+				if (pieces[j].nr_family != 0)
+					pieces[w++] = pieces[j];
+			np = w;
+		}
+		for (size_t j = 0; j < np; j++) {
+			struct np_grant one = *g;
+			one.ng_dst = pieces[j];
+			if (np_grants_add(out, &one) != 0) {
+				free(pieces);
+				free(v);
+				return -1;
+			}
+		}
+		free(pieces);
+		free(v);
+	}
+	return 0;
+}
+
+/* Does the envelope let the tuple through, as the kernel would (see above)? */
+static int
+np_envelope_allows(const struct netpolicy *p, const struct np_grants *g,
+    const struct np_event *ev)
+{
+	size_t len = np_alen(ev->ne_family);
+	int broad = 0;
+
+	for (size_t i = 0; g != NULL && i < g->g_n; i++) {
+		const struct np_grant *x = &g->g_v[i];
+		if (x->ng_proto != ev->ne_proto || ev->ne_port < x->ng_port_lo ||
+		    ev->ne_port > x->ng_port_hi ||
+		    !np_range_contains(&x->ng_dst, ev->ne_family, ev->ne_addr))
+			continue;
+		if (memcmp(x->ng_dst.nr_lo, x->ng_dst.nr_hi, len) == 0)
+			return 1;
+		broad = 1;
+	}
+	return broad && !netpolicy_broad_restricted(p, ev->ne_family, ev->ne_addr);
+}
+
+void
+netpolicy_decide(const struct netpolicy *p, const struct np_boundary *b,
+    const struct np_event *ev, int64_t requested_ttl, struct np_decision *out)
+{
+	const struct np_grants *leases = b->nb_leases;
 	const char *why;
 
 	memset(out, 0, sizeof(*out));
 	out->nd_disposition = NP_DENY;
-	if (np_grants_find(envelope, ev->ne_family, ev->ne_addr, ev->ne_proto, ev->ne_port) >= 0) {
+	/* The kernel checks the deny list first: nothing opens a denied tuple. */
+	if (b->nb_deny != NULL &&
+	    np_grants_find(b->nb_deny, ev->ne_family, ev->ne_addr, ev->ne_proto, ev->ne_port) >= 0) {
+		out->nd_reason = NPR_DENY_LIST;
+		return;
+	}
+	/* Monitor mode: the kernel lets through whatever no deny entry names. */
+	if (b->nb_monitor) {
+		out->nd_disposition = NP_ALLOW;
+		out->nd_reason = NPR_MONITOR;
+		return;
+	}
+	if (np_envelope_allows(p, b->nb_allow, ev)) {
 		out->nd_disposition = NP_ALLOW;
 		out->nd_reason = NPR_WITHIN_ENVELOPE;
 		return;

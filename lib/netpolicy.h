@@ -66,6 +66,8 @@ enum np_disposition {
 #define NPR_RESTRICTED "restricted_destination"
 #define NPR_NOT_ELIGIBLE "not_eligible"
 #define NPR_LEASES_DISABLED "leases_disabled"
+#define NPR_DENY_LIST "deny_list"
+#define NPR_MONITOR "monitor_mode"
 
 struct np_event {
 	int ne_family;
@@ -109,10 +111,36 @@ ssize_t np_grants_find(const struct np_grants *g, int family, const uint8_t addr
 int netpolicy_restricted(const struct netpolicy *p, int family, const uint8_t addr[16],
     const char **why);
 
-/* Exactly one disposition for ev. requested_ttl <= 0 means the maximum. */
-void netpolicy_decide(const struct netpolicy *p, const struct np_grants *envelope,
-    const struct np_grants *leases, const struct np_event *ev, int64_t requested_ttl,
-    struct np_decision *out);
+/* What the kernel enforces for an operation, so that decisions agree with it. */
+struct np_boundary {
+	int nb_monitor;			/* deny-only: what no deny entry names passes */
+	const struct np_grants *nb_allow;	/* the baseline grants, as configured */
+	const struct np_grants *nb_deny;	/* checked before anything else */
+	const struct np_grants *nb_leases;	/* active leases (exact tuples) */
+};
+
+/*
+ * Exactly one disposition for ev, the one the kernel's ruleset agrees
+ * with: the deny list first (deny_list), monitor mode next (everything
+ * else passes: monitor_mode), then the envelope (an exact grant, or a
+ * broad one where the address is not restricted), the leases, and only
+ * then new authority. requested_ttl <= 0 means the maximum.
+ */
+void netpolicy_decide(const struct netpolicy *p, const struct np_boundary *b,
+    const struct np_event *ev, int64_t requested_ttl, struct np_decision *out);
+
+/*
+ * The grants the kernel gets: exact single-address grants as they are,
+ * wider ones cut around every restricted range (netpolicy_broad_restricted),
+ * appended to out. -1 when out of memory.
+ */
+int netpolicy_grants_effective(const struct netpolicy *p, const struct np_grants *in,
+    struct np_grants *out);
+/*
+ * Is addr outside what a grant wider than one address may open: restricted,
+ * or an IPv6 form embedding a restricted IPv4 address, or Teredo?
+ */
+int netpolicy_broad_restricted(const struct netpolicy *p, int family, const uint8_t addr[16]);
 
 void netpolicy_init(struct netpolicy *p);
 void netpolicy_free(struct netpolicy *p);

@@ -234,3 +234,53 @@ proc_clock_ticks(void)
 	long t = sysconf(_SC_CLK_TCK);
 	return t > 0 ? t : 100;
 }
+
+/*
+ * The descendants of root: one /proc snapshot, linked by ppid. A process
+ * may fork between the snapshot and whatever the caller does with it, so
+ * callers that must catch every member repeat until a round finds nothing
+ * new.
+ */
+int
+proc_descendants(pid_t root, pid_t **out, size_t *n)
+{
+	pid_t *all, *ppid, *res;
+	size_t nall, k = 0;
+
+	*out = NULL;
+	*n = 0;
+	if (proc_list_pids(&all, &nall) != 0)
+		return -1;
+	ppid = calloc(nall + 1, sizeof(*ppid));
+	res = calloc(nall + 1, sizeof(*res));
+	if (ppid == NULL || res == NULL) {
+		free(all);
+		free(ppid);
+		free(res);
+		return -1;
+	}
+	for (size_t i = 0; i < nall; i++) {
+		struct proc_stat st;
+		ppid[i] = proc_read_stat(all[i], &st) == 0 ? st.ps_ppid : 0;
+	}
+	/* One generation more per round, until a round adds nothing. */
+	for (int grow = 1; grow;) {
+		grow = 0;
+		for (size_t i = 0; i < nall; i++) {
+			int parent = ppid[i] == root, seen = all[i] == root;
+			for (size_t j = 0; j < k && !seen; j++) {
+				parent |= ppid[i] == res[j];
+				seen = res[j] == all[i];
+			}
+			if (parent && !seen) {
+				res[k++] = all[i];
+				grow = 1;
+			}
+		}
+	}
+	free(all);
+	free(ppid);
+	*out = res;
+	*n = k;
+	return 0;
+}

@@ -45,6 +45,8 @@ int proc_read_exe(pid_t pid, char *buf, size_t len);
 int proc_argv_digest(pid_t pid, char hex[PROC_DIGEST_HEX]);
 /* Every numeric entry of /proc. */
 int proc_list_pids(pid_t **out, size_t *n);
+/* Every live descendant of root, from one /proc snapshot (caller frees *out). */
+int proc_descendants(pid_t root, pid_t **out, size_t *n);
 
 int proc_pidfd_open(pid_t pid);
 int proc_pidfd_signal(int pidfd, int sig);

@@ -41,6 +41,8 @@ static const struct schema_field sensor_register_params[] = {
 static const struct schema_field sensor_ack_params[] = {
 	{ "operation_id", SCHEMA_STRING, SCHEMA_REQUIRED, 1, 72, 0 },
 	{ "action", SCHEMA_STRING, 0, 1, 16, 0 },
+	/* The config was refused (rules it cannot parse, marks it cannot place). */
+	{ "error", SCHEMA_STRING, 0, 1, 512, 0 },
 };
 
 static const struct schema_field sensor_loss_params[] = {
@@ -151,6 +153,7 @@ static const struct proto_method_info proto_methods[PM__COUNT] = {
 	    nitems(lineage_report_params), PIO_DENY },
 	{ PM_FILE_DECISION, "file.decision", PS_BOUNDARY, PA_ROOT, file_decision_params,
 	    nitems(file_decision_params), PIO_DENY },
+	{ PM_SENSOR_HEARTBEAT, "sensor.heartbeat", PS_BOUNDARY, PA_ROOT, no_params, 0, PIO_DENY },
 };
 
 const struct proto_method_info *

@@ -31,7 +31,7 @@ usage(void)
 {
 	fprintf(stderr, "usage: " BOUNDARYD_NAME
 	    " --state-root DIR --runtime-dir DIR [--cgroup-base NAME] [--foreground] [--debug]\n"
-	    "       [--ocsf]\n");
+	    "       [--ocsf] [--idle-timeout-seconds N] [--sensor-heartbeat-ms N]\n");
 	exit(2);
 }
 
@@ -205,12 +205,17 @@ main(int argc, char **argv)
 		{ "debug", no_argument, NULL, 'd' },
 		{ "ocsf", no_argument, NULL, 'o' },
 		{ "cgroup-base", required_argument, NULL, 'b' },
+		/* Shorter intervals let tests cover several of them. */
+		{ "idle-timeout-seconds", required_argument, NULL, 'i' },
+		{ "sensor-heartbeat-ms", required_argument, NULL, 'H' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct boundaryd bd;
 	const char *state_root = NULL, *runtime_dir = NULL, *cgroup_base = CGROUP_BASE;
 	int lock_state, lock_runtime;
 	int foreground = 0, logflags = LOG_F_ASYNC, ch, ready_fd = -1;
+	int idle_sec = CONTROL_IDLE_SEC, hb_ms = SENSOR_HEARTBEAT_MS;
+	int64_t v;
 	char *cause = NULL;
 
 	while ((ch = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
@@ -233,6 +238,16 @@ main(int argc, char **argv)
 		case 'b':
 			cgroup_base = optarg;
 			break;
+		case 'i':
+			if (util_parse_i64(optarg, 1, 3600, &v) != 0)
+				usage();
+			idle_sec = (int)v;
+			break;
+		case 'H':
+			if (util_parse_i64(optarg, 50, 600000, &v) != 0)
+				usage();
+			hb_ms = (int)v;
+			break;
 		default:
 			usage();
 		}
@@ -254,6 +269,8 @@ main(int argc, char **argv)
 	memset(&bd, 0, sizeof(bd));
 	TAILQ_INIT(&bd.bd_ops);
 	TAILQ_INIT(&bd.bd_conns);
+	bd.bd_idle_sec = idle_sec;
+	bd.bd_sensor_hb_ms = hb_ms;
 	if (ids_init() != 0)
 		fatalx("libsodium initialisation failed");
 	/* Paths are checked as given: a symlink anywhere in them is refused. */

@@ -45,12 +45,23 @@ struct evconnlistener;
 #define CONTROL_ROOT_RESERVE 32
 #define CONTROL_MAX_PER_UID 96
 #define CONTROL_MAX_BOUNDARY 64
+/*
+ * The sensor channel has no idle timeout: both sides send a heartbeat
+ * every interval (--sensor-heartbeat-ms) and give the channel up after
+ * this many intervals without a frame from the other side.
+ */
+#define SENSOR_HEARTBEAT_MS 10000
+#define SENSOR_HEARTBEAT_MISSES 3
+/* An operation's fanotify section, serialized: it is relayed to sensord in one frame. */
+#define SENSOR_FANOTIFY_MAX (64u * 1024u)
 #define CONTROL_FRAME_DEADLINE_SEC 5
 #define CONTROL_IDLE_SEC 60
 #define CONTROL_OUTPUT_MAX (8u * 1024u * 1024u)
 /* Active operations one non-root uid may hold: bounds cgroups and records. */
 #define OP_MAX_PER_UID 64
 #define OP_POLL_MS 100
+/* Rounds of moving an adopted tree's processes before giving up on a forking tree. */
+#define OP_ADOPT_ROUNDS 32
 #define OP_REAP_POLL_MS 20
 #define OP_REAP_MAX_MS 5000
 #define OP_SENSOR_FLUSH_MS 1000
@@ -166,6 +177,9 @@ struct operation {
 	uint64_t op_lin_dropped;	/* processes not tracked: OP_LINEAGE_MAX reached */
 	int op_adopted;		/* adopt_existing: a tree it did not start */
 	char op_origin_cg[256];	/* ... and where that tree was before ("" = the root) */
+	/* fanotify coverage: lost until a sensord acknowledges the config again */
+	int op_cov_lost;
+	int op_frozen;		/* cgroup.freeze written for the loss */
 };
 TAILQ_HEAD(operation_list, operation);
 struct conn;
@@ -245,6 +259,10 @@ struct boundaryd {
 	int bd_netops_fd;		/* STATE/network-operations */
 	struct conn *bd_sensor;		/* gensee-sensord's connection, or NULL */
 	int bd_sensor_caps;		/* SENSOR_* it offers */
+	int bd_sensor_hb_ms;		/* heartbeat interval of the sensor channel */
+	int64_t bd_sensor_seen_ms;	/* monotonic: the sensor's last frame */
+	struct event *bd_sensor_hb_ev;
+	int bd_idle_sec;		/* idle timeout of other connections */
 	int bd_shutdown;
 	uint64_t bd_cgroup_base_recreated; /* times the base was found missing and made again */
 };
@@ -256,7 +274,12 @@ void control_close(struct listener *l);
 void control_close_all(struct boundaryd *bd);
 void control_send(struct conn *c, struct json_object *msg);
 int control_cgroup_op(struct boundaryd *bd, const char *cg, char *id, size_t len);
+int control_send_max(struct conn *c, struct json_object *msg, size_t max);
 pid_t control_peer_pid(struct conn *c);
+/* The connection is a long-lived channel: no idle timeout (sensord). */
+void control_keepalive(struct conn *c);
+/* Close one connection now (its owners are told as on EOF). */
+void control_drop(struct conn *c);
 
 /* operation.c: method handlers fill *result or (*code, *msg). */
 struct op_reply {
@@ -335,6 +358,11 @@ void lineage_report(struct boundaryd *bd, const struct peer *p, struct json_obje
     struct op_reply *r);
 void file_decision(struct boundaryd *bd, const struct peer *p, struct json_object *params,
     struct op_reply *r);
+void sensor_heartbeat(struct boundaryd *bd, struct conn *c, struct op_reply *r);
+void sensor_coverage_lost(struct operation *op, const char *reason);
+void sensor_coverage_restored(struct operation *op);
+int sensor_fanotify_scope(struct boundaryd *bd, const struct peer *p,
+    struct json_object *fan, char **cause);
 void operation_create_resolve(struct operation *op, int acked);
 void operation_sensor_state(struct operation *op, const char *sensor, const char *state);
 struct oprecord_proc;

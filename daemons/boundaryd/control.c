@@ -59,6 +59,15 @@ control_send(struct conn *c, struct json_object *msg)
 	json_object_put(msg);
 }
 
+/* Send msg only if its payload is at most max bytes (the peer's frame limit); -1 if not. */
+int
+control_send_max(struct conn *c, struct json_object *msg, size_t max)
+{
+	int rv = frame_encode_evbuffer_max(bufferevent_get_output(c->c_bev), msg, max);
+	json_object_put(msg);
+	return rv;
+}
+
 static void
 control_dispatch(struct conn *c, struct json_object *msg)
 {
@@ -162,6 +171,9 @@ control_dispatch(struct conn *c, struct json_object *msg)
 		break;
 	case PM_FILE_DECISION:
 		file_decision(bd, &c->c_peer, req.pr_params, &r);
+		break;
+	case PM_SENSOR_HEARTBEAT:
+		sensor_heartbeat(bd, c, &r);
 		break;
 	case PM__COUNT:
 		r.or_code = PE_INTERNAL;
@@ -384,7 +396,7 @@ control_accept_cb(struct evconnlistener *lev, evutil_socket_t fd, struct sockadd
 	else
 		bd->bd_nboundary++;
 	TAILQ_INSERT_TAIL(&bd->bd_conns, c, c_entry);
-	struct timeval idle = { CONTROL_IDLE_SEC, 0 };
+	struct timeval idle = { bd->bd_idle_sec, 0 };
 	bufferevent_set_timeouts(c->c_bev, &idle, NULL);
 	bufferevent_setcb(c->c_bev, control_read_cb, control_write_cb, control_event_cb, c);
 	bufferevent_setwatermark(c->c_bev, EV_READ, 0, FRAME_MAX_DEFAULT + FRAME_HEADER_LEN);
@@ -446,6 +458,18 @@ control_close(struct listener *l)
 		evconnlistener_free(l->l_ev);
 		l->l_ev = NULL;
 	}
+}
+
+void
+control_keepalive(struct conn *c)
+{
+	bufferevent_set_timeouts(c->c_bev, NULL, NULL);
+}
+
+void
+control_drop(struct conn *c)
+{
+	control_conn_free(c);
 }
 
 pid_t

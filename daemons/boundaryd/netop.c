@@ -331,16 +331,26 @@ static struct nft_elem *
 netop_allow_elems(struct netop *no, size_t *n)
 {
 	struct netop_lease *l;
-	size_t cnt = no->no_spec.ns_allow.g_n, i = 0;
+	struct np_grants eff = { 0 };
+	size_t cnt, i = 0;
 	struct nft_elem *v;
 
+	/* A grant wider than one address never opens a restricted range. */
+	if (netpolicy_grants_effective(&no->no_spec.ns_policy, &no->no_spec.ns_allow, &eff) != 0) {
+		np_grants_free(&eff);
+		return NULL;
+	}
+	cnt = eff.g_n;
 	TAILQ_FOREACH(l, &no->no_leases, nl_entry)
 		cnt++;
 	v = calloc(cnt + 1, sizeof(*v));
-	if (v == NULL)
+	if (v == NULL) {
+		np_grants_free(&eff);
 		return NULL;
-	for (size_t k = 0; k < no->no_spec.ns_allow.g_n; k++)
-		netpolicy_grant_to_elem(&no->no_spec.ns_allow.g_v[k], &v[i++]);
+	}
+	for (size_t k = 0; k < eff.g_n; k++)
+		netpolicy_grant_to_elem(&eff.g_v[k], &v[i++]);
+	np_grants_free(&eff);
 	int64_t now = util_now_ms();
 	TAILQ_FOREACH(l, &no->no_leases, nl_entry) {
 		int64_t left = l->nl_expires_ms - now;
@@ -892,7 +902,8 @@ netop_blocked_json(const struct netop *no, const struct nft_blocked *d)
 	json_object_object_add(o, "reason", json_object_new_string(
 	    no->no_spec.ns_mode == NFT_MODE_DENYLIST || np_grants_find(&no->no_spec.ns_deny,
 	    d->nb_family, d->nb_addr, d->nb_proto, d->nb_port) >= 0 ? "deny_list" :
-	    "outside_envelope"));
+	    np_grants_find(&no->no_spec.ns_allow, d->nb_family, d->nb_addr, d->nb_proto,
+	    d->nb_port) >= 0 ? "restricted_destination" : "outside_envelope"));
 	return o;
 }
 
@@ -1242,6 +1253,58 @@ fail:
  * operations are deleted; a table this instance cannot tie to a record is
  * left in place (it only denies) and reported in recovery health.
  */
+/*
+ * The tree left in an operation's cgroup when no live operation holds its
+ * table: killed (waiting briefly for it to drain). Returns 1 when the
+ * cgroup is empty or gone afterwards, 0 when something still runs.
+ */
+static int
+netop_recover_drain(struct boundaryd *bd, const char *id, int *killed)
+{
+	struct cgroup cg;
+	char rel[256];
+	int populated;
+
+	*killed = 0;
+	snprintf(rel, sizeof(rel), "%s/%s", CGROUP_BASE, id);
+	if (!bd->bd_have_cgroup || cgroup_open(bd->bd_cgroup_mount, rel, &cg, NULL) != 0)
+		return errno == ENOENT; /* no cgroup, no tree */
+	populated = cgroup_populated(&cg);
+	if (populated != 0) {
+		*killed = 1;
+		cgroup_kill(&cg, NULL);
+		for (int i = 0; i < 200 && (populated = cgroup_populated(&cg)) != 0; i++)
+			usleep(10000);
+	}
+	cgroup_close(&cg);
+	return populated == 0;
+}
+
+static void
+netop_recover_note(struct boundaryd *bd, const char *id, const char *reason,
+    const char *table, const char *enforcement)
+{
+	struct json_object *e = json_object_new_object();
+	char ts[40];
+
+	util_now_rfc3339(ts, sizeof(ts));
+	json_object_object_add(e, "time", json_object_new_string(ts));
+	json_object_object_add(e, "operation_id", json_object_new_string(id));
+	json_object_object_add(e, "reason", json_object_new_string(reason));
+	json_object_object_add(e, "detail", json_object_new_string(table));
+	json_object_object_add(e, "enforcement", json_object_new_string(enforcement));
+	json_object_array_add(bd->bd_recovery, e);
+	log_warnx("recovery: %s: %s, table %s: %s", id, reason, table, enforcement);
+}
+
+/*
+ * Tables no live operation holds. Record loss never removes enforcement:
+ * a table goes only when its record is valid and terminal AND its cgroup
+ * is empty. A tree still running under a terminal record is killed first;
+ * under a record that cannot be read or validated (corruption, a future
+ * schema) the tree is killed and the table kept, since nothing can
+ * supervise it. recovery_health says which ("enforcement").
+ */
 void
 netop_recover_tables(struct boundaryd *bd)
 {
@@ -1267,25 +1330,37 @@ netop_recover_tables(struct boundaryd *bd)
 			netop_table_name(bd, t[i].nti_owner, expect);
 			int dfd = strcmp(expect, t[i].nti_name) == 0 ?
 			    safefs_opendir(bd->bd_ops_fd, t[i].nti_owner) : -1;
-			if (dfd >= 0) {
+			if (dfd >= 0 && op == NULL) {
 				struct json_object *rec = NULL;
-				int terminal = oprecord_read(dfd, t[i].nti_owner, &rec, NULL) == 0 &&
-				    oprecord_state_terminal(schema_string(schema_child(rec, "lifecycle"),
-					"state"));
+				int valid = oprecord_read(dfd, t[i].nti_owner, &rec, NULL) == 0;
+				int terminal = valid && oprecord_state_terminal(schema_string(
+				    schema_child(rec, "lifecycle"), "state"));
+				int killed, empty;
 				json_object_put(rec);
 				close(dfd);
-				if (terminal || op == NULL) {
-					if (nft_table_delete(bd->bd_nft, t[i].nti_name, &cause) != 0) {
-						log_warnx("recovery: delete %s: %s", t[i].nti_name, cause);
-						free(cause);
-						cause = NULL;
-					} else {
-						log_info("recovery: deleted table %s of ended operation %s",
-						    t[i].nti_name, t[i].nti_owner);
-					}
+				empty = netop_recover_drain(bd, t[i].nti_owner, &killed);
+				if (!terminal || !empty) {
+					netop_recover_note(bd, t[i].nti_owner, valid ?
+					    "unsupervised_operation" : "invalid_record", t[i].nti_name,
+					    killed && empty ? "tree_killed_table_kept" : killed ?
+					    "tree_kill_failed_table_kept" : "table_kept");
 					continue;
 				}
+				if (nft_table_delete(bd->bd_nft, t[i].nti_name, &cause) != 0) {
+					log_warnx("recovery: delete %s: %s", t[i].nti_name, cause);
+					free(cause);
+					cause = NULL;
+				} else if (killed) {
+					netop_recover_note(bd, t[i].nti_owner, "leftover_tree",
+					    t[i].nti_name, "tree_killed_table_deleted");
+				} else {
+					log_info("recovery: deleted table %s of ended operation %s",
+					    t[i].nti_name, t[i].nti_owner);
+				}
+				continue;
 			}
+			if (dfd >= 0)
+				close(dfd);
 		}
 		struct json_object *e = json_object_new_object();
 		char ts[40];
@@ -1493,8 +1568,13 @@ netop_decide(struct netop *no, struct json_object *subj, struct json_object *cap
 		ev.ne_port = (uint16_t)schema_int(cap, "port", 0);
 		ev.ne_http = schema_child(cap, "http") != NULL;
 		netop_leases_grants(no, &leases);
-		netpolicy_decide(&no->no_spec.ns_policy, &no->no_spec.ns_allow, &leases, &ev,
-		    requested_ttl, &d);
+		struct np_boundary b = {
+			.nb_monitor = no->no_spec.ns_mode == NFT_MODE_DENYLIST,
+			.nb_allow = &no->no_spec.ns_allow,
+			.nb_deny = &no->no_spec.ns_deny,
+			.nb_leases = &leases,
+		};
+		netpolicy_decide(&no->no_spec.ns_policy, &b, &ev, requested_ttl, &d);
 		np_grants_free(&leases);
 	}
 	if (d.nd_disposition == NP_LEASE) {
@@ -1820,6 +1900,7 @@ operation_evidence(struct boundaryd *bd, const struct peer *p, struct json_objec
 	json_object_put(rec);
 	if ((dfd = safefs_opendir(bd->bd_ops_fd, id)) >= 0) {
 		netop_read_jsonl(dfd, "files.jsonl", "file", limit, arr);
+		netop_read_jsonl(dfd, "sensors.jsonl", "sensor", limit, arr);
 		close(dfd);
 	}
 	if ((dfd = safefs_opendir(bd->bd_netops_fd, id)) >= 0) {

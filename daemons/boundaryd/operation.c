@@ -412,7 +412,7 @@ struct op_batch {
 	struct {
 		int (*fn)(struct json_object *, void *, char **);
 		void *arg;
-	} ob_items[8];
+	} ob_items[12];
 	size_t ob_n;
 };
 
@@ -1040,6 +1040,7 @@ static const struct schema_field fanotify_fields[] = {
 	{ "rules", SCHEMA_ARRAY, SCHEMA_REQUIRED, 0, 1024, 0 },
 	{ "home", SCHEMA_STRING, 0, 1, 4096, 0 },
 	{ "workspace", SCHEMA_STRING, 0, 1, 4096, 0 },
+	{ "on_sensor_loss", SCHEMA_STRING, 0, 1, 16, 0 },
 };
 
 static const struct schema_field fanotify_rule_fields[] = {
@@ -1094,6 +1095,59 @@ op_ensure_base(struct boundaryd *bd, char **cause)
 	return cgroup_ensure_base(bd->bd_cgroup_mount, bd->bd_cgroup_base, cause);
 }
 
+/*
+ * Adopting a running tree moves all of it, not only its root: a child
+ * left behind would open files unjudged and reach the network outside the
+ * table. Processes fork while they are moved, so this repeats until a
+ * round finds nothing left outside (bounded). Members of another
+ * operation stay where they are: moving them would lift them out of it.
+ */
+static int
+op_adopt_tree(struct operation *op, char **cause)
+{
+	const char *base = op->op_bd->bd_cgroup_base;
+	size_t blen = strlen(base);
+	char cg[256];
+
+	for (int round = 0; round < OP_ADOPT_ROUNDS; round++) {
+		pid_t *v;
+		size_t n, moved = 0;
+
+		if (proc_descendants(op->op_root_pid, &v, &n) != 0) {
+			util_cause(cause, "cannot read the process tree: %s", strerror(errno));
+			return -1;
+		}
+		for (size_t i = 0; i < n; i++) {
+			if (cgroup_of_pid(v[i], cg, sizeof(cg)) != 0 ||
+			    strcmp(cg, op->op_cg.cg_rel) == 0 ||
+			    (strncmp(cg, base, blen) == 0 && cg[blen] == '/') ||
+			    strstr(cg, "/" CGROUP_BASE "/op_") != NULL)
+				continue; /* gone, moved, or another operation's */
+			if (cgroup_attach(&op->op_cg, v[i], NULL) == 0)
+				moved++;
+		}
+		free(v);
+		if (moved == 0)
+			return 0;
+	}
+	util_cause(cause, "the tree kept forking while it was moved");
+	return -1;
+}
+
+/* Where an adopted tree came from, kept in the record for a restarted boundaryd. */
+static int
+op_mut_adoption(struct json_object *rec, void *arg, char **cause)
+{
+	struct operation *op = arg;
+	struct json_object *a = json_object_new_object();
+
+	(void)cause;
+	json_object_object_add(a, "origin_cgroup", json_object_new_string(op->op_origin_cg));
+	json_object_object_add(a, "detach", json_object_new_boolean(op->op_detach));
+	json_object_object_add(rec, "adoption", a);
+	return 0;
+}
+
 void
 operation_create(struct boundaryd *bd, struct conn *conn, const struct peer *p, int64_t reqid,
     struct json_object *params, struct op_reply *r)
@@ -1119,6 +1173,11 @@ operation_create(struct boundaryd *bd, struct conn *conn, const struct peer *p, 
 	if (c.oc_fanotify != NULL) {
 		if (op_check_fanotify(c.oc_fanotify, &err) != 0) {
 			reply_error(r, PE_INVALID_PARAMS, "fanotify.%s", err.se_message);
+			return;
+		}
+		if (sensor_fanotify_scope(bd, p, c.oc_fanotify, &cause) != 0) {
+			reply_error(r, PE_INVALID_PARAMS, "%s", cause);
+			free(cause);
 			return;
 		}
 		/* Asked-for sensitive-path enforcement that nothing applies: refuse. */
@@ -1312,6 +1371,15 @@ operation_create(struct boundaryd *bd, struct conn *conn, const struct peer *p, 
 			netop_spec_free(&spec);
 		return;
 	}
+	if (op->op_adopted && op_adopt_tree(op, &cause) != 0) {
+		reply_error(r, PE_CGROUP, "cannot adopt the tree of process %d: %s", (int)c.oc_pid,
+		    cause);
+		free(cause);
+		/* Someone else's tree: handed back, never killed. */
+		op_detach_members(op);
+		op_fail_create(op, "attach_failed");
+		return;
+	}
 	/*
 	 * One write makes the operation running with everything known at
 	 * create: state, attachment, first lineage, host controls, fanotify
@@ -1345,6 +1413,8 @@ operation_create(struct boundaryd *bd, struct conn *conn, const struct peer *p, 
 		op_batch_add(&b, op_mut_portion_once, &hc);
 	if (op->op_fanotify != NULL)
 		op_batch_add(&b, op_mut_portion_once, &fa);
+	if (op->op_adopted)
+		op_batch_add(&b, op_mut_adoption, op);
 	for (size_t i = 0; i < nitems(sa); i++)
 		op_batch_add(&b, op_mut_sensor, &sa[i]);
 	int wr = oprecord_update(op->op_dirfd, op->op_id, op_mut_batch, &b, NULL, &cause);
@@ -1400,6 +1470,13 @@ operation_create(struct boundaryd *bd, struct conn *conn, const struct peer *p, 
 		op->op_create_timer = evtimer_new(bd->bd_base, op_create_timeout_cb, op);
 		if (op->op_create_timer == NULL || evtimer_add(op->op_create_timer, &tv) != 0)
 			operation_create_resolve(op, 0);
+	} else if (op->op_fanotify != NULL) {
+		/* Rules sensord never received guard nothing: the child must not run. */
+		json_object_put(r->or_result);
+		r->or_result = NULL;
+		reply_error(r, PE_SENSOR, "the sensitive-path policy could not be handed to "
+		    "gensee-sensord");
+		operation_finish(op, OPSTATE_FAILED, "sensor_unavailable");
 	}
 }
 
@@ -1788,6 +1865,14 @@ operation_adopt(struct boundaryd *bd, const char *id, int dirfd, struct json_obj
 	op->op_uid = (uid_t)schema_int(schema_child(rec, "source"), "uid", -1);
 	if (schema_child(rec, "fanotify") != NULL)
 		op->op_fanotify = json_object_get(schema_child(rec, "fanotify"));
+	/* An adopted tree keeps where it came from and whether it is given back. */
+	struct json_object *ad = schema_child(rec, "adoption");
+	if (ad != NULL && schema_string(ad, "origin_cgroup") != NULL) {
+		op->op_adopted = 1;
+		op->op_detach = schema_bool(ad, "detach", 0);
+		util_strlcpy(op->op_origin_cg, schema_string(ad, "origin_cgroup"),
+		    sizeof(op->op_origin_cg));
+	}
 	const char *ac = schema_string(schema_child(rec, "source"), "action_class");
 	if (ac != NULL && strcmp(ac, "source_address") == 0)
 		op->op_kind = OP_KIND_ADDRESS;

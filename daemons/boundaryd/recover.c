@@ -7,7 +7,8 @@
  * (pid, start time) still matches is adopted and supervised again (its
  * timeout keeps the original deadline); a root that is gone leaves a tree
  * that is killed and a cgroup that is released; an operation caught half
- * created is failed. A record that cannot be read or validated is not
+ * created is failed. An adopted operation with fanotify rules stays
+ * frozen until sensord confirms them to this instance. A record that cannot be read or validated is not
  * touched: it is reported in recovery health, never as a violation of a
  * live operation.
  */
@@ -93,6 +94,12 @@ recover_operations(struct boundaryd *bd)
 		} else if (op->op_phase == OP_FINISHING) {
 			cleaned++;
 		} else {
+			/*
+			 * No sensord has confirmed this operation's rules to this
+			 * instance yet: until one does, its tree is frozen (or
+			 * ended), never recorded as covered on the old word.
+			 */
+			sensor_coverage_lost(op, "supervisor_restarted");
 			adopted++;
 		}
 		json_object_put(rec);

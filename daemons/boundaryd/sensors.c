@@ -8,16 +8,29 @@
  * it reports is checked against the operation it names. Losing the sensor
  * (its connection closes, or it reports overruns) is recorded as a
  * violation of every affected operation; enforcement keeps denying.
+ *
+ * fanotify coverage fails closed: the kernel drops a group's marks when
+ * sensord dies, so from then on nothing judges an operation's opens. Every
+ * running operation that asked for fanotify is frozen (cgroup.freeze)
+ * until a sensord has acknowledged its config again, or ended, per its
+ * "on_sensor_loss". The channel has no idle timeout; heartbeats both ways
+ * tell a hung peer from a quiet one. What boundaryd relays to sensord is
+ * bounded by sensord's frame limit, so no user request can make it send a
+ * frame sensord must refuse.
  */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <event2/event.h>
 #include <json-c/json.h>
 
 #include "boundaryd.h"
+#include "fanpolicy.h"
+#include "frame.h"
 #include "log.h"
 #include "oprecord.h"
 #include "proc.h"
@@ -41,18 +54,304 @@ sensor_op_config(struct operation *op)
 	return o;
 }
 
-/* Push one config change to sensord; 0 when it was queued. */
+/*
+ * Push one config change to sensord; 0 when it was queued. A config that
+ * would not fit in one of sensord's frames is not sent (-1): sensord would
+ * have to refuse it, and the operation must not run as if it had.
+ */
 int
 sensor_push(struct boundaryd *bd, struct operation *op, const char *action)
 {
-	struct json_object *p;
+	struct json_object *p, *msg;
+	int rv;
 
 	if (bd->bd_sensor == NULL)
 		return -1;
 	p = sensor_op_config(op);
 	json_object_object_add(p, "action", json_object_new_string(action));
-	control_send(bd->bd_sensor, proto_event_new("operation.sensor_config", p));
+	msg = proto_event_new("operation.sensor_config", p);
+	rv = control_send_max(bd->bd_sensor, msg, FRAME_MAX_DEFAULT);
+	if (rv != 0)
+		log_warnx("%s: sensor config not sent: over sensord's frame limit", op->op_id);
+	return rv;
+}
+
+/* The on_sensor_loss of an operation's fanotify section: 1 end, 0 freeze. */
+static int
+sensor_loss_ends(struct operation *op)
+{
+	const char *s = schema_string(op->op_fanotify, "on_sensor_loss");
+	return s != NULL && strcmp(s, "end") == 0;
+}
+
+/* One coverage change in STATE/operations/ID/sensors.jsonl (the timeline reads it). */
+static void
+sensor_coverage_event(struct operation *op, const char *kind, const char *disposition,
+    const char *reason)
+{
+	struct json_object *e = json_object_new_object();
+	char ts[40], *cause = NULL;
+
+	util_now_rfc3339(ts, sizeof(ts));
+	json_object_object_add(e, "time", json_object_new_string(ts));
+	json_object_object_add(e, "kind", json_object_new_string(kind));
+	json_object_object_add(e, "operation_id", json_object_new_string(op->op_id));
+	json_object_object_add(e, "sensor", json_object_new_string("fanotify"));
+	json_object_object_add(e, "disposition", json_object_new_string(disposition));
+	json_object_object_add(e, "reason", json_object_new_string(reason));
+	if (record_append_jsonl(op->op_dirfd, "sensors.jsonl", e, &cause) != 0) {
+		log_warnx("%s: sensors.jsonl: %s", op->op_id, cause);
+		free(cause);
+	}
+	json_object_put(e);
+}
+
+/* The record's "sensor_coverage" portion. */
+struct sensor_cov_arg {
+	const char *sc_state;	/* covered, frozen, ended */
+	const char *sc_reason;
+	int sc_lost;		/* 1: a loss, 0: a restore */
+};
+
+static int
+sensor_mut_coverage(struct json_object *rec, void *arg, char **cause)
+{
+	struct sensor_cov_arg *a = arg;
+	struct json_object *c = schema_child(rec, "sensor_coverage");
+	const char *pol;
+	char ts[40];
+
+	(void)cause;
+	if (c == NULL) {
+		c = json_object_new_object();
+		json_object_object_add(rec, "sensor_coverage", c);
+	}
+	pol = schema_string(schema_child(rec, "fanotify"), "on_sensor_loss");
+	util_now_rfc3339(ts, sizeof(ts));
+	json_object_object_add(c, "on_sensor_loss", json_object_new_string(pol ? pol : "freeze"));
+	json_object_object_add(c, "state", json_object_new_string(a->sc_state));
+	json_object_object_add(c, "reason", json_object_new_string(a->sc_reason));
+	if (a->sc_lost) {
+		json_object_object_add(c, "losses",
+		    json_object_new_int64(schema_int(c, "losses", 0) + 1));
+		json_object_object_add(c, "lost_at", json_object_new_string(ts));
+	} else {
+		json_object_object_add(c, "restored_at", json_object_new_string(ts));
+	}
 	return 0;
+}
+
+static void
+sensor_coverage_record(struct operation *op, const char *state, const char *reason, int lost)
+{
+	struct sensor_cov_arg a = { state, reason, lost };
+	char *cause = NULL;
+
+	if (oprecord_update(op->op_dirfd, op->op_id, sensor_mut_coverage, &a, NULL, &cause) != 0) {
+		log_warnx("%s: %s", op->op_id, cause);
+		free(cause);
+	}
+}
+
+/*
+ * fanotify coverage of a running operation is gone (the channel closed,
+ * missed its heartbeats, or a restarted boundaryd has not heard from a
+ * sensord yet). Its opens would now go unjudged: stop the tree, or end
+ * it, before it can read what its rules protect.
+ */
+void
+sensor_coverage_lost(struct operation *op, const char *reason)
+{
+	char *cause = NULL;
+
+	if (op->op_phase != OP_RUNNING || op->op_kind != OP_KIND_PROCESS ||
+	    op->op_fanotify == NULL || op->op_cov_lost)
+		return;
+	op->op_cov_lost = 1;
+	/* The freeze first: every record write before it is time the tree runs unguarded. */
+	if (!sensor_loss_ends(op) && op->op_cg_valid &&
+	    cgroup_freeze(&op->op_cg, 1, &cause) == 0) {
+		op->op_frozen = 1;
+		operation_sensor_state(op, "fanotify", "lost");
+		log_warnx("%s: fanotify coverage lost (%s): frozen until sensord confirms its "
+		    "rules again", op->op_id, reason);
+		sensor_coverage_record(op, "frozen", reason, 1);
+		sensor_coverage_event(op, "coverage_lost", "frozen", reason);
+		return;
+	}
+	if (cause != NULL) {
+		/* A tree that cannot be stopped is ended: never left running unguarded. */
+		log_warnx("%s: cannot freeze: %s; ending it", op->op_id, cause);
+		free(cause);
+	}
+	operation_sensor_state(op, "fanotify", "lost");
+	log_warnx("%s: fanotify coverage lost (%s): ending the operation", op->op_id, reason);
+	sensor_coverage_record(op, "ended", reason, 1);
+	sensor_coverage_event(op, "coverage_lost", "ended", reason);
+	operation_finish(op, OPSTATE_ENDED, "sensor_lost");
+}
+
+/* A sensord acknowledged the operation's config (its marks are in place): resume. */
+void
+sensor_coverage_restored(struct operation *op)
+{
+	char *cause = NULL;
+
+	if (!op->op_cov_lost || op->op_phase != OP_RUNNING)
+		return;
+	if (op->op_frozen && cgroup_freeze(&op->op_cg, 0, &cause) != 0) {
+		log_warnx("%s: cannot thaw: %s", op->op_id, cause);
+		free(cause);
+		return;
+	}
+	op->op_frozen = 0;
+	op->op_cov_lost = 0;
+	operation_sensor_state(op, "fanotify", "active");
+	sensor_coverage_record(op, "covered", "sensor_confirmed", 0);
+	sensor_coverage_event(op, "coverage_restored", "thawed", "sensor_confirmed");
+	log_info("%s: fanotify coverage restored: thawed", op->op_id);
+}
+
+/* Send a heartbeat; give the channel up when sensord missed too many. */
+static void
+sensor_heartbeat_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct boundaryd *bd = arg;
+
+	(void)fd;
+	(void)what;
+	if (bd->bd_sensor == NULL)
+		return;
+	if (util_monotonic_ms() - bd->bd_sensor_seen_ms >
+	    (int64_t)SENSOR_HEARTBEAT_MISSES * bd->bd_sensor_hb_ms) {
+		log_warnx("sensor channel: no heartbeat for %d intervals; closing it",
+		    SENSOR_HEARTBEAT_MISSES);
+		control_drop(bd->bd_sensor); /* -> sensor_conn_closed */
+		return;
+	}
+	control_send(bd->bd_sensor, proto_event_new("sensor.heartbeat", json_object_new_object()));
+}
+
+void
+sensor_heartbeat(struct boundaryd *bd, struct conn *c, struct op_reply *r)
+{
+	if (bd->bd_sensor == c)
+		bd->bd_sensor_seen_ms = util_monotonic_ms();
+	r->or_result = json_object_new_object();
+}
+
+/*
+ * Trust model: the section comes from any local user and is relayed to
+ * sensord, whose marks act on the whole host. It is bounded in size (it
+ * must fit one of sensord's frames), and a non-root user's rules may only
+ * name what lies under their own home and workspace: a rule rooted at "/"
+ * would put a filesystem-wide permission mark in place for every user's
+ * opens, making the whole host wait on sensord. "**" + "/GLOB" without a
+ * root is read as that glob under the user's home and workspace. home and
+ * workspace are believed only when they are directories the caller owns.
+ */
+int
+sensor_fanotify_scope(struct boundaryd *bd, const struct peer *p, struct json_object *fan,
+    char **cause)
+{
+	const char *names[2] = { "home", "workspace" };
+	char real[2][PATH_MAX], *scopes[2];
+	struct json_object *rules, *out;
+	struct fanpolicy fp;
+	size_t len, nscopes = 0;
+	int rv = -1;
+
+	(void)bd;
+	len = strlen(json_object_to_json_string_ext(fan, JSON_C_TO_STRING_PLAIN));
+	if (len > SENSOR_FANOTIFY_MAX) {
+		util_cause(cause, "fanotify: the section is %zu bytes, at most %u", len,
+		    SENSOR_FANOTIFY_MAX);
+		return -1;
+	}
+	if (schema_child(fan, "on_sensor_loss") != NULL &&
+	    strcmp(schema_string(fan, "on_sensor_loss"), "freeze") != 0 &&
+	    strcmp(schema_string(fan, "on_sensor_loss"), "end") != 0) {
+		util_cause(cause, "fanotify.on_sensor_loss: expected freeze or end");
+		return -1;
+	}
+	/* A disabled section is neither relayed nor recorded: nothing to scope. */
+	if (p->pr_uid == 0 || !schema_bool(fan, "enabled", 0))
+		return 0;
+	for (size_t i = 0; i < nitems(names); i++) {
+		const char *v = schema_string(fan, names[i]);
+		struct stat st;
+		char *r;
+
+		if (v == NULL)
+			continue;
+		r = realpath(v, NULL);
+		if (r == NULL && (errno == ENOENT || errno == ENOTDIR) && i == 0) {
+			json_object_object_del(fan, names[i]); /* no home: nothing of it to guard */
+			continue;
+		}
+		if (r == NULL || stat(r, &st) != 0 || !S_ISDIR(st.st_mode) ||
+		    st.st_uid != p->pr_uid || strcmp(r, "/") == 0) {
+			free(r);
+			if (i == 0) {
+				util_cause(cause, "fanotify.home %s is not a directory owned by uid %u",
+				    v, (unsigned)p->pr_uid);
+				return -1;
+			}
+			/* A workspace that is not the caller's is not searched for its files. */
+			json_object_object_del(fan, names[i]);
+			continue;
+		}
+		util_strlcpy(real[nscopes], r, sizeof(real[nscopes]));
+		json_object_object_add(fan, names[i], json_object_new_string(r));
+		free(r);
+		/* The workspace below the home adds nothing to the scopes. */
+		if (nscopes == 1 && fanpolicy_within(real[1], real[0]))
+			continue;
+		scopes[nscopes] = real[nscopes];
+		nscopes++;
+	}
+	/* Rootless suffix rules become one rule per scope. */
+	rules = schema_child(fan, "rules");
+	out = json_object_new_array();
+	for (size_t i = 0; rules != NULL && i < json_object_array_length(rules); i++) {
+		struct json_object *r = json_object_array_get_idx(rules, i);
+		const char *path = schema_string(r, "path");
+		if (strncmp(path, "**/", 3) != 0) {
+			json_object_array_add(out, json_object_get(r));
+			continue;
+		}
+		for (size_t k = 0; k < nscopes; k++) {
+			char buf[PATH_MAX + 8];
+			struct json_object *n = json_object_new_object();
+			snprintf(buf, sizeof(buf), "%s/%s", scopes[k], path);
+			json_object_object_add(n, "path", json_object_new_string(buf));
+			json_object_object_add(n, "action",
+			    json_object_get(schema_child(r, "action")));
+			json_object_array_add(out, n);
+		}
+	}
+	json_object_object_add(fan, "rules", out);
+	/* Parse them as sensord will, then check where they lead. */
+	fanpolicy_init(&fp);
+	for (size_t i = 0; i < json_object_array_length(out); i++) {
+		struct json_object *r = json_object_array_get_idx(out, i);
+		enum fan_action a;
+		const char *path = schema_string(r, "path");
+		if (fanpolicy_action_from_name(schema_string(r, "action"), &a) != 0) {
+			util_cause(cause, "fanotify rule \"%s\": unknown action", path);
+			goto out;
+		}
+		if (fanpolicy_add(&fp, path, strlen(path), schema_string(fan, "home"), a,
+		    cause) != 0)
+			goto out;
+	}
+	if (fanpolicy_resolve(&fp, cause) != 0 ||
+	    fanpolicy_check_scope(&fp, scopes, nscopes, cause) != 0)
+		goto out;
+	rv = 0;
+out:
+	fanpolicy_free(&fp);
+	return rv;
 }
 
 void
@@ -70,6 +369,14 @@ sensor_register(struct boundaryd *bd, struct conn *c, const struct peer *p,
 	}
 	bd->bd_sensor = c;
 	bd->bd_sensor_caps = 0;
+	bd->bd_sensor_seen_ms = util_monotonic_ms();
+	control_keepalive(c); /* heartbeats instead of the idle timeout */
+	if (bd->bd_sensor_hb_ev == NULL) {
+		struct timeval tv = { bd->bd_sensor_hb_ms / 1000, (bd->bd_sensor_hb_ms % 1000) * 1000 };
+		bd->bd_sensor_hb_ev = event_new(bd->bd_base, -1, EV_PERSIST, sensor_heartbeat_cb, bd);
+		if (bd->bd_sensor_hb_ev == NULL || event_add(bd->bd_sensor_hb_ev, &tv) != 0)
+			log_warnx("sensor channel: cannot arm the heartbeat");
+	}
 	for (size_t i = 0; i < json_object_array_length(arr); i++) {
 		const char *s = json_object_get_string(json_object_array_get_idx(arr, i));
 		if (strcmp(s, "nft_trace") == 0)
@@ -83,13 +390,24 @@ sensor_register(struct boundaryd *bd, struct conn *c, const struct peer *p,
 	    bd->bd_sensor_caps & SENSOR_NFT_TRACE ? " nft_trace" : "",
 	    bd->bd_sensor_caps & SENSOR_PROC_CONNECTOR ? " proc_connector" : "",
 	    bd->bd_sensor_caps & SENSOR_FANOTIFY ? " fanotify" : "");
+	/*
+	 * Each running operation's config goes as its own event (each within
+	 * the frame limit), ahead of this reply; the reply names them all, so
+	 * a reconnecting sensord drops what it still holds of any other.
+	 */
 	ops = json_object_new_array();
-	TAILQ_FOREACH(op, &bd->bd_ops, op_entry)
-		if (op->op_phase == OP_RUNNING)
-			json_object_array_add(ops, sensor_op_config(op));
+	TAILQ_FOREACH(op, &bd->bd_ops, op_entry) {
+		if (op->op_phase != OP_RUNNING)
+			continue;
+		if (sensor_push(bd, op, "add") == 0)
+			op->op_sensor_pushed = 1;
+		json_object_array_add(ops, json_object_new_string(op->op_id));
+	}
 	r->or_result = json_object_new_object();
 	json_object_object_add(r->or_result, "operations", ops);
 	json_object_object_add(r->or_result, "instance", json_object_new_string(bd->bd_instance));
+	json_object_object_add(r->or_result, "heartbeat_ms",
+	    json_object_new_int(bd->bd_sensor_hb_ms));
 }
 
 /* The sensor connection closed: every running operation loses coverage. */
@@ -102,7 +420,19 @@ sensor_conn_closed(struct boundaryd *bd, struct conn *c)
 		return;
 	bd->bd_sensor = NULL;
 	bd->bd_sensor_caps = 0;
+	if (bd->bd_sensor_hb_ev != NULL) {
+		event_free(bd->bd_sensor_hb_ev);
+		bd->bd_sensor_hb_ev = NULL;
+	}
 	log_warnx("sensor channel closed: coverage lost for running operations");
+	/*
+	 * Stop the fanotify trees before anything else. At our own shutdown
+	 * sensord keeps its marks; the next instance freezes at adoption
+	 * until sensord confirms them.
+	 */
+	TAILQ_FOREACH(op, &bd->bd_ops, op_entry)
+		if (!bd->bd_shutdown && op->op_create_result == NULL)
+			sensor_coverage_lost(op, "sensor_channel_closed");
 	TAILQ_FOREACH(op, &bd->bd_ops, op_entry) {
 		if (op->op_phase == OP_RUNNING && op->op_kind == OP_KIND_PROCESS) {
 			operation_violation(op, "sensor_exit");
@@ -124,10 +454,30 @@ sensor_ack(struct boundaryd *bd, const struct peer *p, struct json_object *param
 		return;
 	}
 	if (schema_string(params, "action") != NULL &&
-	    strcmp(schema_string(params, "action"), "remove") == 0)
+	    strcmp(schema_string(params, "action"), "remove") == 0) {
 		op->op_sensor_flushed = 1; /* its last lineage and decisions are in */
-	else
+	} else if (schema_string(params, "error") != NULL) {
+		/* sensord refused the config: it guards nothing of this operation. */
+		log_warnx("%s: sensord refused the config: %s", op->op_id,
+		    schema_string(params, "error"));
+		if (op->op_create_result != NULL) {
+			json_object_put(op->op_create_result);
+			op->op_create_result = NULL;
+			if (op->op_create_timer != NULL)
+				event_del(op->op_create_timer);
+			if (op->op_create_conn != NULL)
+				control_send(op->op_create_conn, proto_error_new(op->op_create_id,
+				    PE_INVALID_PARAMS, schema_string(params, "error")));
+			op->op_create_conn = NULL;
+			operation_finish(op, OPSTATE_FAILED, "sensor_config_refused");
+		} else if (op->op_fanotify != NULL) {
+			operation_violation(op, "sensor_config_refused");
+			sensor_coverage_lost(op, "sensor_config_refused");
+		}
+	} else {
 		operation_create_resolve(op, 1);
+		sensor_coverage_restored(op);
+	}
 	r->or_result = json_object_new_object();
 }
 

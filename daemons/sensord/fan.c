@@ -58,7 +58,8 @@ fan_record(const struct fan_event *ev)
 	struct proc_stat st;
 	char exe[256], ts[40];
 
-	if (o == NULL || ev->ev_final == NULL || !ev->ev_final->vd_record)
+	if (o == NULL || ev->ev_final == NULL || !ev->ev_final->vd_record ||
+	    json_object_array_length(o->so_files) >= SENSORD_BACKLOG_MAX)
 		return;
 	d = json_object_new_object();
 	util_now_rfc3339(ts, sizeof(ts));
@@ -119,6 +120,14 @@ fan_decide(const struct fan_event *ev, struct fan_verdict *vd, void *arg)
 		return 0;
 	}
 	util_strlcpy(fan_last.op, o->so_id, sizeof(fan_last.op));
+	if (o->so_fan == NULL && o->so_fan_broken) {
+		/* Its rules were refused: nothing it opens on a mark is judged allowed. */
+		vd->vd_response = FAN_DENY;
+		vd->vd_reason = FANR_DECISION_ERROR;
+		vd->vd_record = 1;
+		vd->vd_nocache = 1;
+		return 0;
+	}
 	if (o->so_fan == NULL) {
 		vd->vd_response = FAN_ALLOW;
 		vd->vd_reason = "fanotify_off";
@@ -181,6 +190,13 @@ fan_cb(evutil_socket_t fd, short what, void *arg)
 	}
 }
 
+/* Is the fanotify engine open (can a config with rules be acknowledged at all)? */
+int
+sensord_fan_available(void)
+{
+	return fan_engine != NULL;
+}
+
 int
 sensord_fan_init(char **cause)
 {
@@ -212,43 +228,44 @@ sensord_fan_init(char **cause)
 /*
  * Re-plan the marks from every operation's rules. The engine swaps marks
  * without a gap; the previous union stays alive until the swap is done.
+ * Returns 0 once the new marks are in place, -1 (with *cause) when they
+ * are not: a config is acknowledged only after this succeeded.
  */
-void
-sensord_fan_reconfigure(void)
+int
+sensord_fan_reconfigure(char **cause)
 {
 	struct fanpolicy *u;
 	struct fan_plan plan;
-	char *cause = NULL;
 
 	if (fan_engine == NULL)
-		return;
+		return 0;
 	u = calloc(1, sizeof(*u));
-	if (u == NULL)
-		return;
+	if (u == NULL) {
+		util_cause(cause, "out of memory");
+		return -1;
+	}
 	fanpolicy_init(u);
 	for (size_t i = 0; i < sensord_nops(); i++) {
 		struct sop *o = sensord_op_at(i);
-		if (o->so_fan_json != NULL && fanpolicy_add_spec(u, o->so_fan_json, &cause) != 0) {
-			log_warnx("%s: fanotify rules: %s", o->so_id, cause);
-			free(cause);
-			cause = NULL;
+		if (o->so_fan_json != NULL && fanpolicy_add_spec(u, o->so_fan_json, cause) != 0) {
+			log_warnx("%s: fanotify rules: %s", o->so_id, *cause);
+			free(*cause);
+			*cause = NULL;
 		}
 	}
-	if (fanpolicy_resolve(u, &cause) != 0 || fanpolicy_plan(u, &plan, &cause) != 0) {
-		log_warnx("fanotify plan: %s", cause);
-		free(cause);
+	if (fanpolicy_resolve(u, cause) != 0 || fanpolicy_plan(u, &plan, cause) != 0) {
+		log_warnx("fanotify plan: %s", *cause);
 		fanpolicy_free(u);
 		free(u);
-		return;
+		return -1;
 	}
-	if (fanotify_engine_set_plan(fan_engine, &plan, &cause) != 0) {
-		log_warnx("fanotify marks: %s", cause);
-		free(cause);
+	if (fanotify_engine_set_plan(fan_engine, &plan, cause) != 0) {
+		log_warnx("fanotify marks: %s", *cause);
 		fanpolicy_plan_free(&plan);
 		fanpolicy_free(u);
 		free(u);
 		sensord_fan_loss("marks_failed");
-		return;
+		return -1;
 	}
 	const struct fan_warnings *w = fanotify_engine_warnings(fan_engine);
 	for (size_t i = 0; w != NULL && i < w->w_n; i++)
@@ -257,6 +274,7 @@ sensord_fan_reconfigure(void)
 	fanpolicy_free(fan_union);
 	free(fan_union);
 	fan_union = u;
+	return 0;
 }
 
 void

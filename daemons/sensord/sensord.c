@@ -9,6 +9,13 @@
  * decisions. The only decisions it makes itself are the fanotify answers,
  * from the rules boundaryd gave it; whatever it cannot decide it denies.
  * Lost events are reported as lost, never papered over.
+ *
+ * sensord outlives its channel: when boundaryd goes away (restart, missed
+ * heartbeats, a frame it cannot take) it keeps its marks and the rules it
+ * has, reconnects with backoff and registers again; boundaryd freezes the
+ * fanotify operations meanwhile. One operation's bad config is refused
+ * (reported in its ack), never fatal, and a config is acknowledged only
+ * once its marks are in place.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -50,6 +57,8 @@
 static struct sensord sd;
 
 static void sensord_proccn_drain(void);
+static void sensord_disconnect(const char *why);
+static int sensord_connect(const char *runtime_dir, char **cause);
 
 static void
 usage(void)
@@ -136,6 +145,20 @@ sensord_pid_in_gensee(pid_t pid)
 	    strncmp(cg, CGROUP_BASE "/op_", strlen(CGROUP_BASE) + 4) == 0;
 }
 
+/* Tell boundaryd whether an operation's config is in place (error NULL: it is). */
+static void
+sensord_ack(const char *id, const char *error)
+{
+	struct json_object *p = json_object_new_object();
+	json_object_object_add(p, "operation_id", json_object_new_string(id));
+	if (error != NULL) {
+		char msg[512];
+		util_strlcpy(msg, error, sizeof(msg));
+		json_object_object_add(p, "error", json_object_new_string(msg));
+	}
+	sensord_request("sensor.ack", p);
+}
+
 static void
 sensord_op_clear(struct sop *o)
 {
@@ -147,6 +170,21 @@ sensord_op_clear(struct sop *o)
 	json_object_put(o->so_lineage);
 	json_object_put(o->so_files);
 	memset(o, 0, sizeof(*o));
+}
+
+/* Forget one operation (its config was removed, or boundaryd no longer has it). */
+static void
+sensord_op_drop(struct sop *o)
+{
+	char *cause = NULL;
+
+	sensord_op_clear(o);
+	*o = sd.sd_ops[--sd.sd_nops];
+	memset(&sd.sd_ops[sd.sd_nops], 0, sizeof(*o));
+	if (sensord_fan_reconfigure(&cause) != 0) {
+		log_warnx("fanotify: %s", cause);
+		free(cause);
+	}
 }
 
 /* Apply one operation config from boundaryd ("add" or "remove"). */
@@ -168,10 +206,7 @@ sensord_apply_config(struct json_object *c, const char *action)
 			json_object_object_add(p, "operation_id", json_object_new_string(id));
 			json_object_object_add(p, "action", json_object_new_string("remove"));
 			sensord_request("sensor.ack", p);
-			sensord_op_clear(o);
-			*o = sd.sd_ops[--sd.sd_nops];
-			memset(&sd.sd_ops[sd.sd_nops], 0, sizeof(*o));
-			sensord_fan_reconfigure();
+			sensord_op_drop(o);
 		}
 		return;
 	}
@@ -202,25 +237,47 @@ sensord_apply_config(struct json_object *c, const char *action)
 	if (fan != NULL && schema_bool(fan, "enabled", 0)) {
 		char *cause = NULL;
 		o->so_fan = calloc(1, sizeof(*o->so_fan));
-		if (o->so_fan == NULL || sensord_fan_policy(fan, o->so_fan, &o->so_posture,
-		    &cause) != 0) {
+		if (!sensord_fan_available())
+			cause = strdup("this sensord has no fanotify engine");
+		if (o->so_fan == NULL || cause != NULL ||
+		    sensord_fan_policy(fan, o->so_fan, &o->so_posture, &cause) != 0) {
 			/*
-			 * Rules we cannot parse must not turn into no rules: no ack,
-			 * so boundaryd refuses to start the operation.
+			 * Rules we cannot parse must not turn into no rules: the
+			 * ack says so, and boundaryd refuses to start the
+			 * operation (or keeps it frozen). Only this operation is
+			 * affected; its marked opens are denied meanwhile.
 			 */
-			log_warnx("%s: fanotify config refused: %s", id,
+			char msg[512];
+			snprintf(msg, sizeof(msg), "fanotify config refused: %s",
 			    cause ? cause : "out of memory");
+			log_warnx("%s: %s", id, msg);
 			free(cause);
+			if (o->so_fan != NULL) {
+				fanpolicy_free(o->so_fan);
+				free(o->so_fan);
+				o->so_fan = NULL;
+			}
 			o->so_fan_broken = 1;
+			sensord_ack(id, msg);
 			return;
 		}
 		o->so_fan_json = json_object_get(fan);
 	}
-	sensord_fan_reconfigure();
+	/* Acknowledged only once the marks are in place. */
+	char *cause = NULL;
+	if (sensord_fan_reconfigure(&cause) != 0) {
+		char msg[512];
+		snprintf(msg, sizeof(msg), "fanotify marks not placed: %s",
+		    cause ? cause : "unknown error");
+		free(cause);
+		if (o->so_fan != NULL) {
+			sensord_ack(id, msg);
+			return;
+		}
+		log_warnx("%s: %s", id, msg); /* not this operation's marks */
+	}
 	sensord_nft_replay();
-	struct json_object *p = json_object_new_object();
-	json_object_object_add(p, "operation_id", json_object_new_string(id));
-	sensord_request("sensor.ack", p);
+	sensord_ack(id, NULL);
 	log_info("%s: config applied (cgroup %s, table %s, fanotify %s)", id, o->so_cgroup,
 	    o->so_table[0] ? o->so_table : "-", o->so_fan != NULL || o->so_fan_broken ? "on" : "off");
 }
@@ -242,16 +299,42 @@ sensord_handle_message(struct json_object *msg)
 		log_warnx("boundaryd refused request %lld: %s: %s",
 		    (long long)schema_int(msg, "id", -1), schema_string(err, "code"),
 		    schema_string(err, "message"));
+		/* Another channel still holds the place (a hung sensord): try again later. */
+		if (schema_int(msg, "id", -1) == sd.sd_register_id && !sd.sd_registered)
+			sensord_disconnect("registration refused");
 		return;
 	}
-	/* The reply to sensor.register carries the operations already running. */
+	/*
+	 * The reply to sensor.register names the running operations (their
+	 * configs came just before it, each as an event): whatever we still
+	 * hold of any other operation is gone.
+	 */
 	struct json_object *res = schema_child(msg, "result");
 	if (schema_int(msg, "id", -1) == sd.sd_register_id && res != NULL) {
 		struct json_object *ops = schema_child(res, "operations");
-		for (size_t i = 0; ops != NULL && i < json_object_array_length(ops); i++)
-			sensord_apply_config(json_object_array_get_idx(ops, i), "add");
+		for (size_t i = 0; i < sd.sd_nops;) {
+			int keep = 0;
+			for (size_t k = 0; ops != NULL && k < json_object_array_length(ops); k++) {
+				const char *id = json_object_get_string(
+				    json_object_array_get_idx(ops, k));
+				keep |= id != NULL && strcmp(id, sd.sd_ops[i].so_id) == 0;
+			}
+			if (keep)
+				i++;
+			else
+				sensord_op_drop(&sd.sd_ops[i]);
+		}
+		int64_t hb = schema_int(res, "heartbeat_ms", SENSORD_HEARTBEAT_MS);
+		if (hb >= 50 && hb <= 600000 && hb != sd.sd_heartbeat_ms) {
+			struct timeval tv = { hb / 1000, (hb % 1000) * 1000 };
+			sd.sd_heartbeat_ms = (int)hb;
+			event_add(sd.sd_heartbeat_ev, &tv);
+		}
 		sd.sd_registered = 1;
-		log_info("registered with boundaryd (%zu running operation(s))", sd.sd_nops);
+		sd.sd_reconnect_ms = SENSORD_RECONNECT_MIN_MS;
+		log_info("registered with boundaryd %s (%zu running operation(s), heartbeat %d ms)",
+		    schema_string(res, "instance") ? schema_string(res, "instance") : "?",
+		    sd.sd_nops, sd.sd_heartbeat_ms);
 	}
 }
 
@@ -260,18 +343,89 @@ sensord_read_cb(struct bufferevent *bev, void *arg)
 {
 	struct evbuffer *in = bufferevent_get_input(bev);
 	(void)arg;
-	for (;;) {
+	sd.sd_seen_ms = util_monotonic_ms();
+	while (sd.sd_bev == bev) {
 		struct json_object *msg = NULL;
 		int st = frame_decode_evbuffer(in, FRAME_MAX_DEFAULT, &msg);
 		if (st == FRAME_NEED_MORE)
 			return;
 		if (st != FRAME_OK) {
-			/* boundaryd is trusted: a malformed frame from it is fatal. */
-			fatalx("malformed frame from boundaryd: %s", frame_status_code(st));
+			/*
+			 * The stream cannot be resynchronised, but one bad frame
+			 * must not take every operation's coverage down with
+			 * sensord: start the channel over.
+			 */
+			log_warnx("malformed frame from boundaryd: %s", frame_status_code(st));
+			sensord_disconnect("malformed frame");
+			return;
 		}
 		sensord_handle_message(msg);
 		json_object_put(msg);
 	}
+}
+
+/* Try to reach boundaryd again; back off while it is not there. */
+static void
+sensord_reconnect_cb(evutil_socket_t fd, short what, void *arg)
+{
+	char *cause = NULL;
+
+	(void)fd;
+	(void)what;
+	(void)arg;
+	if (sensord_connect(sd.sd_runtime_dir, &cause) != 0) {
+		struct timeval tv = { sd.sd_reconnect_ms / 1000, (sd.sd_reconnect_ms % 1000) * 1000 };
+		log_debug("cannot reach boundaryd: %s; again in %d ms", cause, sd.sd_reconnect_ms);
+		free(cause);
+		event_add(sd.sd_reconnect_ev, &tv);
+		sd.sd_reconnect_ms *= 2;
+		if (sd.sd_reconnect_ms > SENSORD_RECONNECT_MAX_MS)
+			sd.sd_reconnect_ms = SENSORD_RECONNECT_MAX_MS;
+		return;
+	}
+	struct json_object *p = json_object_new_object(), *arr = json_object_new_array();
+	for (size_t i = 0; i < sd.sd_nnames; i++)
+		json_object_array_add(arr, json_object_new_string(sd.sd_names[i]));
+	json_object_object_add(p, "sensors", arr);
+	sd.sd_register_id = sd.sd_next_id;
+	sd.sd_seen_ms = util_monotonic_ms();
+	sensord_request("sensor.register", p);
+	log_info("connected to boundaryd in %s, registering", sd.sd_runtime_dir);
+}
+
+/*
+ * Drop the channel and reconnect. The marks and the rules stay as they
+ * are: what was guarded stays guarded while there is no one to report to.
+ */
+static void
+sensord_disconnect(const char *why)
+{
+	struct timeval tv = { sd.sd_reconnect_ms / 1000, (sd.sd_reconnect_ms % 1000) * 1000 };
+
+	if (sd.sd_bev == NULL)
+		return;
+	log_warnx("boundaryd channel lost (%s); reconnecting", why);
+	bufferevent_free(sd.sd_bev);
+	sd.sd_bev = NULL;
+	sd.sd_registered = 0;
+	event_add(sd.sd_reconnect_ev, &tv);
+}
+
+/* Our heartbeat; a boundaryd silent for too long is given up and reconnected. */
+static void
+sensord_heartbeat_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	(void)arg;
+	if (sd.sd_bev == NULL)
+		return;
+	if (util_monotonic_ms() - sd.sd_seen_ms >
+	    (int64_t)SENSORD_HEARTBEAT_MISSES * sd.sd_heartbeat_ms) {
+		sensord_disconnect("no heartbeat from boundaryd");
+		return;
+	}
+	sensord_request("sensor.heartbeat", json_object_new_object());
 }
 
 static void
@@ -279,14 +433,8 @@ sensord_event_cb(struct bufferevent *bev, short what, void *arg)
 {
 	(void)bev;
 	(void)arg;
-	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) {
-		/*
-		 * Without boundaryd there is no one to report to and no config
-		 * to trust: exit, and let the service manager start us again.
-		 */
-		log_warnx("boundaryd closed the connection; exiting");
-		event_base_loopexit(sd.sd_base, NULL);
-	}
+	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR))
+		sensord_disconnect("boundaryd closed the connection");
 }
 
 static int
@@ -375,6 +523,10 @@ sensord_lineage_add(struct sop *o, const char *type, pid_t pid, pid_t ppid, uint
 		else if (WIFSIGNALED(st))
 			json_object_object_add(x, "exit_signal", json_object_new_int(WTERMSIG(st)));
 	}
+	if (json_object_array_length(o->so_lineage) >= SENSORD_BACKLOG_MAX) {
+		json_object_put(x); /* no boundaryd for a long time: the entry is lost */
+		return;
+	}
 	json_object_array_add(o->so_lineage, x);
 }
 
@@ -452,6 +604,8 @@ sensord_proccn_drain(void)
 void
 sensord_flush_op(struct sop *o)
 {
+	if (!sd.sd_registered)
+		return; /* kept for the next boundaryd (bounded by SENSORD_BACKLOG_MAX) */
 	if (o->so_lineage != NULL && json_object_array_length(o->so_lineage) > 0) {
 		struct json_object *p = json_object_new_object();
 		json_object_object_add(p, "operation_id", json_object_new_string(o->so_id));
@@ -691,31 +845,32 @@ main(int argc, char **argv)
 	 * The sensors open before we register, so that from the moment
 	 * boundaryd hands us an operation nothing of it goes unseen.
 	 */
-	const char *names[3];
-	size_t nnames = 0;
 	if (proccn_open(&sd.sd_proccn, &cause) == 0) {
-		names[nnames++] = "proc_connector";
+		sd.sd_names[sd.sd_nnames++] = "proc_connector";
 	} else {
 		log_warnx("proc connector unavailable: %s", cause);
 		free(cause);
 		cause = NULL;
 	}
 	if (nftrace_open(&sd.sd_nftrace, &cause) == 0) {
-		names[nnames++] = "nft_trace";
+		sd.sd_names[sd.sd_nnames++] = "nft_trace";
 	} else {
 		log_warnx("nft trace unavailable: %s", cause);
 		free(cause);
 		cause = NULL;
 	}
 	if (sensord_fan_init(&cause) == 0) {
-		names[nnames++] = "fanotify";
+		sd.sd_names[sd.sd_nnames++] = "fanotify";
 	} else {
 		log_warnx("fanotify unavailable: %s", cause);
 		free(cause);
 		cause = NULL;
 	}
-	if (nnames == 0)
+	if (sd.sd_nnames == 0)
 		fatalx("no sensor could be opened");
+	sd.sd_runtime_dir = runtime_dir;
+	sd.sd_reconnect_ms = SENSORD_RECONNECT_MIN_MS;
+	sd.sd_heartbeat_ms = SENSORD_HEARTBEAT_MS;
 	if (sensord_connect(runtime_dir, &cause) != 0)
 		fatalx("cannot reach boundaryd: %s", cause);
 	if (sandbox_sensord(&cause) != 0)
@@ -734,6 +889,12 @@ main(int argc, char **argv)
 		if (ev_trace == NULL || event_add(ev_trace, NULL) != 0)
 			fatalx("cannot watch nft traces");
 	}
+	struct timeval hb_tv = { SENSORD_HEARTBEAT_MS / 1000, 0 };
+	sd.sd_reconnect_ev = evtimer_new(sd.sd_base, sensord_reconnect_cb, NULL);
+	sd.sd_heartbeat_ev = event_new(sd.sd_base, -1, EV_PERSIST, sensord_heartbeat_cb, NULL);
+	if (sd.sd_reconnect_ev == NULL || sd.sd_heartbeat_ev == NULL ||
+	    event_add(sd.sd_heartbeat_ev, &hb_tv) != 0)
+		fatalx("cannot install the channel timers");
 	struct event *ev_flush = event_new(sd.sd_base, -1, EV_PERSIST, sensord_flush_cb, NULL);
 	struct timeval flush_tv = { 0, SENSORD_FLUSH_MS * 1000 };
 	struct event *ev_term = evsignal_new(sd.sd_base, SIGTERM, sensord_signal_cb, NULL);
@@ -743,10 +904,11 @@ main(int argc, char **argv)
 		fatalx("cannot install events");
 
 	struct json_object *p = json_object_new_object(), *arr = json_object_new_array();
-	for (size_t i = 0; i < nnames; i++)
-		json_object_array_add(arr, json_object_new_string(names[i]));
+	for (size_t i = 0; i < sd.sd_nnames; i++)
+		json_object_array_add(arr, json_object_new_string(sd.sd_names[i]));
 	json_object_object_add(p, "sensors", arr);
 	sd.sd_register_id = sd.sd_next_id;
+	sd.sd_seen_ms = util_monotonic_ms();
 	sensord_request("sensor.register", p);
 	log_info("sensors open, registering with boundaryd in %s", runtime_dir);
 
@@ -760,6 +922,8 @@ main(int argc, char **argv)
 	if (ev_trace != NULL)
 		event_free(ev_trace);
 	event_free(ev_flush);
+	event_free(sd.sd_reconnect_ev);
+	event_free(sd.sd_heartbeat_ev);
 	event_free(ev_term);
 	event_free(ev_int);
 	if (sd.sd_bev != NULL)

@@ -21,6 +21,14 @@ struct fanpolicy;
 #define SENSORD_MAX_OPS 256
 #define SENSORD_PID_SLOTS 8192
 #define SENSORD_FLUSH_MS 50
+/* Reconnecting to boundaryd: from the first delay, doubled up to the last. */
+#define SENSORD_RECONNECT_MIN_MS 100
+#define SENSORD_RECONNECT_MAX_MS 5000
+/* Until boundaryd names its interval; a channel silent for MISSES intervals is dead. */
+#define SENSORD_HEARTBEAT_MS 10000
+#define SENSORD_HEARTBEAT_MISSES 3
+/* Lineage entries or decisions held per operation while boundaryd is away. */
+#define SENSORD_BACKLOG_MAX 4096
 
 /* One supervised operation, as boundaryd described it. */
 struct sop {
@@ -66,6 +74,14 @@ struct sensord {
 	int64_t sd_next_id;
 	int64_t sd_register_id;
 	int sd_registered;
+	const char *sd_names[3];	/* the sensors that opened, for sensor.register */
+	size_t sd_nnames;
+	const char *sd_runtime_dir;
+	int sd_reconnect_ms;		/* the next reconnect delay */
+	struct event *sd_reconnect_ev;
+	struct event *sd_heartbeat_ev;
+	int sd_heartbeat_ms;
+	int64_t sd_seen_ms;		/* monotonic: boundaryd's last frame */
 	struct proccn *sd_proccn;
 	struct nftrace *sd_nftrace;
 	struct sop sd_ops[SENSORD_MAX_OPS];
@@ -93,9 +109,10 @@ void sensord_nft_expire(void);
 
 /* fan.c: the fanotify sensor */
 int sensord_fan_init(char **cause);
+int sensord_fan_available(void);
 void sensord_fan_shutdown(void);
 int sensord_fan_policy(struct json_object *fan, struct fanpolicy *out, int *posture,
     char **cause);
-void sensord_fan_reconfigure(void);
+int sensord_fan_reconfigure(char **cause);
 
 #endif

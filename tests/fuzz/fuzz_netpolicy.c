@@ -30,7 +30,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			struct np_decision d;
 			ev.ne_addr[0] = 203;
 			ev.ne_addr[2] = 113;
-			netpolicy_decide(&c.nc_policy, &c.nc_envelope, NULL, &ev, 0, &d);
+			struct np_boundary b = { .nb_allow = &c.nc_envelope };
+			netpolicy_decide(&c.nc_policy, &b, &ev, 0, &d);
 			if (d.nd_reason == NULL)
 				abort(); /* every disposition carries a reason */
 			if (d.nd_disposition == NP_LEASE &&

@@ -235,13 +235,14 @@ class Env:
     def boundary_sock(self):
         return os.path.join(self.runtime, "boundary.sock")
 
-    def start(self, state=None, runtime=None, expect_fail=False):
+    def start(self, state=None, runtime=None, expect_fail=False, args=()):
         log = tempfile.NamedTemporaryFile(prefix="gensee-it-bd.", suffix=".log", delete=False)
         self.logs.append(log.name)
         argv = self.ns_prefix() + [self.boundaryd, "--foreground", "--state-root",
                                    state or self.state, "--runtime-dir", runtime or self.runtime]
         if self.cgroup_base != "gensee":
             argv += ["--cgroup-base", self.cgroup_base]
+        argv += list(args)
         proc = subprocess.Popen(argv, stdout=log, stderr=log)
         if expect_fail:
             try:

@@ -109,7 +109,12 @@ def main():
         out["fault_rc"] = r.returncode
         out["fault"] = json.loads(r.stdout) if r.stdout.strip() else r.stderr
         out["after_lease"] = probe(target)
-        held = socket.create_connection((addr, int(port)), timeout=5) if proto == "tcp" else None
+        held = None
+        if proto == "tcp":
+            try:
+                held = socket.create_connection((addr, int(port)), timeout=5)
+            except OSError as e:
+                out["held_open"] = errno.errorcode.get(e.errno, str(e.errno))
         if held is not None:
             out["held_open"] = exchange(held, first=True)
         time.sleep(ttl + 1.5)

@@ -460,10 +460,95 @@ def supervisor_socket_forms(env):
     env.finish(p)
 
 
+def decisions_match_kernel(env):
+    # Attack 1: a deny-listed tuple inside a lease scope got a lease with
+    # retry: true while the kernel (deny list first) still refused it.
+    env.use_netns()
+    env.start()
+    env.serve(env.netns, "tcp,203.0.113.40,8443", "tcp,203.0.113.41,8443")
+    args = ["--deny-all", "--lease-scope", "203.0.113.0/24,tcp,8443", "--deny-net",
+            "203.0.113.40,tcp,8443", "--max-lease-ttl", "2"]
+    rc, lines, summary, err = run_sandboxed(
+        env, args, ["/usr/bin/python3", env.tool("netprobe.py"), "--lease", env.cli,
+                    "tcp,203.0.113.40,8443", "1"])
+    check(lines, "no probe output (rc %d): %s" % (rc, err))
+    got = json.loads(lines[0])
+    f = got["fault"]
+    check(isinstance(f, dict) and f["disposition"] == "deny" and f["reason"] == "deny_list" and
+          f["retry"] is False and f["lease"] is None, "fault %r" % f)
+    check(got["before"] in REFUSED and got["after_lease"] in REFUSED, "kernel %r" % got)
+    faults = [json.loads(l) for l in open(os.path.join(env.state, "network-operations",
+                                                       summary["operation_id"], "faults.jsonl"))]
+    check([x["disposition"] for x in faults] == ["deny"] and faults[0]["retry"] is False, "%r" % faults)
+    # The rest of the scope still gets its lease, and the kernel agrees.
+    rc, lines, summary, err = run_sandboxed(
+        env, args, ["/usr/bin/python3", env.tool("netprobe.py"), "--lease", env.cli,
+                    "tcp,203.0.113.41,8443", "1"])
+    got = json.loads(lines[0])
+    check(got["fault"]["disposition"] == "lease" and got["fault"]["retry"] is True and
+          got["after_lease"] == "ok", "%r" % got)
+    # Attack 2: in monitor mode a fault for traffic the kernel lets through
+    # was answered deny. The answer is allow (monitor_mode), as the kernel does.
+    rc, lines, summary, err = run_sandboxed(
+        env, ["--monitor", "--deny-net", "203.0.113.41,tcp,8443"],
+        ["/usr/bin/python3", env.tool("netprobe.py"), "--lease", env.cli, "tcp,203.0.113.40,8443", "1"])
+    got = json.loads(lines[0])
+    f = got["fault"]
+    check(got["before"] == "ok" and got["after_lease"] == "ok", "kernel %r" % got)
+    check(isinstance(f, dict) and f["disposition"] == "allow" and f["reason"] == "monitor_mode" and
+          f["retry"] is True, "fault %r" % f)
+    rc, lines, summary, err = run_sandboxed(
+        env, ["--monitor", "--deny-net", "203.0.113.41,tcp,8443"],
+        ["/usr/bin/python3", env.tool("netprobe.py"), "--lease", env.cli, "tcp,203.0.113.41,8443", "1"])
+    got = json.loads(lines[0])
+    check(got["before"] in REFUSED and got["fault"]["disposition"] == "deny" and
+          got["fault"]["reason"] == "deny_list" and got["fault"]["retry"] is False, "%r" % got)
+
+
+def broad_grant_never_opens_restricted(env):
+    # Attack: --allow-net 0.0.0.0/0,tcp,8000 answered on 127.0.0.2. Only an
+    # exact single-address grant may reach a restricted destination.
+    env.use_netns()
+    env.start()
+    targets = ["tcp,192.0.2.1,8000", "tcp,127.0.0.2,8000", "tcp,127.0.0.3,8000", "tcp,::1,8000",
+               "tcp,2001:db8::1,8000"]
+    env.serve(env.netns, *targets)
+    broad = ["--allow-net", "0.0.0.0/0,tcp,8000", "--allow-net", "::/0,tcp,8000"]
+    rc, lines, summary, err = run_sandboxed(env, broad, probe_cmd(env, *targets) +
+                                            ["tcp,::ffff:127.0.0.2,8000"])
+    got = json.loads(lines[0])
+    check(got["tcp,192.0.2.1,8000"] == "ok" and got["tcp,2001:db8::1,8000"] == "ok", "%r" % got)
+    for t in ("tcp,127.0.0.2,8000", "tcp,127.0.0.3,8000", "tcp,::1,8000", "tcp,::ffff:127.0.0.2,8000"):
+        check(got[t] in REFUSED, "%s reached under a broad grant: %r" % (t, got))
+    # With an exact grant beside it, that one address (and only it) is reachable.
+    args = broad + ["--allow-net", "127.0.0.3,tcp,8000"]
+    rc, lines, summary, err = run_sandboxed(env, args, probe_cmd(env, *targets))
+    check(lines, "rc %d: %s" % (rc, err))
+    got = json.loads(lines[0])
+    check(got["tcp,127.0.0.3,8000"] == "ok" and got["tcp,192.0.2.1,8000"] == "ok", "the exact grant: %r" % got)
+    check(got["tcp,127.0.0.2,8000"] in REFUSED and got["tcp,::1,8000"] in REFUSED, "%r" % got)
+    # The decision agrees: a fault for 127.0.0.2 is denied as restricted.
+    p = env.gensee_bg("run", "--sandbox", "linux", *args, "--", "sleep", "60")
+    opid = env.wait_for("operation", lambda: env.running_ops())[0]
+    root = env.record(opid)["root_process"]
+    for dst, want in (("127.0.0.2", ("deny", "restricted_destination")),
+                      ("127.0.0.3", ("allow", "within_envelope")),
+                      ("192.0.2.1", ("allow", "within_envelope"))):
+        r = env.user_call(env.client_sock, "fault.submit", {"operation_id": opid, "fault": {
+            "subject": {"pid": root["pid"], "start_time_ticks": root["start_time_ticks"]},
+            "capability": {"kind": "network.connect", "destination": dst, "protocol": "tcp",
+                           "port": 8000}}})["result"]
+        check((r["disposition"], r["reason"]) == want and r["retry"] == (want[0] == "allow"),
+              "%s: %r" % (dst, r))
+    env.user_call(env.client_sock, "operation.end", {"operation_id": opid, "kill": True})
+    env.finish(p)
+
+
 if __name__ == "__main__":
     main({f.__name__: f for f in (allowlist_tcp_udp_v4_v6, grants_are_tuples, first_action_is_held,
                                   lease_then_expiry, fault_denials,
                                   source_address_forward_and_input, atomic_generation_swaps,
                                   sigkill_keeps_denying, restart_reconciles_tables,
                                   policy_file_and_modes, debug_plan_and_apply,
-                                  supervisor_socket_forms)})
+                                  supervisor_socket_forms, decisions_match_kernel,
+                                  broad_grant_never_opens_restricted)})

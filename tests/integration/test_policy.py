@@ -211,7 +211,8 @@ def show_json_defaults(env):
                              "read_write": []}, "%r" % lx["landlock"])
     check(lx["mount_view"] == {"mode": "required", "hide": []} and
           lx["unix_sockets"] == {"allow": []}, "%r" % lx)
-    check(lx["fanotify"] == {"enabled": False, "paths": [], "action": "deny", "rules": []},
+    check(lx["fanotify"] == {"enabled": False, "paths": [], "action": "deny", "rules": [],
+                             "on_sensor_loss": "freeze"},
           "%r" % lx["fanotify"])
     check(lx["network"] == {"mode": "allowlist", "allow": [], "deny": [], "lease_scopes": [],
                             "max_lease_ttl_seconds": 0}, "%r" % lx["network"])

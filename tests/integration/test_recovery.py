@@ -4,6 +4,7 @@ next instance reconciles it."""
 import json
 import os
 import signal
+import subprocess
 import time
 
 from harness import Failure, check, main, pids_with_cmdline
@@ -104,6 +105,84 @@ def invalid_record_is_recovery_health(env):
     check(rec["lifecycle"]["state"] == "exited" and rec["recovery_health"]["status"] == "ok", "%r" % rec)
 
 
+def nft_tables(env):
+    r = env.ns_run(env.netns, ["nft", "list", "tables"])
+    return [l.split()[-1] for l in r.stdout.splitlines() if "gensee_" in l]
+
+
+def record_loss_keeps_enforcement(env):
+    # Attack: a running --deny-all operation, boundaryd SIGKILLed, its record
+    # made unreadable (garbage, or a future schema version), restart: the
+    # table was deleted as "of an ended operation" and the tree ran on with
+    # no table. Now the tree is killed first and the table is kept.
+    env.use_netns()
+    env.start()
+    runs, ops = [], []
+    for n in (341, 342):
+        runs.append(env.gensee_bg("run", "--sandbox", "linux", "--deny-all", "--", "sh", "-c",
+                                  "sleep %d & sleep %d" % (n, n + 10)))
+        ops.append(env.wait_for("operation", lambda: [o for o in env.running_ops() if o not in ops])[0])
+        env.wait_for("lineage", lambda: len(env.record(ops[-1])["lineage"]) >= 3)
+    tables = nft_tables(env)
+    check(len(tables) == 2, "%r" % tables)
+    env.kill9()
+    garbage, future = (os.path.join(env.state, "operations", o, "record.json") for o in ops)
+    with open(garbage, "w") as f:
+        f.write("\x00garbage{")
+    rec = json.load(open(future))
+    rec["schema_version"] = 99
+    with open(future, "w") as f:
+        json.dump(rec, f)
+    env.start()
+    for n in (341, 342, 351, 352):
+        check(not pids_with_cmdline(b"sleep %d" % n), "sleep %d runs on" % n)
+    check(sorted(nft_tables(env)) == sorted(tables), "table removed: %r" % nft_tables(env))
+    rh = env.root_call("system.status")["result"]["recovery_health"]
+    got = {e["operation_id"]: e for e in rh["entries"] if "enforcement" in e}
+    check(set(got) == set(ops) and all(e["enforcement"] == "tree_killed_table_kept" and
+                                       e["reason"] == "invalid_record" for e in got.values()), "%r" % rh)
+    for p in runs:
+        try:
+            env.finish(p, timeout=30)
+        except Exception:
+            p.kill()
+
+
+def adopted_tree_moved_whole_and_handed_back(env):
+    # Attack: adopting a running tree moved only its root; an existing child
+    # read the key unjudged and connected out. And after a restart the
+    # adopted tree lost its origin and detach flag, so it could not be
+    # handed back. Now every process moves, and the restart keeps both.
+    env.start()
+    env.start_sensord()
+    tree = subprocess.Popen(env.user_prefix() + ["sh", "-c", "sleep 361 & sleep 362 & wait"])
+    env.children.append(tree)
+    kids = env.wait_for("the children", lambda: (lambda v: v if len(v) == 2 else None)(
+        pids_with_cmdline(b"sleep 361") + pids_with_cmdline(b"sleep 362")))
+    before = {p: open("/proc/%d/cgroup" % p).read() for p in kids + [tree.pid]}
+    w = env.gensee_bg("watch", "--pid", str(tree.pid), "--linux-fanotify", "--duration-seconds", "6",
+                      "--json", as_root=True)
+    opid = env.wait_for("the watch operation", lambda: env.running_ops())[0]
+    cg = env.record(opid)["cgroup"]["path"]
+    members = set(cgroup_members(env.record(opid)))
+    check(set(kids) | {tree.pid} <= members, "not all of the tree moved: %r in %r" % (kids, members))
+    check(env.record(opid)["adoption"]["detach"] is True, "%r" % env.record(opid).get("adoption"))
+    env.kill9()
+    env.start()
+    env.wait_for("sensord to re-register", lambda: env.root_call("system.status")["result"]["sensord"]["connected"])
+    rc, out, err = env.finish(w, timeout=30)
+    check(rc == 0 and "ending" not in err, "watch rc %d: %s" % (rc, err))
+    check(tree.poll() is None and all(os.path.exists("/proc/%d" % p) for p in kids), "the watched tree was killed")
+    after = {p: open("/proc/%d/cgroup" % p).read() for p in kids + [tree.pid]}
+    check(after == before, "not handed back: %r -> %r" % (before, after))
+    rec = env.record(opid)
+    check(rec["lifecycle"]["end_reason"] == "detached", "%r" % rec["lifecycle"])
+    tree.kill()
+    for p in kids:
+        os.kill(p, signal.SIGKILL)
+
+
 if __name__ == "__main__":
     main({f.__name__: f for f in (sigkill_adopt_and_timeout, sigkill_root_gone_is_cleaned,
-                                  invalid_record_is_recovery_health)})
+                                  invalid_record_is_recovery_health, record_loss_keeps_enforcement,
+                                  adopted_tree_moved_whole_and_handed_back)})

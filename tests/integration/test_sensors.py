@@ -314,6 +314,302 @@ def debug_fanotify_commands(env):
     check(got["decision"] == "deny" and got["path"].endswith("id_ed25519"), "%r" % got)
 
 
+# The agent of the sensor-loss cases: tries to read the key every period
+# and logs each outcome, so a read that got through shows as LEAK.
+AGENT = r"""
+import sys, time
+key, out, period = sys.argv[1], sys.argv[2], float(sys.argv[3])
+with open(out, "a", buffering=1) as f:
+    while True:
+        try:
+            with open(key) as k:
+                k.read()
+            f.write("LEAK %f\n" % time.time())
+        except OSError:
+            f.write("denied %f\n" % time.time())
+        time.sleep(period)
+"""
+
+
+def start_guarded_agent(env, home, policy=None):
+    """A --linux-fanotify run whose agent keeps trying ~/.ssh/id_ed25519."""
+    work = os.path.join(home, "work")
+    agent, log = os.path.join(work, "agent.py"), os.path.join(work, "reads.log")
+    with open(agent, "w") as f:
+        f.write(AGENT)
+    if policy is not None:
+        with open(os.path.join(home, "policy.json"), "w") as f:
+            json.dump(policy, f)
+    for path in (agent, os.path.join(home, "policy.json")):
+        os.chown(path, env.uid, env.gid)
+    p = env.gensee_bg("run", "--sandbox", "linux", "--deny-all", "--linux-fanotify", "--json", "--",
+                      "/usr/bin/python3", agent, os.path.join(home, ".ssh", "id_ed25519"), log, "0.2",
+                      env={"HOME": home, "GENSEE_HOME": home})
+    opid = env.wait_for("the guarded operation", lambda: env.running_ops())[0]
+    env.wait_for("its first denied reads", lambda: len(read_log(log)) >= 2)
+    check(all(l.startswith("denied") for l in read_log(log)), "%r" % read_log(log))
+    return p, opid, log
+
+
+def read_log(path):
+    try:
+        return open(path).read().splitlines()
+    except OSError:
+        return []
+
+
+def cg_frozen(env, opid):
+    path = env.record(opid)["cgroup"]["path"]
+    with open(os.path.join(path, "cgroup.events")) as f:
+        return dict(l.split() for l in f if l.strip()).get("frozen")
+
+
+def check_frozen_and_still(env, opid, log):
+    env.wait_for("the freeze", lambda: cg_frozen(env, opid) == "1")
+    n = len(read_log(log))
+    time.sleep(1.0)
+    check(len(read_log(log)) == n, "the tree ran on while frozen: %r" % read_log(log)[n:])
+
+
+def end_agent(env, p, opid):
+    env.user_call(env.client_sock, "operation.end", {"operation_id": opid, "kill": True})
+    env.finish(p)
+
+
+def sensor_kill_freezes_until_confirmed(env):
+    # Attack: kill -9 sensord; the kernel drops its marks with it, and the
+    # agent's next read of the key would go unjudged. Now the tree is
+    # frozen until a sensord has confirmed its rules again, then thawed.
+    env.start()
+    env.start_sensord()
+    home, ws = make_home(env)
+    p, opid, log = start_guarded_agent(env, home)
+    env.sensord.send_signal(signal.SIGKILL)
+    env.sensord.wait()
+    check_frozen_and_still(env, opid, log)
+    rec = env.record(opid)
+    check(rec["sensor_coverage"]["state"] == "frozen" and rec["sensors"]["fanotify"] == "lost" and
+          rec["sensor_coverage"]["on_sensor_loss"] == "freeze", "%r" % rec.get("sensor_coverage"))
+    text = env.gensee("operation", "inspect", opid)
+    check("frozen" in text.stdout, text.stdout)
+    tl = env.gensee("timeline", "--operation", opid)
+    check("coverage_lost" in tl.stdout and "frozen" in tl.stdout, tl.stdout)
+    env.start_sensord()
+    env.wait_for("the thaw", lambda: cg_frozen(env, opid) == "0")
+    n = len(read_log(log))
+    env.wait_for("reads after the thaw", lambda: len(read_log(log)) >= n + 3)
+    check(not any("LEAK" in l for l in read_log(log)), "the key was read: %r" % read_log(log))
+    rec = env.record(opid)
+    check(rec["sensor_coverage"]["state"] == "covered" and rec["sensors"]["fanotify"] == "active" and
+          rec["sensor_coverage"]["losses"] == 1, "%r" % rec.get("sensor_coverage"))
+    end_agent(env, p, opid)
+
+
+def sensor_loss_ends_by_policy(env):
+    # linux.fanotify.on_sensor_loss = end: the tree is ended instead.
+    env.start()
+    env.start_sensord()
+    home, ws = make_home(env)
+    p, opid, log = start_guarded_agent(env, home, policy={"linux": {"fanotify": {
+        "enabled": True, "paths": ["**/.env"], "on_sensor_loss": "end"}}})
+    check(env.record(opid)["fanotify"]["on_sensor_loss"] == "end", "%r" % env.record(opid)["fanotify"])
+    env.sensord.send_signal(signal.SIGKILL)
+    env.sensord.wait()
+    rec = env.wait_for("the end", lambda: (lambda r: r if r["lifecycle"]["state"] != "running" else None)(
+        env.record(opid)))
+    check(rec["lifecycle"]["state"] == "ended" and rec["lifecycle"]["end_reason"] == "sensor_lost",
+          "%r" % rec["lifecycle"])
+    check(rec["sensor_coverage"]["state"] == "ended", "%r" % rec["sensor_coverage"])
+    env.finish(p)
+    check(not any("LEAK" in l for l in read_log(log)), "the key was read: %r" % read_log(log))
+
+
+def boundaryd_restart_keeps_coverage(env):
+    # Attack: SIGKILL boundaryd. sensord used to exit with its channel and
+    # the adopted operation was recorded as covered. Now sensord keeps its
+    # marks, reconnects and re-registers; the restarted boundaryd freezes
+    # the operation until sensord confirmed its rules to it.
+    env.start()
+    env.start_sensord()
+    home, ws = make_home(env)
+    p, opid, log = start_guarded_agent(env, home)
+    sd_pid = env.sensord.pid
+    env.kill9()
+    time.sleep(1.0)  # no boundaryd: sensord still judges every open
+    env.start()
+    env.wait_for("sensord to re-register", lambda: env.root_call("system.status")["result"]["sensord"]["connected"])
+    check(env.sensord.poll() is None and env.sensord.pid == sd_pid, "sensord did not survive")
+    rec = env.wait_for("confirmed coverage", lambda: (lambda r: r if r.get("sensor_coverage", {}).get(
+        "state") == "covered" else None)(env.record(opid)))
+    check(rec["sensor_coverage"]["losses"] == 1 and rec["sensors"]["fanotify"] == "active", "%r" % rec)
+    events = [json.loads(l) for l in open(os.path.join(env.state, "operations", opid, "sensors.jsonl"))]
+    check([e["disposition"] for e in events] == ["frozen", "thawed"] and
+          events[0]["reason"] == "supervisor_restarted", "%r" % events)
+    check(cg_frozen(env, opid) == "0", "still frozen")
+    n = len(read_log(log))
+    env.wait_for("reads after the restart", lambda: len(read_log(log)) >= n + 3)
+    check(not any("LEAK" in l for l in read_log(log)), "the key was read: %r" % read_log(log))
+    end_agent(env, p, opid)
+
+
+HUGE_CREATE = r"""
+import json, os, socket, struct, sys, time
+path, target = sys.argv[1], int(sys.argv[2])
+pid = os.fork()
+if pid == 0:
+    time.sleep(30)
+    os._exit(0)
+start = int(open("/proc/%d/stat" % pid).read().rsplit(")", 1)[1].split()[19])
+def body(n, k):
+    rules = [{"path": "/tmp/" + "x" * 4000 + "/%d" % i, "action": "deny"} for i in range(n)]
+    rules.append({"path": "/tmp/" + "z" * k, "action": "deny"})
+    return {"proto": 1, "id": 1, "method": "operation.create", "params": {
+        "pid": pid, "start_time_ticks": start,
+        "fanotify": {"enabled": True, "posture": "enforce", "rules": rules}}}
+size = lambda m: len(json.dumps(m, separators=(",", ":")))
+n = 1
+while size(body(n + 1, 1)) < target:
+    n += 1
+msg = body(n, 1 + target - size(body(n, 1)))
+d = json.dumps(msg, separators=(",", ":")).encode()
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM); s.settimeout(20); s.connect(path)
+s.sendall(struct.pack(">I", len(d)) + d)
+def rx(k):
+    b = b""
+    while len(b) < k:
+        c = s.recv(k - len(b))
+        if not c: raise ConnectionError("closed")
+        b += c
+    return b
+try:
+    (k,) = struct.unpack(">I", rx(4)); print(json.dumps({"size": len(d), "reply": json.loads(rx(k))}))
+finally:
+    os.kill(pid, 9)
+"""
+
+
+def huge_fanotify_section_refused(env):
+    # Attack: one operation.create from any user whose fanotify section
+    # nearly fills a frame; relayed with the rest of the config it went
+    # over sensord's limit and sensord exited. Now it is refused at create
+    # (bounded), and sensord stays.
+    env.start()
+    env.start_sensord()
+    sd_pid = env.sensord.pid
+    r = subprocess.run(["/usr/bin/python3", "-c", HUGE_CREATE, env.client_sock, str(1024 * 1024 - 64)],
+                       capture_output=True, text=True, timeout=60, user=env.uid, group=env.gid,
+                       extra_groups=[], env=env.user_env(), cwd="/")
+    check(r.returncode == 0, r.stderr)
+    got = json.loads(r.stdout)
+    check(got["size"] > 1000000, "%r" % got["size"])
+    err = got["reply"].get("error", {})
+    check(err.get("code") == "invalid_params" and "at most" in err.get("message", ""), "%r" % got["reply"])
+    time.sleep(0.5)
+    check(env.sensord.poll() is None and env.sensord.pid == sd_pid, "sensord exited")
+    st = env.root_call("system.status")["result"]["sensord"]
+    check(st["connected"] and "fanotify" in st["sensors"], "%r" % st)
+    # And it still guards the next run.
+    home, ws = make_home(env)
+    key = os.path.join(home, ".ssh", "id_ed25519")
+    r = env.gensee("run", "--sandbox", "linux", "--deny-all", "--linux-fanotify", "--", "cat", key,
+                   env={"HOME": home, "GENSEE_HOME": home})
+    check(r.returncode != 0 and "PRIVATE KEY" not in r.stdout, "rc %d %r" % (r.returncode, r.stdout))
+
+
+def fanotify_rules_scoped_to_user(env):
+    # Attack: a user's rule for "/" + "**" (or any path outside their home
+    # and workspace, or a claimed home that is not theirs) would put a
+    # filesystem-wide permission mark on the host for every user's opens.
+    env.start()
+    env.start_sensord()
+    home, ws = make_home(env)
+    marker = os.path.join(home, "ran")
+    for rules, home_env, want in (
+            ([{"path": "/**", "action": "deny"}], home, "covers the whole filesystem"),
+            ([{"path": "/**/.env", "action": "deny"}], home, "covers the whole filesystem"),
+            ([{"path": "/etc/**", "action": "deny"}], home, "outside the caller's home"),
+            ([{"path": "/etc/shadow", "action": "deny"}], home, "outside the caller's home"),
+            ([], "/", "is not a directory owned by uid")):
+        with open(os.path.join(home, "policy.json"), "w") as f:
+            json.dump({"linux": {"fanotify": {"enabled": True, "rules": rules}}}, f)
+        r = env.gensee("run", "--sandbox", "linux", "--deny-all", "--linux-fanotify", "--", "touch", marker,
+                       env={"HOME": home_env, "GENSEE_HOME": home})
+        check(r.returncode == 125 and want in r.stderr, "%r: rc %d %s" % (rules, r.returncode, r.stderr))
+        check(not os.path.exists(marker), "ran with %r" % rules)
+    # A rootless suffix rule is read inside the user's home (and workspace).
+    with open(os.path.join(home, "policy.json"), "w") as f:
+        json.dump({"linux": {"fanotify": {"enabled": True, "paths": ["**/.env"]}}}, f)
+    r = env.gensee("run", "--sandbox", "linux", "--deny-all", "--linux-fanotify", "--json", "--", "cat",
+                   os.path.join(ws, ".env"), env={"HOME": home, "GENSEE_HOME": home})
+    check(r.returncode != 0 and "TOKEN" not in r.stdout, "rc %d %r" % (r.returncode, r.stdout))
+    rec = json.loads(r.stdout[r.stdout.index("{"):])["record"]
+    check([x["path"] for x in rec["fanotify"]["rules"]] == [home + "/**/.env"], "%r" % rec["fanotify"])
+    # Rules of a disabled fanotify section mark nothing: they do not stop a run.
+    with open(os.path.join(home, "policy.json"), "w") as f:
+        json.dump({"linux": {"fanotify": {"enabled": False, "paths": ["/etc/**"]}}}, f)
+    r = env.gensee("run", "--sandbox", "linux", "--deny-all", "--", "true",
+                   env={"HOME": home, "GENSEE_HOME": home})
+    check(r.returncode == 0, "rc %d %s" % (r.returncode, r.stderr))
+
+
+def sensor_channel_heartbeats(env):
+    # The sensor channel has no idle timeout: it outlives several idle
+    # intervals on heartbeats, while an idle client is still closed. A
+    # sensord that stops answering is given up after a bounded number of
+    # missed heartbeats, and reconnects once it runs again.
+    env.start(args=["--idle-timeout-seconds", "1", "--sensor-heartbeat-ms", "200"])
+    env.start_sensord()
+    sd_pid = env.sensord.pid
+    import socket as so
+    idle = so.socket(so.AF_UNIX, so.SOCK_STREAM)
+    idle.settimeout(10)
+    idle.connect(env.client_sock)
+    t0 = time.monotonic()
+    check(idle.recv(1) == b"" and time.monotonic() - t0 < 5, "idle client not closed")
+    idle.close()
+    time.sleep(3.5)
+    st = env.root_call("system.status")["result"]["sensord"]
+    check(st["connected"] and env.sensord.poll() is None, "%r" % st)
+    check(env.daemon_log().count("sensor registered") == 1, env.daemon_log())
+    # Missed heartbeats (no fanotify operation runs: a stopped sensord blocks no open).
+    os.kill(sd_pid, signal.SIGSTOP)
+    try:
+        env.wait_for("the channel to be given up",
+                     lambda: not env.root_call("system.status")["result"]["sensord"]["connected"], timeout=5)
+    finally:
+        os.kill(sd_pid, signal.SIGCONT)
+    env.wait_for("sensord to re-register",
+                 lambda: env.root_call("system.status")["result"]["sensord"]["connected"], timeout=10)
+    check(env.sensord.pid == sd_pid and env.sensord.poll() is None, "sensord did not survive")
+    home, ws = make_home(env)
+    r = env.gensee("run", "--sandbox", "linux", "--deny-all", "--linux-fanotify", "--", "cat",
+                   os.path.join(home, ".ssh", "id_ed25519"), env={"HOME": home, "GENSEE_HOME": home})
+    check(r.returncode != 0 and "PRIVATE KEY" not in r.stdout, "rc %d %r" % (r.returncode, r.stdout))
+
+
+def sensord_refuses_one_bad_config(env):
+    # A config sensord cannot apply (root's rules are not scoped by
+    # boundaryd) is refused in its ack: the create fails with the reason at
+    # once, and sensord stays for every other operation.
+    env.start()
+    env.start_sensord()
+    tree = subprocess.Popen(["sleep", "30"])
+    env.children.append(tree)
+    start = int(open("/proc/%d/stat" % tree.pid).read().rsplit(")", 1)[1].split()[19])
+    r = env.root_call("operation.create", {
+        "pid": tree.pid, "start_time_ticks": start, "adopt_existing": True, "action_class": "watch",
+        "fanotify": {"enabled": True, "posture": "enforce",
+                     "rules": [{"path": "relative/path", "action": "deny"}]}})
+    check(r.get("error", {}).get("code") == "invalid_params" and
+          "fanotify config refused" in r["error"]["message"], "%r" % r)
+    check(env.sensord.poll() is None, "sensord exited")
+    check(tree.poll() is None, "the watched tree was killed")
+    home, ws = make_home(env)
+    r = env.gensee("run", "--sandbox", "linux", "--deny-all", "--linux-fanotify", "--", "cat",
+                   os.path.join(home, ".ssh", "id_ed25519"), env={"HOME": home, "GENSEE_HOME": home})
+    check(r.returncode != 0 and "PRIVATE KEY" not in r.stdout, "rc %d %r" % (r.returncode, r.stdout))
+
+
 if __name__ == "__main__":
     main({f.__name__: f for f in (trace_fault_then_lease, proc_connector_lineage,
                                   fanotify_sensitive_paths, fanotify_follows_links_and_renames,
@@ -321,4 +617,7 @@ if __name__ == "__main__":
                                   fanotify_suffix_files_follow_renames,
                                   fanotify_needs_sensord,
                                   sensor_exit_is_violation, watch_attaches_fanotify,
-                                  debug_fanotify_commands)})
+                                  debug_fanotify_commands, sensor_kill_freezes_until_confirmed,
+                                  sensor_loss_ends_by_policy, boundaryd_restart_keeps_coverage,
+                                  huge_fanotify_section_refused, fanotify_rules_scoped_to_user,
+                                  sensor_channel_heartbeats, sensord_refuses_one_bad_config)})

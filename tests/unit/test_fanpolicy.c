@@ -923,6 +923,59 @@ START_TEST(test_mnt_id)
 }
 END_TEST
 
+/* A non-root user's rules stay under their home and workspace; "/" is never theirs. */
+START_TEST(test_check_scope)
+{
+	char home[] = HOME, ws[] = "/srv/work/proj";
+	char *scopes[] = { home, ws }, *cause = NULL;
+	static const struct {
+		const char *pat;
+		int ok;
+		const char *why;
+	} cases[] = {
+		{ "~/.ssh/**", 1, NULL },
+		{ "~/**", 1, NULL },
+		{ "/home/u/notes.txt", 1, NULL },
+		{ "/srv/work/proj/**/.env", 1, NULL },
+		{ "/home/u/**/.env", 1, NULL },
+		{ "/**", 0, "whole filesystem" },
+		{ "**/.env", 0, "whole filesystem" },
+		{ "/**/.env", 0, "whole filesystem" },
+		{ "/etc/**", 0, "outside" },
+		{ "/home/uu/**", 0, "outside" },
+		{ "/srv/work/**", 0, "outside" },
+		{ "/etc/shadow", 0, "outside" },
+	};
+
+	ck_assert(fanpolicy_within("/home/u", "/home/u"));
+	ck_assert(fanpolicy_within("/home/u/x", "/home/u"));
+	ck_assert(!fanpolicy_within("/home/uu", "/home/u"));
+	ck_assert(!fanpolicy_within("/home", "/home/u"));
+	ck_assert(fanpolicy_within("/anything", "/"));
+	for (size_t i = 0; i < nitems(cases); i++) {
+		struct fanpolicy p;
+		fanpolicy_init(&p);
+		ck_assert_int_eq(add(&p, cases[i].pat, FAN_ACTION_DENY, &cause), 0);
+		int r = fanpolicy_check_scope(&p, scopes, nitems(scopes), &cause);
+		ck_assert_msg(r == (cases[i].ok ? 0 : -1), "%s: %d", cases[i].pat, r);
+		if (!cases[i].ok) {
+			ck_assert_msg(cause != NULL && strstr(cause, cases[i].why) != NULL &&
+			    strstr(cause, cases[i].pat) != NULL, "%s: %s", cases[i].pat, cause);
+			free(cause);
+			cause = NULL;
+		}
+		fanpolicy_free(&p);
+	}
+	/* No scope at all: nothing is the caller's. */
+	struct fanpolicy p;
+	fanpolicy_init(&p);
+	ck_assert_int_eq(add(&p, "~/.ssh/**", FAN_ACTION_DENY, &cause), 0);
+	ck_assert_int_eq(fanpolicy_check_scope(&p, scopes, 0, &cause), -1);
+	free(cause);
+	fanpolicy_free(&p);
+}
+END_TEST
+
 static Suite *
 fanpolicy_suite(void)
 {
@@ -937,6 +990,7 @@ fanpolicy_suite(void)
 	tcase_add_test(tc, test_precedence);
 	tcase_add_test(tc, test_decide_table);
 	tcase_add_test(tc, test_affects);
+	tcase_add_test(tc, test_check_scope);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("filesystem");
 	tcase_set_timeout(tc, 60);

@@ -347,6 +347,26 @@ START_TEST(test_evbuffer_roundtrip)
 }
 END_TEST
 
+/* A relay checks the receiver's limit before it sends: nothing is appended over it. */
+START_TEST(test_evbuffer_encode_max)
+{
+	struct evbuffer *b = evbuffer_new();
+	struct json_object *obj = json_object_new_object(), *o = NULL;
+	char big[300];
+
+	memset(big, 'x', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	json_object_object_add(obj, "v", json_object_new_string(big));
+	ck_assert_int_eq(frame_encode_evbuffer_max(b, obj, 256), -1);
+	ck_assert_uint_eq(evbuffer_get_length(b), 0);
+	ck_assert_int_eq(frame_encode_evbuffer_max(b, obj, 512), 0);
+	ck_assert_int_eq(frame_decode_evbuffer(b, 512, &o), FRAME_OK);
+	json_object_put(o);
+	json_object_put(obj);
+	evbuffer_free(b);
+}
+END_TEST
+
 static void
 mksocketpair(int sv[2])
 {
@@ -482,6 +502,7 @@ frame_suite(void)
 	tcase_add_test(tc, test_evbuffer_split);
 	tcase_add_test(tc, test_evbuffer_errors);
 	tcase_add_test(tc, test_evbuffer_roundtrip);
+	tcase_add_test(tc, test_evbuffer_encode_max);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("fd");

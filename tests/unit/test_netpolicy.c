@@ -152,51 +152,155 @@ START_TEST(test_decide)
 	struct np_decision d;
 	struct np_event x;
 
+	struct np_boundary b = { .nb_allow = &e, .nb_leases = &leases };
+
 	grants(&e, env, nitems(env));
 	netpolicy_init(&p);
 	grants(&p.np_lease_scopes, scopes, nitems(scopes));
 	p.np_max_lease_ttl = 60;
 	/* An exact baseline grant may reach a restricted address. */
 	x = ev("10.0.0.5", IPPROTO_TCP, 4000);
-	netpolicy_decide(&p, &e, &leases, &x, 0, &d);
+	netpolicy_decide(&p, &b, &x, 0, &d);
 	ck_assert_int_eq(d.nd_disposition, NP_ALLOW);
 	ck_assert_str_eq(d.nd_reason, NPR_WITHIN_ENVELOPE);
 	/* In scope: a lease, TTL clamped to the maximum. */
 	x = ev("203.0.113.40", IPPROTO_TCP, 443);
-	netpolicy_decide(&p, &e, &leases, &x, 600, &d);
+	netpolicy_decide(&p, &b, &x, 600, &d);
 	ck_assert_int_eq(d.nd_disposition, NP_LEASE);
 	ck_assert_int_eq(d.nd_ttl, 60);
-	netpolicy_decide(&p, &e, &leases, &x, 5, &d);
+	netpolicy_decide(&p, &b, &x, 5, &d);
 	ck_assert_int_eq(d.nd_ttl, 5);
-	netpolicy_decide(&p, &e, &leases, &x, 0, &d);
+	netpolicy_decide(&p, &b, &x, 0, &d);
 	ck_assert_int_eq(d.nd_ttl, 60);
 	/* Restricted wins over a scope. */
 	x = ev("127.0.0.1", IPPROTO_TCP, 443);
-	netpolicy_decide(&p, &e, &leases, &x, 0, &d);
+	netpolicy_decide(&p, &b, &x, 0, &d);
 	ck_assert_int_eq(d.nd_disposition, NP_DENY);
 	ck_assert_str_eq(d.nd_reason, NPR_RESTRICTED);
 	/* Same address, other port or protocol: not eligible. */
 	x = ev("203.0.113.40", IPPROTO_UDP, 443);
-	netpolicy_decide(&p, &e, &leases, &x, 0, &d);
+	netpolicy_decide(&p, &b, &x, 0, &d);
 	ck_assert_str_eq(d.nd_reason, NPR_NOT_ELIGIBLE);
 	/* HTTP effects: the mediator, which is unavailable. */
 	x = ev("203.0.113.40", IPPROTO_TCP, 443);
 	x.ne_http = 1;
-	netpolicy_decide(&p, &e, &leases, &x, 0, &d);
+	netpolicy_decide(&p, &b, &x, 0, &d);
 	ck_assert_int_eq(d.nd_disposition, NP_DENY);
 	ck_assert_str_eq(d.nd_reason, NPR_MEDIATOR_UNAVAILABLE);
 	/* No TTL configured: no leases. */
 	p.np_max_lease_ttl = 0;
 	x.ne_http = 0;
-	netpolicy_decide(&p, &e, &leases, &x, 0, &d);
+	netpolicy_decide(&p, &b, &x, 0, &d);
 	ck_assert_str_eq(d.nd_reason, NPR_LEASES_DISABLED);
 	/* An active lease allows. */
 	np_grants_add(&leases, &p.np_lease_scopes.g_v[0]);
-	netpolicy_decide(&p, &e, &leases, &x, 0, &d);
+	netpolicy_decide(&p, &b, &x, 0, &d);
 	ck_assert_int_eq(d.nd_disposition, NP_ALLOW);
 	ck_assert_str_eq(d.nd_reason, NPR_ACTIVE_LEASE);
 	np_grants_free(&e);
 	np_grants_free(&leases);
+	netpolicy_free(&p);
+}
+END_TEST
+
+/* Decisions agree with the kernel: the deny list first, monitor mode allows the rest. */
+START_TEST(test_decide_matches_kernel)
+{
+	const char *deny[] = { "203.0.113.40,tcp,443" };
+	const char *scopes[] = { "203.0.113.0/24,tcp,443" };
+	const char *broad[] = { "0.0.0.0/0,tcp,8000", "::/0,tcp,8000", "127.0.0.5,tcp,8000" };
+	struct np_grants dn, e, none = { 0 };
+	struct netpolicy p;
+	struct np_decision d;
+	struct np_event x;
+	struct np_boundary b = { .nb_allow = &none, .nb_deny = &dn, .nb_leases = &none };
+
+	grants(&dn, deny, nitems(deny));
+	grants(&e, broad, nitems(broad));
+	netpolicy_init(&p);
+	grants(&p.np_lease_scopes, scopes, nitems(scopes));
+	p.np_max_lease_ttl = 60;
+	/* Inside a lease scope but deny-listed: no lease the kernel would still refuse. */
+	x = ev("203.0.113.40", IPPROTO_TCP, 443);
+	netpolicy_decide(&p, &b, &x, 0, &d);
+	ck_assert_int_eq(d.nd_disposition, NP_DENY);
+	ck_assert_str_eq(d.nd_reason, NPR_DENY_LIST);
+	x = ev("203.0.113.41", IPPROTO_TCP, 443);
+	netpolicy_decide(&p, &b, &x, 0, &d);
+	ck_assert_int_eq(d.nd_disposition, NP_LEASE);
+	/* Monitor mode: what no deny entry names passes the kernel, so it is allowed. */
+	b.nb_monitor = 1;
+	x = ev("198.51.100.7", IPPROTO_UDP, 53);
+	netpolicy_decide(&p, &b, &x, 0, &d);
+	ck_assert_int_eq(d.nd_disposition, NP_ALLOW);
+	ck_assert_str_eq(d.nd_reason, NPR_MONITOR);
+	x = ev("203.0.113.40", IPPROTO_TCP, 443);
+	netpolicy_decide(&p, &b, &x, 0, &d);
+	ck_assert_str_eq(d.nd_reason, NPR_DENY_LIST);
+	/* A broad grant never opens a restricted address; an exact one does. */
+	b.nb_monitor = 0;
+	b.nb_allow = &e;
+	const char *closed[] = { "127.0.0.2", "10.1.2.3", "169.254.169.254", "::1",
+		"::ffff:127.0.0.2", "64:ff9b::a01:203", "2002:7f00:2::1", "2001:0:1:2::3",
+		"fe80::1" };
+	for (size_t i = 0; i < nitems(closed); i++) {
+		x = ev(closed[i], IPPROTO_TCP, 8000);
+		netpolicy_decide(&p, &b, &x, 0, &d);
+		ck_assert_msg(d.nd_disposition == NP_DENY, "%s allowed", closed[i]);
+	}
+	const char *open_[] = { "127.0.0.5", "198.51.100.7", "8.8.8.8", "2001:db8::1",
+		"::ffff:8.8.8.8" };
+	for (size_t i = 0; i < nitems(open_); i++) {
+		x = ev(open_[i], IPPROTO_TCP, 8000);
+		netpolicy_decide(&p, &b, &x, 0, &d);
+		ck_assert_msg(d.nd_disposition == NP_ALLOW, "%s denied", open_[i]);
+	}
+	np_grants_free(&dn);
+	np_grants_free(&e);
+	netpolicy_free(&p);
+}
+END_TEST
+
+/* The kernel's grants: broad ones cut around restricted ranges, exact ones kept. */
+START_TEST(test_grants_effective)
+{
+	const char *in[] = { "0.0.0.0/0,tcp,8000", "10.0.0.5,udp,53", "::/0,tcp,443",
+		"192.168.0.0/16,tcp,22" };
+	const char *policy_r[] = { "198.51.100.0/24" };
+	struct np_grants g, out = { 0 };
+	struct netpolicy p;
+
+	grants(&g, in, nitems(in));
+	netpolicy_init(&p);
+	p.np_restricted = calloc(1, sizeof(*p.np_restricted));
+	ck_assert_int_eq(netpolicy_parse_range(policy_r[0], &p.np_restricted[0], NULL), 0);
+	p.np_nrestricted = 1;
+	ck_assert_int_eq(netpolicy_grants_effective(&p, &g, &out), 0);
+	ck_assert_uint_gt(out.g_n, 4);
+	/* Every piece agrees with the decision's predicate at both ends and next to them. */
+	for (size_t i = 0; i < out.g_n; i++) {
+		const struct np_grant *x = &out.g_v[i];
+		int exact = memcmp(x->ng_dst.nr_lo, x->ng_dst.nr_hi,
+		    x->ng_dst.nr_family == AF_INET ? 4 : 16) == 0;
+		if (exact)
+			continue;
+		ck_assert(!netpolicy_broad_restricted(&p, x->ng_dst.nr_family, x->ng_dst.nr_lo));
+		ck_assert(!netpolicy_broad_restricted(&p, x->ng_dst.nr_family, x->ng_dst.nr_hi));
+	}
+	struct np_event e1 = ev("10.0.0.5", IPPROTO_UDP, 53), e2 = ev("127.0.0.2", IPPROTO_TCP, 8000);
+	struct np_event e3 = ev("198.51.100.9", IPPROTO_TCP, 8000), e4 = ev("8.8.8.8", IPPROTO_TCP, 8000);
+	struct np_event e5 = ev("::ffff:10.0.0.1", IPPROTO_TCP, 443), e6 = ev("2606:4700::1", IPPROTO_TCP, 443);
+	ck_assert_int_ge(np_grants_find(&out, e1.ne_family, e1.ne_addr, e1.ne_proto, e1.ne_port), 0);
+	ck_assert_int_lt(np_grants_find(&out, e2.ne_family, e2.ne_addr, e2.ne_proto, e2.ne_port), 0);
+	ck_assert_int_lt(np_grants_find(&out, e3.ne_family, e3.ne_addr, e3.ne_proto, e3.ne_port), 0);
+	ck_assert_int_ge(np_grants_find(&out, e4.ne_family, e4.ne_addr, e4.ne_proto, e4.ne_port), 0);
+	ck_assert_int_lt(np_grants_find(&out, e5.ne_family, e5.ne_addr, e5.ne_proto, e5.ne_port), 0);
+	ck_assert_int_ge(np_grants_find(&out, e6.ne_family, e6.ne_addr, e6.ne_proto, e6.ne_port), 0);
+	/* 192.168.0.0/16 lies wholly inside a restricted range: nothing of it remains. */
+	struct np_event e7 = ev("192.168.1.1", IPPROTO_TCP, 22);
+	ck_assert_int_lt(np_grants_find(&out, e7.ne_family, e7.ne_addr, e7.ne_proto, e7.ne_port), 0);
+	np_grants_free(&g);
+	np_grants_free(&out);
 	netpolicy_free(&p);
 }
 END_TEST
@@ -261,6 +365,8 @@ netpolicy_suite(void)
 	tcase_add_test(tc, test_tuples_not_cross_product);
 	tcase_add_test(tc, test_restricted);
 	tcase_add_test(tc, test_decide);
+	tcase_add_test(tc, test_decide_matches_kernel);
+	tcase_add_test(tc, test_grants_effective);
 	tcase_add_test(tc, test_config);
 	suite_add_tcase(s, tc);
 	return s;

@@ -628,6 +628,43 @@ START_TEST(test_host_narrows)
 }
 END_TEST
 
+/* Every key says how a host policy narrows it, in a way its type allows. */
+START_TEST(test_every_key_narrows)
+{
+	size_t n;
+	const struct policy_key *k = policy_keys(&n);
+
+	for (size_t i = 0; i < n; i++) {
+		enum policy_narrow w = k[i].pk_narrow;
+		ck_assert_msg(w != POLICY_NARROW_UNSET, "%s has no narrowing rule", k[i].pk_name);
+		if (w == POLICY_NARROW_TRUE || w == POLICY_NARROW_FALSE)
+			ck_assert_msg(k[i].pk_type == POLICY_BOOL, "%s", k[i].pk_name);
+		if (w == POLICY_NARROW_ORDER) {
+			ck_assert_msg(k[i].pk_type == POLICY_ENUM && k[i].pk_strict != NULL, "%s",
+			    k[i].pk_name);
+			/* The order names every value, and only those. */
+			size_t nv = 0, ns = 0;
+			while (k[i].pk_values[nv] != NULL)
+				nv++;
+			while (k[i].pk_strict[ns] != NULL) {
+				int found = 0;
+				for (size_t j = 0; j < nv; j++)
+					found |= strcmp(k[i].pk_values[j], k[i].pk_strict[ns]) == 0;
+				ck_assert_msg(found, "%s: %s", k[i].pk_name, k[i].pk_strict[ns]);
+				ns++;
+			}
+			ck_assert_msg(ns == nv, "%s: %zu of %zu values ordered", k[i].pk_name, ns, nv);
+		}
+		if (w == POLICY_NARROW_MIN)
+			ck_assert_msg(k[i].pk_type == POLICY_INT, "%s", k[i].pk_name);
+		if (w == POLICY_NARROW_UNION || w == POLICY_NARROW_WITHIN)
+			ck_assert_msg(k[i].pk_type == POLICY_PATHS || k[i].pk_type == POLICY_NETS ||
+			    k[i].pk_type == POLICY_PATTERNS || k[i].pk_type == POLICY_RULES, "%s",
+			    k[i].pk_name);
+	}
+}
+END_TEST
+
 START_TEST(test_host_netspec)
 {
 	struct json_object *h = doc("{\"linux\": {\"network\": {\"mode\": \"allowlist\", "
@@ -674,6 +711,7 @@ policy_suite(void)
 	tcase_add_test(tc, test_set_preserves);
 	tcase_add_test(tc, test_host_narrows);
 	tcase_add_test(tc, test_host_netspec);
+	tcase_add_test(tc, test_every_key_narrows);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("file");
 	tcase_add_test(tc, test_file_commands);

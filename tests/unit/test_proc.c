@@ -290,6 +290,50 @@ START_TEST(test_list_pids)
 }
 END_TEST
 
+/* A child and its grandchild are found; the parent and unrelated processes are not. */
+START_TEST(test_descendants)
+{
+	int go[2];
+	pid_t child, *v;
+	size_t n;
+	char c;
+
+	ck_assert_int_eq(pipe(go), 0);
+	child = fork();
+	ck_assert_int_ge(child, 0);
+	if (child == 0) {
+		pid_t g = fork();
+		if (g == 0) {
+			close(go[1]);
+			(void)read(go[0], &c, 1);
+			_exit(0);
+		}
+		close(go[1]);
+		(void)read(go[0], &c, 1);
+		waitpid(g, NULL, 0);
+		_exit(0);
+	}
+	close(go[0]);
+	for (int i = 0; i < 500; i++) {
+		ck_assert_int_eq(proc_descendants(getpid(), &v, &n), 0);
+		if (n >= 2)
+			break;
+		free(v);
+		usleep(2000);
+	}
+	ck_assert_uint_eq(n, 2);
+	ck_assert(v[0] == child || v[1] == child);
+	for (size_t i = 0; i < n; i++)
+		ck_assert_int_ne(v[i], getppid());
+	free(v);
+	ck_assert_int_eq(proc_descendants(child, &v, &n), 0);
+	ck_assert_uint_eq(n, 1);
+	free(v);
+	close(go[1]);
+	waitpid(child, NULL, 0);
+}
+END_TEST
+
 static Suite *
 proc_suite(void)
 {
@@ -309,6 +353,7 @@ proc_suite(void)
 	tcase_add_test(tc, test_read_uids_exe_argv);
 	tcase_add_test(tc, test_list_pids);
 	tcase_add_test(tc, test_read_confinement);
+	tcase_add_test(tc, test_descendants);
 	suite_add_tcase(s, tc);
 	return s;
 }

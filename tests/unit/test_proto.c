@@ -207,6 +207,7 @@ START_TEST(test_access_rows)
 		{ "sensor.loss", PS_BOUNDARY, PA_ROOT },
 		{ "lineage.report", PS_BOUNDARY, PA_ROOT },
 		{ "file.decision", PS_BOUNDARY, PA_ROOT },
+		{ "sensor.heartbeat", PS_BOUNDARY, PA_ROOT },
 	};
 
 	ck_assert_int_eq(nitems(rows), PM__COUNT);
@@ -255,6 +256,7 @@ START_TEST(test_in_op_rows)
 		{ "sensor.loss", PIO_DENY, PE_NOT_AUTHORIZED },
 		{ "lineage.report", PIO_DENY, PE_NOT_AUTHORIZED },
 		{ "file.decision", PIO_DENY, PE_NOT_AUTHORIZED },
+		{ "sensor.heartbeat", PIO_DENY, PE_NOT_AUTHORIZED },
 	};
 
 	ck_assert_int_eq(nitems(rows), PM__COUNT);
