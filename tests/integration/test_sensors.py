@@ -410,8 +410,8 @@ def sensor_loss_ends_by_policy(env):
     env.start()
     env.start_sensord()
     home, ws = make_home(env)
-    p, opid, log = start_guarded_agent(env, home, policy={"linux": {"fanotify": {
-        "enabled": True, "paths": ["**/.env"], "on_sensor_loss": "end"}}})
+    p, opid, log = start_guarded_agent(env, home, policy=fan_policy({
+        "enabled": True, "paths": ["**/.env"], "on_sensor_loss": "end"}))
     check(env.record(opid)["fanotify"]["on_sensor_loss"] == "end", "%r" % env.record(opid)["fanotify"])
     env.sensord.send_signal(signal.SIGKILL)
     env.sensord.wait()
