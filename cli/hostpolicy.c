@@ -120,19 +120,6 @@ hostpolicy_rank(const char *const *v, const char *s)
 	return -1;
 }
 
-/* Whether path is dir or below it (component-wise). */
-static int
-hostpolicy_below(const char *path, const char *dir)
-{
-	size_t n = strlen(dir);
-
-	while (n > 1 && dir[n - 1] == '/')
-		n--;
-	if (n == 1 && dir[0] == '/')
-		return 1;
-	return strncmp(path, dir, n) == 0 && (path[n] == '\0' || path[n] == '/');
-}
-
 /* Whether every tuple of grant string u lies within one tuple of the host list. */
 static int
 hostpolicy_net_within(const char *u, struct json_object *list)
@@ -178,7 +165,7 @@ hostpolicy_entry_within(const struct policy_key *k, const char *entry, struct js
 	if (k->pk_type == POLICY_NETS)
 		return hostpolicy_net_within(entry, list);
 	for (size_t i = 0; i < json_object_array_length(list); i++)
-		if (hostpolicy_below(entry, json_object_get_string(json_object_array_get_idx(list,
+		if (util_path_below(entry, json_object_get_string(json_object_array_get_idx(list,
 		    i))))
 			return 1;
 	return 0;

@@ -53,7 +53,8 @@ static const char *const policy_sensor_loss_strict[] = { "end", "freeze", NULL }
 
 static const struct policy_key policy_table[] = {
 	{ .pk_name = "linux.posture", .pk_type = POLICY_ENUM,
-	  .pk_narrow = POLICY_NARROW_ORDER, .pk_strict = policy_postures_strict, .pk_values = policy_postures,
+	  .pk_narrow = POLICY_NARROW_ORDER, .pk_strict = policy_postures_strict,
+	  .pk_values = policy_postures,
 	  .pk_default = "\"enforce\"",
 	  .pk_help = "posture of the Linux host controls" },
 	{ .pk_name = "linux.seccomp.enabled", .pk_type = POLICY_BOOL,
@@ -121,7 +122,8 @@ static const struct policy_key policy_table[] = {
 	  .pk_narrow = POLICY_NARROW_UNION, .pk_default = "[]",
 	  .pk_help = "sensitive paths added to the built-in ones (~/.ssh/**, ...)" },
 	{ .pk_name = "linux.fanotify.action", .pk_type = POLICY_ENUM,
-	  .pk_narrow = POLICY_NARROW_ORDER, .pk_strict = policy_actions_strict, .pk_values = policy_actions,
+	  .pk_narrow = POLICY_NARROW_ORDER, .pk_strict = policy_actions_strict,
+	  .pk_values = policy_actions,
 	  .pk_default = "\"deny\"",
 	  .pk_help = "the action of linux.fanotify.paths" },
 	{ .pk_name = "linux.fanotify.rules", .pk_type = POLICY_RULES,

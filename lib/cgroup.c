@@ -276,23 +276,33 @@ cgroup_members(struct cgroup *cg, pid_t **pids, size_t *n, char **cause)
 	return 0;
 }
 
-int
-cgroup_populated(struct cgroup *cg)
+/* A "key 0|1" line of cgroup.events: 1, 0, or -1 when unreadable or absent. */
+static int
+cgroup_event_flag(struct cgroup *cg, const char *key)
 {
 	int fd = safefs_openat(cg->cg_dirfd, "cgroup.events", O_RDONLY, 0);
-	char *buf, *p;
+	size_t n = strlen(key);
+	char *buf, *save = NULL;
 	int r = -1;
 
 	if (fd < 0)
 		return -1;
 	if (util_read_fd(fd, 4096, &buf, NULL) == 0) {
-		p = strstr(buf, "populated ");
-		if (p != NULL)
-			r = p[10] == '1' ? 1 : 0;
+		for (char *l = strtok_r(buf, "\n", &save); l != NULL; l = strtok_r(NULL, "\n", &save))
+			if (strncmp(l, key, n) == 0 && l[n] == ' ') {
+				r = l[n + 1] == '1' ? 1 : 0;
+				break;
+			}
 		free(buf);
 	}
 	close(fd);
 	return r;
+}
+
+int
+cgroup_populated(struct cgroup *cg)
+{
+	return cgroup_event_flag(cg, "populated");
 }
 
 int
@@ -311,20 +321,7 @@ cgroup_freeze(struct cgroup *cg, int frozen, char **cause)
 int
 cgroup_frozen(struct cgroup *cg)
 {
-	int fd = safefs_openat(cg->cg_dirfd, "cgroup.events", O_RDONLY, 0);
-	char *buf, *p;
-	int r = -1;
-
-	if (fd < 0)
-		return -1;
-	if (util_read_fd(fd, 4096, &buf, NULL) == 0) {
-		p = strstr(buf, "frozen ");
-		if (p != NULL)
-			r = p[7] == '1' ? 1 : 0;
-		free(buf);
-	}
-	close(fd);
-	return r;
+	return cgroup_event_flag(cg, "frozen");
 }
 
 int

@@ -444,17 +444,6 @@ landlock_plan_restrict(int rfd, char **cause)
 	return 0;
 }
 
-/* Whether path is dir or below it. */
-static int
-landlock_below(const char *path, const char *dir)
-{
-	size_t n = strlen(dir);
-
-	if (strcmp(dir, "/") == 0)
-		return 1;
-	return strncmp(path, dir, n) == 0 && (path[n] == '\0' || path[n] == '/');
-}
-
 /* Warnings about a plan that cannot work as meant. */
 void
 landlock_plan_warnings(const struct landlock_plan *lp, const char *workspace,
@@ -474,7 +463,8 @@ landlock_plan_warnings(const struct landlock_plan *lp, const char *workspace,
 	if (workspace == NULL || realpath(workspace, real) == NULL || strcmp(real, "/") == 0)
 		return;
 	for (size_t i = 0; i < lp->lp_npaths && !writable; i++)
-		writable = lp->lp_paths[i].lpp_write && landlock_below(real, lp->lp_paths[i].lpp_path);
+		writable = lp->lp_paths[i].lpp_write &&
+		    util_path_below(real, lp->lp_paths[i].lpp_path);
 	if (!writable) {
 		snprintf(w, sizeof(w), "landlock: the workspace %s is below no read_write path: the "
 		    "agent cannot write its own files (add --linux-landlock-rw %s)", real, real);

@@ -85,17 +85,6 @@ mountview_skip(struct mountview_plan *mv, const char *path, const char *reason)
 	json_object_array_add(mv->mv_skipped, json_object_new_string(buf));
 }
 
-/* Whether path is dir or below it (both canonical). */
-static int
-mountview_below(const char *path, const char *dir)
-{
-	size_t n = strlen(dir);
-
-	if (strcmp(dir, "/") == 0)
-		return 1;
-	return strncmp(path, dir, n) == 0 && (path[n] == '\0' || path[n] == '/');
-}
-
 /* Add a copy of path to list (of at most max), unless it is already there. */
 static int
 mountview_add(char **list, size_t *n, size_t max, const char *path, char **cause)
@@ -497,14 +486,14 @@ mountview_apply(const struct mountview_plan *mv, struct json_object *warnings, c
 			goto out;
 	for (size_t i = 0; i < mv->mv_nexpose; i++) {
 		const char *p = mv->mv_expose[i];
-		int covered = mv->mv_private_tmp && mountview_below(p, "/tmp");
+		int covered = mv->mv_private_tmp && util_path_below(p, "/tmp");
 		struct stat st;
 
 		for (size_t h = 0; h < mv->mv_nhide && !covered; h++)
-			covered = hidden_dir[h] && mountview_below(p, mv->mv_hide[h]);
+			covered = hidden_dir[h] && util_path_below(p, mv->mv_hide[h]);
 		/* A path below one already bound back is back with it. */
 		for (size_t j = 0; j < i && covered; j++)
-			if (xfd[j] == -2 && mountview_below(p, mv->mv_expose[j]))
+			if (xfd[j] == -2 && util_path_below(p, mv->mv_expose[j]))
 				covered = 0;
 		if (!covered)
 			continue;

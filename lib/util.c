@@ -197,3 +197,16 @@ util_netlink_recv_kernel(int fd, void *buf, size_t len)
 	}
 	return r;
 }
+
+/* Whether path is dir or below it; a trailing slash of dir is ignored. */
+int
+util_path_below(const char *path, const char *dir)
+{
+	size_t n = strlen(dir);
+
+	while (n > 1 && dir[n - 1] == '/')
+		n--;
+	if (n == 1 && dir[0] == '/')
+		return path[0] == '/';
+	return strncmp(path, dir, n) == 0 && (path[n] == '\0' || path[n] == '/');
+}

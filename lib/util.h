@@ -39,6 +39,8 @@ int util_write_all(int fd, const void *buf, size_t len);
 ssize_t util_netlink_recv_kernel(int fd, void *buf, size_t len);
 
 /* Parse a base-10 integer filling the whole string, within [min, max]. */
+/* Whether absolute path is dir or below it, component-wise ("/a/bc" is not below "/a/b"). */
+int util_path_below(const char *path, const char *dir);
 int util_parse_i64(const char *s, int64_t min, int64_t max, int64_t *out);
 
 #endif

@@ -371,6 +371,8 @@ void operation_merge_lineage(struct operation *op, const struct oprecord_proc *v
 
 /* recover.c */
 void recover_operations(struct boundaryd *bd);
+void recover_note(struct boundaryd *bd, const char *id, const char *reason, const char *detail,
+    const char *enforcement);
 
 /* boundaryd.c */
 void boundaryd_status(struct boundaryd *bd, struct op_reply *r);

@@ -1280,23 +1280,6 @@ netop_recover_drain(struct boundaryd *bd, const char *id, int *killed)
 	return populated == 0;
 }
 
-static void
-netop_recover_note(struct boundaryd *bd, const char *id, const char *reason,
-    const char *table, const char *enforcement)
-{
-	struct json_object *e = json_object_new_object();
-	char ts[40];
-
-	util_now_rfc3339(ts, sizeof(ts));
-	json_object_object_add(e, "time", json_object_new_string(ts));
-	json_object_object_add(e, "operation_id", json_object_new_string(id));
-	json_object_object_add(e, "reason", json_object_new_string(reason));
-	json_object_object_add(e, "detail", json_object_new_string(table));
-	json_object_object_add(e, "enforcement", json_object_new_string(enforcement));
-	json_object_array_add(bd->bd_recovery, e);
-	log_warnx("recovery: %s: %s, table %s: %s", id, reason, table, enforcement);
-}
-
 /*
  * Tables no live operation holds. Record loss never removes enforcement:
  * a table goes only when its record is valid and terminal AND its cgroup
@@ -1340,7 +1323,7 @@ netop_recover_tables(struct boundaryd *bd)
 				close(dfd);
 				empty = netop_recover_drain(bd, t[i].nti_owner, &killed);
 				if (!terminal || !empty) {
-					netop_recover_note(bd, t[i].nti_owner, valid ?
+					recover_note(bd, t[i].nti_owner, valid ?
 					    "unsupervised_operation" : "invalid_record", t[i].nti_name,
 					    killed && empty ? "tree_killed_table_kept" : killed ?
 					    "tree_kill_failed_table_kept" : "table_kept");
@@ -1351,7 +1334,7 @@ netop_recover_tables(struct boundaryd *bd)
 					free(cause);
 					cause = NULL;
 				} else if (killed) {
-					netop_recover_note(bd, t[i].nti_owner, "leftover_tree",
+					recover_note(bd, t[i].nti_owner, "leftover_tree",
 					    t[i].nti_name, "tree_killed_table_deleted");
 				} else {
 					log_info("recovery: deleted table %s of ended operation %s",

@@ -26,8 +26,13 @@
 #include "safefs.h"
 #include "util.h"
 
-static void
-recover_note(struct boundaryd *bd, const char *id, const char *reason, const char *detail)
+/*
+ * One recovery_health entry: what startup found for operation id, and
+ * (enforcement, may be NULL) what it did about a network table.
+ */
+void
+recover_note(struct boundaryd *bd, const char *id, const char *reason, const char *detail,
+    const char *enforcement)
 {
 	struct json_object *e = json_object_new_object();
 	char ts[40];
@@ -37,8 +42,11 @@ recover_note(struct boundaryd *bd, const char *id, const char *reason, const cha
 	json_object_object_add(e, "operation_id", json_object_new_string(id));
 	json_object_object_add(e, "reason", json_object_new_string(reason));
 	json_object_object_add(e, "detail", detail ? json_object_new_string(detail) : NULL);
+	if (enforcement != NULL)
+		json_object_object_add(e, "enforcement", json_object_new_string(enforcement));
 	json_object_array_add(bd->bd_recovery, e);
-	log_warnx("recovery: %s: %s%s%s", id, reason, detail ? ": " : "", detail ? detail : "");
+	log_warnx("recovery: %s: %s%s%s%s%s", id, reason, detail ? ": " : "", detail ? detail : "",
+	    enforcement ? ": " : "", enforcement ? enforcement : "");
 }
 
 void
@@ -52,7 +60,7 @@ recover_operations(struct boundaryd *bd)
 	if (d == NULL) {
 		if (fd >= 0)
 			close(fd);
-		recover_note(bd, "*", "cannot_read_operations", strerror(errno));
+		recover_note(bd, "*", "cannot_read_operations", strerror(errno), NULL);
 		return;
 	}
 	while ((de = readdir(d)) != NULL) {
@@ -62,16 +70,16 @@ recover_operations(struct boundaryd *bd)
 		if (de->d_name[0] == '.')
 			continue;
 		if (!ids_valid_operation(de->d_name)) {
-			recover_note(bd, de->d_name, "unexpected_entry", NULL);
+			recover_note(bd, de->d_name, "unexpected_entry", NULL, NULL);
 			continue;
 		}
 		int dirfd = safefs_opendir(bd->bd_ops_fd, de->d_name);
 		if (dirfd < 0) {
-			recover_note(bd, de->d_name, "cannot_open", strerror(errno));
+			recover_note(bd, de->d_name, "cannot_open", strerror(errno), NULL);
 			continue;
 		}
 		if (oprecord_read(dirfd, de->d_name, &rec, &cause) != 0) {
-			recover_note(bd, de->d_name, "invalid_record", cause);
+			recover_note(bd, de->d_name, "invalid_record", cause, NULL);
 			free(cause);
 			close(dirfd);
 			continue;
@@ -84,7 +92,7 @@ recover_operations(struct boundaryd *bd)
 		}
 		struct operation *op = operation_adopt(bd, de->d_name, dirfd, rec, &cause);
 		if (op == NULL) {
-			recover_note(bd, de->d_name, "cannot_adopt", cause);
+			recover_note(bd, de->d_name, "cannot_adopt", cause, NULL);
 			free(cause);
 			close(dirfd);
 		} else if (strcmp(state, OPSTATE_STARTING) == 0) {

@@ -364,6 +364,20 @@ sensord_read_cb(struct bufferevent *bev, void *arg)
 	}
 }
 
+/* Register the open sensors on the (new) channel to boundaryd. */
+static void
+sensord_register(void)
+{
+	struct json_object *p = json_object_new_object(), *arr = json_object_new_array();
+
+	for (size_t i = 0; i < sd.sd_nnames; i++)
+		json_object_array_add(arr, json_object_new_string(sd.sd_names[i]));
+	json_object_object_add(p, "sensors", arr);
+	sd.sd_register_id = sd.sd_next_id;
+	sd.sd_seen_ms = util_monotonic_ms();
+	sensord_request("sensor.register", p);
+}
+
 /* Try to reach boundaryd again; back off while it is not there. */
 static void
 sensord_reconnect_cb(evutil_socket_t fd, short what, void *arg)
@@ -383,13 +397,7 @@ sensord_reconnect_cb(evutil_socket_t fd, short what, void *arg)
 			sd.sd_reconnect_ms = SENSORD_RECONNECT_MAX_MS;
 		return;
 	}
-	struct json_object *p = json_object_new_object(), *arr = json_object_new_array();
-	for (size_t i = 0; i < sd.sd_nnames; i++)
-		json_object_array_add(arr, json_object_new_string(sd.sd_names[i]));
-	json_object_object_add(p, "sensors", arr);
-	sd.sd_register_id = sd.sd_next_id;
-	sd.sd_seen_ms = util_monotonic_ms();
-	sensord_request("sensor.register", p);
+	sensord_register();
 	log_info("connected to boundaryd in %s, registering", sd.sd_runtime_dir);
 }
 
@@ -903,13 +911,7 @@ main(int argc, char **argv)
 	    ev_int == NULL || event_add(ev_term, NULL) != 0 || event_add(ev_int, NULL) != 0)
 		fatalx("cannot install events");
 
-	struct json_object *p = json_object_new_object(), *arr = json_object_new_array();
-	for (size_t i = 0; i < sd.sd_nnames; i++)
-		json_object_array_add(arr, json_object_new_string(sd.sd_names[i]));
-	json_object_object_add(p, "sensors", arr);
-	sd.sd_register_id = sd.sd_next_id;
-	sd.sd_seen_ms = util_monotonic_ms();
-	sensord_request("sensor.register", p);
+	sensord_register();
 	log_info("sensors open, registering with boundaryd in %s", runtime_dir);
 
 	event_base_dispatch(sd.sd_base);

@@ -5,6 +5,19 @@
 
 #include "unit.h"
 
+START_TEST(test_path_below)
+{
+	ck_assert(util_path_below("/a/b", "/a/b"));
+	ck_assert(util_path_below("/a/b/c", "/a/b"));
+	ck_assert(util_path_below("/a/b/c", "/a/b/"));
+	ck_assert(!util_path_below("/a/bc", "/a/b"));
+	ck_assert(!util_path_below("/a", "/a/b"));
+	ck_assert(util_path_below("/anything", "/"));
+	ck_assert(util_path_below("/", "/"));
+	ck_assert(!util_path_below("relative", "/"));
+}
+END_TEST
+
 START_TEST(test_strlcpy)
 {
 	char buf[8];
@@ -192,6 +205,7 @@ util_suite(void)
 
 	tcase_set_timeout(tc, 30);
 	tcase_add_test(tc, test_strlcpy);
+	tcase_add_test(tc, test_path_below);
 	tcase_add_test(tc, test_parse_i64);
 	tcase_add_test(tc, test_cause);
 	tcase_add_test(tc, test_read_limits);
