@@ -24,6 +24,7 @@
 #include <getopt.h>
 #include <limits.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +33,7 @@
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -83,7 +85,15 @@ struct run_controls {
 	struct mountview_plan rc_mountview;
 	struct seccomp_profile rc_seccomp;
 	struct landlock_plan rc_landlock;
+	int rc_notify_sock[2];	/* the child sends the seccomp listener on [1] */
 };
+
+/*
+ * What the seccomp profile refused, by syscall number, counted by the
+ * launcher's listener thread (run_listen) and read at the end.
+ */
+#define RUN_MAX_NR 1024
+static unsigned int run_denied[RUN_MAX_NR];
 
 static volatile sig_atomic_t run_forward_sig;
 
@@ -107,6 +117,104 @@ run_child_fail(int status_fd, const char *reason)
 	_exit(RUN_EXIT_GENSEE);
 }
 
+/* Send fd over a Unix socket (SCM_RIGHTS). */
+static int
+run_send_fd(int sock, int fd)
+{
+	char byte = 'L', ctl[CMSG_SPACE(sizeof(int))];
+	struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
+	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl,
+		.msg_controllen = sizeof(ctl) };
+	struct cmsghdr *c;
+
+	memset(ctl, 0, sizeof(ctl));
+	c = CMSG_FIRSTHDR(&m);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(c), &fd, sizeof(int));
+	return sendmsg(sock, &m, MSG_NOSIGNAL) == 1 ? 0 : -1;
+}
+
+/* Receive one fd sent by run_send_fd; -1 at EOF (the child exec'd without one). */
+static int
+run_recv_fd(int sock)
+{
+	char byte, ctl[CMSG_SPACE(sizeof(int))];
+	struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
+	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl,
+		.msg_controllen = sizeof(ctl) };
+	struct cmsghdr *c;
+	int fd = -1;
+	ssize_t n;
+
+	while ((n = recvmsg(sock, &m, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR)
+		;
+	if (n != 1)
+		return -1;
+	c = CMSG_FIRSTHDR(&m);
+	if (c != NULL && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
+	    c->cmsg_len == CMSG_LEN(sizeof(int)))
+		memcpy(&fd, CMSG_DATA(c), sizeof(int));
+	return fd;
+}
+
+/* The listener thread's count of one refusal. */
+static void
+run_count_denial(int nr, void *arg)
+{
+	(void)arg;
+	if (nr >= 0 && nr < RUN_MAX_NR)
+		__atomic_fetch_add(&run_denied[nr], 1, __ATOMIC_RELAXED);
+}
+
+/*
+ * The launcher's listener thread: takes the seccomp listener from the
+ * child, then answers (and counts) every refusal of the tree until the
+ * process exits. It never lets a syscall through (seccomp_profile_serve).
+ */
+static void *
+run_listen(void *arg)
+{
+	struct run_controls *ctl = arg;
+	int fd = run_recv_fd(ctl->rc_notify_sock[0]);
+
+	close(ctl->rc_notify_sock[0]);
+	if (fd >= 0)
+		seccomp_profile_serve(&ctl->rc_seccomp, fd, run_count_denial, NULL);
+	return NULL;
+}
+
+/* The refusals counted so far, {"syscall": count}, most first; NULL when none. */
+static struct json_object *
+run_denials(void)
+{
+	struct json_object *o = NULL;
+	int order[RUN_MAX_NR], n = 0;
+
+	for (int nr = 0; nr < RUN_MAX_NR; nr++)
+		if (__atomic_load_n(&run_denied[nr], __ATOMIC_RELAXED) > 0)
+			order[n++] = nr;
+	/* A handful at most: insertion sort by count, descending. */
+	for (int i = 1; i < n; i++)
+		for (int j = i; j > 0 && run_denied[order[j]] > run_denied[order[j - 1]]; j--) {
+			int t = order[j];
+			order[j] = order[j - 1];
+			order[j - 1] = t;
+		}
+	for (int i = 0; i < n; i++) {
+		char *name = seccomp_syscall_resolve_num_arch(SCMP_ARCH_NATIVE, order[i]);
+		char fallback[24];
+		if (o == NULL)
+			o = json_object_new_object();
+		snprintf(fallback, sizeof(fallback), "syscall_%d", order[i]);
+		json_object_object_add(o, name != NULL ? name : fallback,
+		    json_object_new_int64(run_denied[order[i]]));
+		free(name);
+	}
+	return o;
+}
+
 /*
  * In the held child, just before exec: apply the planned host controls.
  * The mount view first (its mounts need the user namespace's capabilities
@@ -119,7 +227,7 @@ run_child_fail(int status_fd, const char *reason)
  * confinement than asked.
  */
 static int
-run_confine(const struct run_controls *ctl, char **cause)
+run_confine(struct run_controls *ctl, char **cause)
 {
 	const struct landlock_plan *lp = &ctl->rc_landlock;
 	struct json_object *warnings;
@@ -170,7 +278,7 @@ run_confine(const struct run_controls *ctl, char **cause)
  * sandboxed), then exec. Never returns.
  */
 static void __attribute__((noreturn))
-run_child(int go_fd, int status_fd, char **cmd, const struct run_controls *ctl)
+run_child(int go_fd, int status_fd, char **cmd, struct run_controls *ctl)
 {
 	char *cause = NULL;
 	struct run_status rs;
@@ -214,6 +322,16 @@ run_child(int go_fd, int status_fd, char **cmd, const struct run_controls *ctl)
 	}
 	if (ctl != NULL && run_confine(ctl, &cause) != 0)
 		run_child_fail(status_fd, cause);
+	/*
+	 * Threat: whoever holds the listener answers the filter's
+	 * notifications, and could let a refused syscall through. It goes to
+	 * the launcher and is closed here, before anything of the agent runs.
+	 */
+	if (ctl != NULL && ctl->rc_seccomp.sp_notify_fd >= 0) {
+		if (run_send_fd(ctl->rc_notify_sock[1], ctl->rc_seccomp.sp_notify_fd) != 0)
+			run_child_fail(status_fd, "seccomp: cannot hand the listener to the launcher");
+		close(ctl->rc_seccomp.sp_notify_fd);
+	}
 	execvp(cmd[0], cmd);
 	memset(&rs, 0, sizeof(rs));
 	rs.rs_kind = RUN_STATUS_EXEC;
@@ -425,7 +543,7 @@ run_print_blocked(const char *opid, struct json_object *net)
 }
 
 static struct json_object *
-run_report_end(const char *opid, int status)
+run_report_end(const char *opid, int status, struct json_object *denied)
 {
 	struct client_error err;
 	struct json_object *res = NULL;
@@ -433,6 +551,8 @@ run_report_end(const char *opid, int status)
 	for (int attempt = 0; attempt < 50; attempt++) {
 		struct json_object *p = json_object_new_object();
 		json_object_object_add(p, "operation_id", json_object_new_string(opid));
+		if (denied != NULL)
+			json_object_object_add(p, "seccomp_denials", json_object_get(denied));
 		if (WIFEXITED(status))
 			json_object_object_add(p, "exit_code",
 			    json_object_new_int(WEXITSTATUS(status)));
@@ -482,7 +602,8 @@ cmd_run(int argc, char **argv)
 	struct netspec_opts nso;
 	struct landlock_opts llo;
 	struct mountview_opts mvo;
-	struct run_controls ctl;
+	/* Static: the listener thread reads its profile until the process exits. */
+	static struct run_controls ctl = { .rc_notify_sock = { -1, -1 } };
 	struct json_object *netspec = NULL, *hostctl = NULL;
 
 	if (argc >= 2 && strcmp(argv[1], "network") == 0)
@@ -628,6 +749,20 @@ cmd_run(int argc, char **argv)
 		for (size_t i = 0; i < json_object_array_length(skipped); i++)
 			fprintf(stderr, "gensee run: warning: mount view: not applied: %s\n",
 			    json_object_get_string(json_object_array_get_idx(skipped, i)));
+		/*
+		 * Refusals go to the launcher, which answers them with the same
+		 * errno and lists them at the end: the kernel tells no one else.
+		 * Where the kernel cannot, the filter answers them itself.
+		 */
+		if (ctl.rc_seccomp.sp_enabled &&
+		    (seccomp_profile_notify(&ctl.rc_seccomp, &cause) != 0 ||
+		    socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ctl.rc_notify_sock) != 0)) {
+			fprintf(stderr, "gensee run: warning: seccomp refusals will not be listed: "
+			    "%s\n", cause != NULL ? cause : strerror(errno));
+			free(cause);
+			cause = NULL;
+			ctl.rc_seccomp.sp_notify = 0;
+		}
 		hostctl = run_host_controls(&ctl);
 	}
 
@@ -648,6 +783,15 @@ cmd_run(int argc, char **argv)
 	}
 	close(go[0]);
 	close(st[1]);
+	if (ctl.rc_notify_sock[1] >= 0) {
+		pthread_t t;
+		close(ctl.rc_notify_sock[1]);
+		ctl.rc_notify_sock[1] = -1;
+		if (pthread_create(&t, NULL, run_listen, &ctl) != 0 || pthread_detach(t) != 0) {
+			/* Nobody to answer: the kernel answers ENOSYS, still a refusal. */
+			fprintf(stderr, "gensee run: warning: seccomp refusals will not be listed\n");
+		}
+	}
 
 	if (proc_read_stat(child, &ps) != 0) {
 		perror("gensee run: reading the child's start time");
@@ -743,10 +887,11 @@ cmd_run(int argc, char **argv)
 			fprintf(stderr, "gensee run: %s not run: %s\n", cmd[0], rs.rs_reason);
 	}
 	close(st[0]);
+	struct json_object *denied = sandbox ? run_denials() : NULL;
 	if (sandbox)
 		run_controls_free(&ctl);
 
-	res = run_report_end(opid, status);
+	res = run_report_end(opid, status, denied);
 	const char *state = res ? schema_string(res, "state") : NULL;
 	int rc;
 	if ((state != NULL && strcmp(state, "timed_out") == 0) || fallback_fired)
@@ -765,6 +910,8 @@ cmd_run(int argc, char **argv)
 		json_object_object_add(out, "operation_id", json_object_new_string(opid));
 		json_object_object_add(out, "state", state ? json_object_new_string(state) : NULL);
 		json_object_object_add(out, "exit_status", json_object_new_int(rc));
+		if (denied != NULL)
+			json_object_object_add(out, "seccomp_denials", json_object_get(denied));
 		if (res != NULL) {
 			json_object_object_add(out, "exit",
 			    json_object_get(schema_child(res, "exit")));
@@ -786,11 +933,21 @@ cmd_run(int argc, char **argv)
 		 * to anyone (logging each would flood the kernel log): say where
 		 * a failure may have come from, and where to look.
 		 */
+		if (denied != NULL) {
+			const char *sep = "";
+			fprintf(stderr, "gensee: operation %s: seccomp refused:", opid);
+			json_object_object_foreach(denied, name, n) {
+				fprintf(stderr, "%s %s (%d)", sep, name, json_object_get_int(n));
+				sep = ",";
+			}
+			fprintf(stderr, " (see gensee debug seccomp-profile)\n");
+		}
 		if (sandbox && rc != 0 && rc != RUN_EXIT_TIMEOUT)
 			fprintf(stderr, "gensee: operation %s: sandboxed: an EPERM may be the seccomp "
 			    "profile, an EACCES on a write Landlock, a missing file the mount view "
 			    "(gensee debug plan shows all three)\n", opid);
 	}
+	json_object_put(denied);
 	json_object_put(res);
 	return rc;
 }

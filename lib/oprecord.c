@@ -266,6 +266,13 @@ oprecord_mut_lifecycle(struct json_object *rec, void *arg, char **cause)
 		    l->ol_exit_signal ? NULL : json_object_new_int(l->ol_exit_code));
 		json_object_object_add(ex, "signal",
 		    l->ol_exit_signal ? json_object_new_int(l->ol_exit_signal) : NULL);
+		if (l->ol_ndenials > 0) {
+			struct json_object *d = json_object_new_object();
+			for (size_t i = 0; i < l->ol_ndenials; i++)
+				json_object_object_add(d, l->ol_denials[i].od_syscall,
+				    json_object_new_int64(l->ol_denials[i].od_count));
+			json_object_object_add(ex, "seccomp_denials", d);
+		}
 		json_object_object_add(life, "exit", ex);
 		changed = 1;
 	}

@@ -58,6 +58,13 @@ int oprecord_update(int dirfd, const char *id, int (*mutate)(struct json_object 
     void *arg, struct json_object **result, char **cause);
 int oprecord_read(int dirfd, const char *id, struct json_object **out, char **cause);
 
+/* What the launcher's seccomp listener refused, by syscall (part of its exit report). */
+#define OPRECORD_MAX_DENIALS 32
+struct oprecord_denial {
+	char od_syscall[40];
+	int64_t od_count;
+};
+
 struct oprecord_lifecycle {
 	const char *ol_state;	/* NULL: keep the state, only add the exit */
 	const char *ol_reason;
@@ -65,6 +72,8 @@ struct oprecord_lifecycle {
 	int ol_exit_code;	/* -1 when killed by a signal */
 	int ol_exit_signal;	/* 0 when it exited normally */
 	const char *ol_reported_by;
+	struct oprecord_denial ol_denials[OPRECORD_MAX_DENIALS];
+	size_t ol_ndenials;
 };
 int oprecord_mut_lifecycle(struct json_object *rec, void *arg, char **cause);
 

@@ -35,6 +35,7 @@
 #include <sys/personality.h>
 #include <sys/socket.h>
 #include <sys/utsname.h>
+#include <unistd.h>
 #include <sys/ioctl.h>
 
 #include <json-c/json.h>
@@ -235,12 +236,13 @@ seccomp_profile_parse(struct json_object *policy, struct seccomp_profile *sp, ch
 	return 0;
 }
 
-/* Add one errno rule, with at most one argument comparison. */
+/* Add one refusal rule, with at most one argument comparison. */
 static int
 seccomp_rule(scmp_filter_ctx ctx, const struct seccomp_profile_rule *r, int nr,
-    enum scmp_compare op, uint64_t a, uint64_t b)
+    enum scmp_compare op, uint64_t a, uint64_t b, int notify)
 {
-	uint32_t act = SCMP_ACT_ERRNO((uint16_t)r->spr_errno);
+	uint32_t act = notify && r->spr_errno != ENOSYS ? SCMP_ACT_NOTIFY :
+	    SCMP_ACT_ERRNO((uint16_t)r->spr_errno);
 
 	if (r->spr_when == SECCOMP_WHEN_ALWAYS)
 		return seccomp_rule_add(ctx, act, nr, 0);
@@ -256,12 +258,13 @@ seccomp_rule(scmp_filter_ctx ctx, const struct seccomp_profile_rule *r, int nr,
  * all behind the syscall number, so no other syscall pays for them.
  */
 static int
-seccomp_rule_not_in(scmp_filter_ctx ctx, const struct seccomp_profile_rule *r, int nr)
+seccomp_rule_not_in(scmp_filter_ctx ctx, const struct seccomp_profile_rule *r, int nr,
+    int notify)
 {
 	uint64_t lo = 0;
 	int rc;
 
-	if ((rc = seccomp_rule(ctx, r, nr, SCMP_CMP_GT, 0xffffffffULL, 0)) != 0)
+	if ((rc = seccomp_rule(ctx, r, nr, SCMP_CMP_GT, 0xffffffffULL, 0, notify)) != 0)
 		return rc;
 	for (size_t i = 0; i <= r->spr_nallowed; i++) {
 		/* The gap before allowed value i (or, at the end, up to 2^32). */
@@ -272,7 +275,7 @@ seccomp_rule_not_in(scmp_filter_ctx ctx, const struct seccomp_profile_rule *r, i
 
 			while (lo + size > end)
 				size >>= 1;
-			rc = seccomp_rule(ctx, r, nr, SCMP_CMP_MASKED_EQ, ~(size - 1), lo);
+			rc = seccomp_rule(ctx, r, nr, SCMP_CMP_MASKED_EQ, ~(size - 1), lo, notify);
 			if (rc != 0)
 				return rc;
 			lo += size;
@@ -309,18 +312,18 @@ seccomp_profile_compile(struct seccomp_profile *sp, char **cause)
 		}
 		switch (r->spr_when) {
 		case SECCOMP_WHEN_ALWAYS:
-			rc = seccomp_rule(ctx, r, nr, SCMP_CMP_EQ, 0, 0);
+			rc = seccomp_rule(ctx, r, nr, SCMP_CMP_EQ, 0, 0, sp->sp_notify);
 			break;
 		case SECCOMP_WHEN_FLAG:
 			rc = seccomp_rule(ctx, r, nr, SCMP_CMP_MASKED_EQ, r->spr_value,
-			    r->spr_value);
+			    r->spr_value, sp->sp_notify);
 			break;
 		case SECCOMP_WHEN_EQ32:
 			rc = seccomp_rule(ctx, r, nr, SCMP_CMP_MASKED_EQ, 0xffffffffULL,
-			    r->spr_value);
+			    r->spr_value, sp->sp_notify);
 			break;
 		case SECCOMP_WHEN_NOT_IN:
-			rc = seccomp_rule_not_in(ctx, r, nr);
+			rc = seccomp_rule_not_in(ctx, r, nr, sp->sp_notify);
 			break;
 		default:
 			rc = -EINVAL;
@@ -343,6 +346,7 @@ seccomp_profile_build(struct json_object *policy, int force, struct seccomp_prof
     char **cause)
 {
 	memset(sp, 0, sizeof(*sp));
+	sp->sp_notify_fd = -1;
 	sp->sp_enabled = 1;
 	sp->sp_enabled_source = "default";
 	for (size_t k = 0; k < SECCOMP_PROFILE_NKEYS; k++)
@@ -391,7 +395,7 @@ seccomp_profile_denies(const struct seccomp_profile *sp, const char *name)
 
 /* Install the compiled filter on the calling thread. */
 int
-seccomp_profile_load(const struct seccomp_profile *sp, char **cause)
+seccomp_profile_load(struct seccomp_profile *sp, char **cause)
 {
 	int rc;
 
@@ -403,7 +407,83 @@ seccomp_profile_load(const struct seccomp_profile *sp, char **cause)
 		util_cause(cause, "seccomp: loading the filter: %s", strerror(-rc));
 		return -1;
 	}
+	if (sp->sp_notify && (sp->sp_notify_fd = seccomp_notify_fd(sp->sp_ctx)) < 0) {
+		util_cause(cause, "seccomp: no listener after loading the filter");
+		return -1;
+	}
 	return 0;
+}
+
+/* Recompile with refusals sent to a listener. */
+int
+seccomp_profile_notify(struct seccomp_profile *sp, char **cause)
+{
+	scmp_filter_ctx old = sp->sp_ctx;
+
+	if (!sp->sp_enabled || old == NULL)
+		return 0;
+	/* API level 5: SCMP_ACT_NOTIFY and the notify calls (kernel 5.0). */
+	if (seccomp_api_get() < 5) {
+		util_cause(cause, "seccomp: this kernel or libseccomp has no user notification");
+		return -1;
+	}
+	sp->sp_notify = 1;
+	sp->sp_ctx = NULL;
+	if (seccomp_profile_compile(sp, cause) != 0) {
+		sp->sp_notify = 0;
+		sp->sp_ctx = old;
+		return -1;
+	}
+	seccomp_release(old);
+	return 0;
+}
+
+/* The errno the profile answers nr with (its first rule naming it). */
+static int
+seccomp_profile_errno(const struct seccomp_profile *sp, int nr)
+{
+	for (size_t i = 0; i < sp->sp_nrules; i++)
+		if (seccomp_syscall_resolve_name(sp->sp_rules[i].spr_syscall) == nr)
+			return sp->sp_rules[i].spr_errno;
+	return EPERM;
+}
+
+/*
+ * Answer every notification with its rule's errno. A notification is
+ * never answered with CONTINUE: the listener only reports, the filter
+ * decided. When the launcher is gone the kernel answers ENOSYS for it, a
+ * refusal all the same.
+ */
+void
+seccomp_profile_serve(const struct seccomp_profile *sp, int fd,
+    void (*count)(int nr, void *arg), void *arg)
+{
+	struct seccomp_notif *req = NULL;
+	struct seccomp_notif_resp *resp = NULL;
+
+	if (seccomp_notify_alloc(&req, &resp) != 0) {
+		close(fd);
+		return;
+	}
+	for (;;) {
+		/* The kernel refuses a receive into a struct that is not zeroed. */
+		memset(req, 0, sizeof(*req));
+		if (seccomp_notify_receive(fd, req) != 0) {
+			if (errno == EINTR || errno == ENOENT)
+				continue;	/* interrupted, or the caller died meanwhile */
+			break;			/* no filter user left */
+		}
+		memset(resp, 0, sizeof(*resp));
+		resp->id = req->id;
+		resp->error = -seccomp_profile_errno(sp, req->data.nr);
+		if (count != NULL)
+			count(req->data.nr, arg);
+		if (seccomp_notify_respond(fd, resp) != 0 && errno != ENOENT)
+			break;
+	}
+	seccomp_notify_free(req, resp);
+	/* Without a listener the kernel answers ENOSYS: refused, never left waiting. */
+	close(fd);
 }
 
 /* Write the compiled filter's BPF program to fd. */

@@ -65,6 +65,8 @@ struct seccomp_profile {
 	struct seccomp_profile_rule sp_rules[SECCOMP_PROFILE_MAX_RULES];
 	size_t sp_nrules;
 	scmp_filter_ctx sp_ctx;	/* the compiled filter; NULL when disabled */
+	int sp_notify;		/* refusals go to a listener (seccomp_profile_notify) */
+	int sp_notify_fd;	/* after load: the listener fd, for the launcher */
 };
 
 /* The policy key name of a rule family ("linux.seccomp.deny_ptrace"). */
@@ -88,7 +90,23 @@ int seccomp_profile_denies(const struct seccomp_profile *sp, const char *name);
  * Install the filter on the calling thread. no_new_privs must already be
  * set (see run.c); irreversible.
  */
-int seccomp_profile_load(const struct seccomp_profile *sp, char **cause);
+int seccomp_profile_load(struct seccomp_profile *sp, char **cause);
+
+/*
+ * Recompile so that every refusal but clone3's (ENOSYS, which glibc asks
+ * at every thread start) goes to a user-notification listener instead of
+ * answering in the kernel: the launcher answers with the same errno and so
+ * learns what the agent was refused. 0, or -1 when the kernel or
+ * libseccomp cannot (the profile is left as it was).
+ */
+int seccomp_profile_notify(struct seccomp_profile *sp, char **cause);
+/*
+ * Answer every notification on listener fd with its rule's errno until the
+ * fd has no more users; count(nr, arg) is called for each (may be NULL).
+ * Runs in the launcher, outside the filter.
+ */
+void seccomp_profile_serve(const struct seccomp_profile *sp, int fd,
+    void (*count)(int nr, void *arg), void *arg);
 
 /* Write the compiled filter as raw BPF to fd (for tests and debugging). */
 int seccomp_profile_export_bpf(const struct seccomp_profile *sp, int fd, char **cause);

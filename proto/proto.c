@@ -106,7 +106,32 @@ static const struct schema_field operation_end_params[] = {
 	{ "exit_signal", SCHEMA_INT, 0, 1, 64, 0 },
 	{ "kill", SCHEMA_BOOL, 0, 0, 0, 0 },
 	{ "detach", SCHEMA_BOOL, 0, 0, 0, 0 },
+	{ "seccomp_denials", SCHEMA_OBJECT, 0, 0, 0, 0 },
 };
+
+#define PROTO_MAX_DENIALS 32	/* OPRECORD_MAX_DENIALS */
+
+/* seccomp_denials: at most 32 syscall names (a-z, 0-9, _) with counts of at least 1. */
+static int
+proto_check_denials(struct json_object *d, struct schema_error *err)
+{
+	if (json_object_object_length(d) > PROTO_MAX_DENIALS)
+		goto bad;
+	json_object_object_foreach(d, name, v) {
+		size_t n = strlen(name);
+		if (n == 0 || n >= 40 || strspn(name, "abcdefghijklmnopqrstuvwxyz0123456789_") != n ||
+		    !json_object_is_type(v, json_type_int) || json_object_get_int64(v) < 1 ||
+		    json_object_get_int64(v) > INT32_MAX)
+			goto bad;
+	}
+	return 0;
+bad:
+	err->se_code = SCHEMA_E_RANGE;
+	util_strlcpy(err->se_field, "seccomp_denials", sizeof(err->se_field));
+	snprintf(err->se_message, sizeof(err->se_message), "seccomp_denials: at most %d "
+	    "syscall names with counts from 1", PROTO_MAX_DENIALS);
+	return -1;
+}
 
 /*
  * The access table. A method absent from a socket's mask is refused there;
@@ -307,6 +332,9 @@ proto_parse_operation_end(struct json_object *params, struct proto_operation_end
 	}
 	out->oe_kill = schema_bool(params, "kill", 0);
 	out->oe_detach = schema_bool(params, "detach", 0);
+	out->oe_denials = schema_child(params, "seccomp_denials");
+	if (out->oe_denials != NULL && proto_check_denials(out->oe_denials, err) != 0)
+		return -1;
 	if (out->oe_detach && (out->oe_kill || out->oe_has_exit)) {
 		err->se_code = SCHEMA_E_RANGE;
 		util_strlcpy(err->se_field, "detach", sizeof(err->se_field));

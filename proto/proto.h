@@ -156,6 +156,7 @@ struct proto_operation_end {
 	int oe_exit_signal;
 	int oe_kill;
 	int oe_detach;	/* root: leave an adopted tree running, unsupervised */
+	struct json_object *oe_denials;	/* borrowed: {"syscall": count}, checked */
 };
 int proto_parse_operation_end(struct json_object *params, struct proto_operation_end *out,
     struct schema_error *err);

@@ -1759,6 +1759,16 @@ operation_end(struct boundaryd *bd, struct conn *c, const struct peer *p, int64_
 		.ol_exit_signal = e.oe_exit_signal,
 		.ol_reported_by = p->pr_uid == 0 ? "root" : "launcher",
 	};
+	/* The launcher's own count of what its seccomp listener refused (checked by proto). */
+	if (e.oe_denials != NULL) {
+		json_object_object_foreach(e.oe_denials, name, v) {
+			if (l.ol_ndenials == OPRECORD_MAX_DENIALS)
+				break;
+			util_strlcpy(l.ol_denials[l.ol_ndenials].od_syscall, name,
+			    sizeof(l.ol_denials[0].od_syscall));
+			l.ol_denials[l.ol_ndenials++].od_count = json_object_get_int64(v);
+		}
+	}
 	/* Reply once the tree is gone and the cgroup released (bounded by the reap). */
 	if (op != NULL && op->op_phase == OP_FINISHING) {
 		struct op_waiter *w = calloc(1, sizeof(*w));

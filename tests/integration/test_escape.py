@@ -245,8 +245,18 @@ def kernel_surfaces_denied(env):
              "vsock", "vsock64"]
     got = attempts(outside(env, [tool] + specs).stdout)
     check(all(v != "EPERM" for v in got.values()), "the probe proves nothing: %r" % got)
-    got, _ = sandboxed(env, tool, specs)
+    got, r = sandboxed(env, tool, specs, extra=["--json"])
     check(got == {s: "EPERM" for s in specs}, "reached: %r" % got)
+    # Each refusal is listed: the launcher answers the filter's notifications.
+    summary = json.loads(r.stdout[r.stdout.index("\n{") + 1:])
+    want = {"io_uring_setup": 1, "userfaultfd": 1, "keyctl": 1, "personality": 1,
+            "name_to_handle_at": 1, "socket": 2}
+    check(summary["seccomp_denials"] == want, "%r" % summary.get("seccomp_denials"))
+    ex = env.record(summary["operation_id"])["lifecycle"]["exit"]
+    check(ex["seccomp_denials"] == want and ex["reported_by"] == "launcher", "%r" % ex)
+    r = env.gensee(*RUN, "--", *NOLSAN, tool, "iouring", "iouring",
+                   env={"GENSEE_HOME": gensee_home(env, {})})
+    check("seccomp refused: io_uring_setup (2)" in r.stderr, r.stderr)
     # A sandboxed run that fails says where a refusal may have come from.
     r = env.gensee(*RUN, "--", "sh", "-c", "exit 3", env={"GENSEE_HOME": gensee_home(env, {})})
     check(r.returncode == 3 and "sandboxed: an EPERM may be the seccomp profile" in r.stderr,

@@ -766,6 +766,94 @@ START_TEST(test_every_denied_syscall)
 }
 END_TEST
 
+static int notify_sock[2];
+static unsigned int notify_seen[512];
+
+static void
+notify_count(int nr, void *arg)
+{
+	(void)arg;
+	if (nr >= 0 && nr < 512)
+		__atomic_fetch_add(&notify_seen[nr], 1, __ATOMIC_RELAXED);
+}
+
+/* In a child: the profile with refusals sent to a listener in the parent. */
+static void
+child_notified(int rep)
+{
+	struct seccomp_profile sp;
+	char *cause = NULL, byte = 'L', cbuf[CMSG_SPACE(sizeof(int))];
+	struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
+	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
+		.msg_controllen = sizeof(cbuf) };
+	struct cmsghdr *c;
+
+	CHILD_CHECK(seccomp_profile_build(NULL, SECCOMP_PROFILE_FROM_POLICY, &sp, &cause) == 0,
+	    "build: %s", cause);
+	CHILD_CHECK(seccomp_profile_notify(&sp, &cause) == 0, "notify: %s", cause);
+	CHILD_CHECK(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0, "no_new_privs: %m");
+	CHILD_CHECK(seccomp_profile_load(&sp, &cause) == 0, "load: %s", cause);
+	CHILD_CHECK(sp.sp_notify_fd >= 0, "no listener");
+	memset(cbuf, 0, sizeof(cbuf));
+	c = CMSG_FIRSTHDR(&m);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(c), &sp.sp_notify_fd, sizeof(int));
+	CHILD_CHECK(sendmsg(notify_sock[1], &m, 0) == 1, "sendmsg: %m");
+	close(sp.sp_notify_fd);
+	/* Answered by the parent with the rule's errno, twice; clone3 still in the kernel. */
+	errno = 0;
+	CHILD_CHECK(ptrace(PTRACE_TRACEME, 0, NULL, NULL) == -1 && errno == EPERM, "ptrace: %m");
+	errno = 0;
+	CHILD_CHECK(ptrace(PTRACE_TRACEME, 0, NULL, NULL) == -1 && errno == EPERM, "ptrace: %m");
+	CHILD_CHECK(syscall(SYS_io_uring_setup, 0, NULL) == -1 && errno == EPERM, "io_uring: %m");
+	uint64_t args[11] = { 0, 0, 0, 0, SIGCHLD };
+	CHILD_CHECK(syscall(SYS_clone3, args, sizeof(args)) == -1 && errno == ENOSYS, "clone3: %m");
+	/* Ordinary calls are not notified at all. */
+	CHILD_CHECK(getpid() > 0, "getpid");
+}
+
+/* The parent's listener: take the fd and serve it (until the process exits). */
+static void *
+notify_serve(void *arg)
+{
+	char byte, cbuf[CMSG_SPACE(sizeof(int))];
+	struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
+	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
+		.msg_controllen = sizeof(cbuf) };
+	struct seccomp_profile *sp = arg;
+	int fd = -1;
+
+	if (recvmsg(notify_sock[0], &m, 0) == 1 && CMSG_FIRSTHDR(&m) != NULL)
+		memcpy(&fd, CMSG_DATA(CMSG_FIRSTHDR(&m)), sizeof(int));
+	if (fd >= 0)
+		seccomp_profile_serve(sp, fd, notify_count, NULL);
+	return NULL;
+}
+
+START_TEST(test_notified_refusals)
+{
+	static struct seccomp_profile sp;
+	char msg[512], *cause = NULL;
+	pthread_t t;
+
+	/* The same profile as the child's, for the errno of each rule. */
+	ck_assert_msg(seccomp_profile_build(NULL, SECCOMP_PROFILE_FROM_POLICY, &sp, &cause) == 0,
+	    "%s", cause);
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, notify_sock), 0);
+	ck_assert_int_eq(pthread_create(&t, NULL, notify_serve, &sp), 0);
+	ck_assert_int_eq(pthread_detach(t), 0);
+	int status = in_child(child_notified, msg, sizeof(msg));
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "notified child: %s (0x%x)",
+	    msg, status);
+	ck_assert_uint_eq(__atomic_load_n(&notify_seen[__NR_ptrace], __ATOMIC_RELAXED), 2);
+	ck_assert_uint_eq(__atomic_load_n(&notify_seen[__NR_io_uring_setup], __ATOMIC_RELAXED), 1);
+	ck_assert_uint_eq(__atomic_load_n(&notify_seen[__NR_clone3], __ATOMIC_RELAXED), 0);
+	ck_assert_uint_eq(__atomic_load_n(&notify_seen[__NR_getpid], __ATOMIC_RELAXED), 0);
+}
+END_TEST
+
 static Suite *
 seccomp_suite(void)
 {
@@ -784,6 +872,7 @@ seccomp_suite(void)
 	tcase_add_test(tc, test_x32_killed);
 	tcase_add_test(tc, test_int80_killed);
 	tcase_add_test(tc, test_every_denied_syscall);
+	tcase_add_test(tc, test_notified_refusals);
 	suite_add_tcase(s, tc);
 	return s;
 }
