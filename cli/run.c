@@ -929,9 +929,9 @@ cmd_run(int argc, char **argv)
 		fprintf(stderr, "gensee: operation %s: %s, exit status %d, %lld process%s recorded\n",
 		    opid, state ? state : "unknown", rc, (long long)nproc, nproc == 1 ? "" : "es");
 		/*
-		 * The kernel does not report seccomp's EPERM or Landlock's EACCES
-		 * to anyone (logging each would flood the kernel log): say where
-		 * a failure may have come from, and where to look.
+		 * Landlock's EACCES and the mount view's missing files are not
+		 * reported to anyone (the kernel logs Landlock denials only to an
+		 * audit daemon): say where a failure may have come from.
 		 */
 		if (denied != NULL) {
 			const char *sep = "";
@@ -943,9 +943,9 @@ cmd_run(int argc, char **argv)
 			fprintf(stderr, " (see gensee debug seccomp-profile)\n");
 		}
 		if (sandbox && rc != 0 && rc != RUN_EXIT_TIMEOUT)
-			fprintf(stderr, "gensee: operation %s: sandboxed: an EPERM may be the seccomp "
-			    "profile, an EACCES on a write Landlock, a missing file the mount view "
-			    "(gensee debug plan shows all three)\n", opid);
+			fprintf(stderr, "gensee: operation %s: sandboxed: an EACCES on a write may be "
+			    "Landlock, a missing file or socket the mount view (gensee debug plan "
+			    "shows both)\n", opid);
 	}
 	json_object_put(denied);
 	json_object_put(res);

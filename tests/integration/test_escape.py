@@ -259,7 +259,7 @@ def kernel_surfaces_denied(env):
     check("seccomp refused: io_uring_setup (2)" in r.stderr, r.stderr)
     # A sandboxed run that fails says where a refusal may have come from.
     r = env.gensee(*RUN, "--", "sh", "-c", "exit 3", env={"GENSEE_HOME": gensee_home(env, {})})
-    check(r.returncode == 3 and "sandboxed: an EPERM may be the seccomp profile" in r.stderr,
+    check(r.returncode == 3 and "sandboxed: an EACCES on a write may be Landlock" in r.stderr,
           r.stderr)
 
 
