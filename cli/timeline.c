@@ -1,8 +1,8 @@
 /*
  * timeline.c: `gensee timeline [--operation ID] [--json] [--ocsf]`.
  *
- * Exec events, network effects (allow, lease, deny, NetworkBlocked), faults
- * and leases of an operation in time order, read by boundaryd from the
+ * Exec events, network effects (allow, lease, deny, NetworkBlocked), faults,
+ * leases and seccomp refusals of an operation in time order, read by boundaryd from the
  * evidence files (they are root's; the caller sees only their own).
  */
 #include <getopt.h>
@@ -23,14 +23,15 @@ timeline_ocsf(struct json_object *e)
 	const char *kind = schema_string(e, "kind");
 	const char *ev = schema_string(e, "evidence");
 	const char *decision = schema_string(e, "decision");
-	int process = ev != NULL && strcmp(ev, "lineage") == 0;
+	int process = ev != NULL && (strcmp(ev, "lineage") == 0 || strcmp(ev, "host") == 0);
+	int host = ev != NULL && strcmp(ev, "host") == 0;
 	int file = ev != NULL && strcmp(ev, "file") == 0;
-	int denied = (kind != NULL && (strcmp(kind, "deny") == 0 ||
+	int denied = host || (kind != NULL && (strcmp(kind, "deny") == 0 ||
 	    strcmp(kind, "NetworkBlocked") == 0)) || (decision != NULL && strcmp(decision, "deny") == 0);
 	/* OCSF: File System Activity 1001 (open: 14), Process 1007, Network 4001 (refuse: 5). */
 	int class_uid = process ? 1007 : file ? 1001 : 4001;
-	int activity = process ? (kind && strcmp(kind, "exit") == 0 ? 2 : 1) : file ? 14 :
-	    denied ? 5 : 6;
+	int activity = host ? 99 : process ? (kind && strcmp(kind, "exit") == 0 ? 2 : 1) :
+	    file ? 14 : denied ? 5 : 6;
 	struct json_object *o = log_ocsf_record(class_uid, activity, denied ? 3 : 1,
 	    kind ? kind : "event", e);
 	/* The record's own time, not the time of printing. */
@@ -54,6 +55,9 @@ timeline_print(struct json_object *e)
 		printf(" pid %lld", (long long)schema_int(e, "pid", 0));
 	if (schema_string(e, "executable") != NULL)
 		printf(" %s", schema_string(e, "executable"));
+	if (schema_string(e, "syscall") != NULL)
+		printf(" %s refused %lld time(s)", schema_string(e, "syscall"),
+		    (long long)schema_int(e, "count", 0));
 	if (schema_string(e, "destination") != NULL && schema_string(e, "protocol") != NULL)
 		printf(" %s %s/%lld", schema_string(e, "destination"), schema_string(e, "protocol"),
 		    (long long)schema_int(e, "port", 0));

@@ -1880,6 +1880,21 @@ operation_evidence(struct boundaryd *bd, const struct peer *p, struct json_objec
 			json_object_array_add(arr, x);
 		}
 	}
+	/* What the launcher's seccomp listener refused, from its exit report. */
+	struct json_object *life = schema_child(rec, "lifecycle");
+	struct json_object *den = schema_child(schema_child(life, "exit"), "seccomp_denials");
+	if (den != NULL && json_object_is_type(den, json_type_object)) {
+		json_object_object_foreach(den, name, n) {
+			struct json_object *o = json_object_new_object();
+			json_object_object_add(o, "time", json_object_get(schema_child(life,
+			    "ended_at")));
+			json_object_object_add(o, "evidence", json_object_new_string("host"));
+			json_object_object_add(o, "kind", json_object_new_string("seccomp_denied"));
+			json_object_object_add(o, "syscall", json_object_new_string(name));
+			json_object_object_add(o, "count", json_object_get(n));
+			json_object_array_add(arr, o);
+		}
+	}
 	json_object_put(rec);
 	if ((dfd = safefs_opendir(bd->bd_ops_fd, id)) >= 0) {
 		netop_read_jsonl(dfd, "files.jsonl", "file", limit, arr);

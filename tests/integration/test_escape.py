@@ -254,6 +254,9 @@ def kernel_surfaces_denied(env):
     check(summary["seccomp_denials"] == want, "%r" % summary.get("seccomp_denials"))
     ex = env.record(summary["operation_id"])["lifecycle"]["exit"]
     check(ex["seccomp_denials"] == want and ex["reported_by"] == "launcher", "%r" % ex)
+    tl = env.gensee("timeline", "--operation", summary["operation_id"])
+    check("seccomp_denied   io_uring_setup refused 1 time(s)" in tl.stdout and
+          "socket refused 2 time(s)" in tl.stdout, tl.stdout)
     r = env.gensee(*RUN, "--", *NOLSAN, tool, "iouring", "iouring",
                    env={"GENSEE_HOME": gensee_home(env, {})})
     check("seccomp refused: io_uring_setup (2)" in r.stderr, r.stderr)

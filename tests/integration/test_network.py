@@ -292,7 +292,10 @@ def sigkill_keeps_denying(env):
                       "--lease-scope", "203.0.113.40,tcp,8443", "--max-lease-ttl", "60",
                       "--", "sleep", "60")
     opid = env.wait_for("operation", lambda: env.running_ops())[0]
-    rec = env.record(opid)
+    # The probes below join the cgroup unconfined: let boundaryd check the
+    # tree's seccomp first, or it would rightly fail the operation for them.
+    rec = env.wait_for("the host-control check", lambda: (lambda r: r if r.get(
+        "host_controls_kernel", {}).get("state") == "verified" else None)(env.record(opid)))
     cg = rec["cgroup"]["path"]
     root = rec["root_process"]
     r = env.root_call("fault.submit", {"operation_id": opid, "fault": {

@@ -835,16 +835,34 @@ notify_serve(void *arg)
 START_TEST(test_notified_refusals)
 {
 	static struct seccomp_profile sp;
-	char msg[512], *cause = NULL;
+	char msg[512] = "", *cause = NULL;
+	int rep[2], status;
 	pthread_t t;
+	pid_t pid;
+	ssize_t n;
 
 	/* The same profile as the child's, for the errno of each rule. */
 	ck_assert_msg(seccomp_profile_build(NULL, SECCOMP_PROFILE_FROM_POLICY, &sp, &cause) == 0,
 	    "%s", cause);
 	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, notify_sock), 0);
+	ck_assert_int_eq(pipe2(rep, O_CLOEXEC), 0);
+	/* Fork before the listener thread exists: a fork of a threaded process is fragile. */
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		close(rep[0]);
+		alarm(20);
+		child_notified(rep[1]);
+		_exit(0);
+	}
+	close(rep[1]);
+	close(notify_sock[1]);
 	ck_assert_int_eq(pthread_create(&t, NULL, notify_serve, &sp), 0);
 	ck_assert_int_eq(pthread_detach(t), 0);
-	int status = in_child(child_notified, msg, sizeof(msg));
+	ck_assert_int_eq(unit_wait_pid(pid, 30000, &status), 0);
+	if ((n = read(rep[0], msg, sizeof(msg) - 1)) > 0)
+		msg[n] = '\0';
+	close(rep[0]);
 	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "notified child: %s (0x%x)",
 	    msg, status);
 	ck_assert_uint_eq(__atomic_load_n(&notify_seen[__NR_ptrace], __ATOMIC_RELAXED), 2);
