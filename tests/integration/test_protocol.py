@@ -9,7 +9,7 @@ import subprocess
 import tempfile
 import time
 
-from harness import SOURCE, Failure, call, check, encode_frame, main, read_frame
+from harness import BUILD, SOURCE, Failure, call, check, encode_frame, main, read_frame
 
 
 def root_only_method_refused(env):
@@ -215,8 +215,36 @@ def apparmor_profile_parses(env):
     check(r.returncode == 0, "apparmor_parser: " + r.stderr)
 
 
+def binaries_hardened(env):
+    """The daemons and the CLI are PIE, fully RELRO (BIND_NOW), with a stack
+    protector, no executable stack, and _FORTIFY_SOURCE where the build can
+    have it (not with the sanitizers, whose interceptors it conflicts with)."""
+    del env
+    for rel in ("cli/gensee", "daemons/boundaryd/gensee-boundaryd",
+                "daemons/sensord/gensee-sensord"):
+        path = os.path.join(BUILD, rel)
+
+        def readelf(*flags):
+            r = subprocess.run(["readelf", "-W"] + list(flags) + [path], capture_output=True,
+                               text=True, timeout=60)
+            check(r.returncode == 0, "readelf %s: %s" % (flags, r.stderr))
+            return r.stdout
+        check("DYN (Position-Independent Executable file)" in readelf("-h"), "%s: not PIE" % rel)
+        dyn = readelf("-d")
+        check("BIND_NOW" in dyn or "Flags: NOW" in dyn, "%s: not BIND_NOW:\n%s" % (rel, dyn))
+        segs = readelf("-l")
+        check("GNU_RELRO" in segs, "%s: no RELRO" % rel)
+        stack = [l for l in segs.splitlines() if "GNU_STACK" in l]
+        check(stack and not stack[0].split()[-2].endswith("E"), "%s: executable stack %r" % (
+            rel, stack))
+        syms = readelf("--dyn-syms")
+        check("__stack_chk_fail" in syms, "%s: no stack protector" % rel)
+        if "__asan_init" not in syms:
+            check("_chk@" in syms.replace("__stack_chk_fail@", ""), "%s: no _FORTIFY_SOURCE" % rel)
+
+
 if __name__ == "__main__":
     main({f.__name__: f for f in (root_only_method_refused, bad_frames_close_only_their_connection,
                                   stalled_client_does_not_delay_others, connection_cap,
                                   unsafe_roots_refused, systemd_unit_verifies,
-                                  apparmor_profile_parses)})
+                                  apparmor_profile_parses, binaries_hardened)})
