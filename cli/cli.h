@@ -22,6 +22,20 @@ struct mountview_opts;
 int run_host_opts(struct landlock_opts *llo, struct mountview_opts *mvo, int create,
     char **cause);
 
+/*
+ * Exit status of a usage error: 125, as gensee's own failures (docker run's
+ * convention), so that it is never taken for the launched command's status.
+ */
+#define CLI_EXIT_USAGE 125
+
+/*
+ * Print a usage text: on stdout and 0 when it was asked for (--help), on
+ * stderr and CLI_EXIT_USAGE when the arguments were wrong.
+ */
+int cli_usage(int help, const char *text);
+/* Whether argv[1..] asks for help (--help or -h) before any "--". */
+int cli_help_asked(int argc, char **argv);
+
 /* Print a json object to stdout, pretty. */
 void cli_print_json(struct json_object *o);
 

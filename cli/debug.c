@@ -132,7 +132,7 @@ debug_network_plan(int argc, char **argv)
 		fprintf(stderr, "usage: gensee debug network-plan --session-id ID --pid PID "
 		    "[--allow CIDR]... [--deny CIDR]... [--deny-all] [--monitor] [--json]\n");
 		json_object_put(warnings);
-		return 2;
+		return CLI_EXIT_USAGE;
 	}
 	if (proc_read_stat(a.da_pid, &st) != 0) {
 		fprintf(stderr, "gensee debug network-plan: no process %d\n", (int)a.da_pid);
@@ -238,7 +238,7 @@ debug_network_apply(int argc, char **argv)
 		fprintf(stderr, "usage: gensee debug network-apply --session-id ID --pid PID "
 		    "[--allow CIDR]... [--deny CIDR]... [--deny-all] [--monitor] [--json]\n");
 		json_object_put(warnings);
-		return 2;
+		return CLI_EXIT_USAGE;
 	}
 	if (proc_read_stat(a.da_pid, &st) != 0) {
 		fprintf(stderr, "gensee debug network-apply: no process %d\n", (int)a.da_pid);
@@ -310,13 +310,13 @@ debug_seccomp_profile(int argc, char **argv)
 	while ((ch = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
 		if (ch != 'j') {
 			fprintf(stderr, "usage: gensee debug seccomp-profile [--json]\n");
-			return 2;
+			return CLI_EXIT_USAGE;
 		}
 		json = 1;
 	}
 	if (optind != argc) {
 		fprintf(stderr, "usage: gensee debug seccomp-profile [--json]\n");
-		return 2;
+		return CLI_EXIT_USAGE;
 	}
 	if ((policy = policy_load(&cause)) == NULL ||
 	    seccomp_profile_build(policy, SECCOMP_PROFILE_FROM_POLICY, &sp, &cause) != 0) {
@@ -356,9 +356,20 @@ debug_seccomp_profile(int argc, char **argv)
 	return 0;
 }
 
+static const char debug_usage_text[] =
+    "usage: gensee debug plan [--json]\n"
+    "       gensee debug fanotify-plan [--json]\n"
+    "       gensee debug fanotify-once [--seconds N] [--events N] [--json]   (root)\n"
+    "       gensee debug network-plan --session-id ID --pid PID [--allow X]... [--deny X]...\n"
+    "                                 [--json]\n"
+    "       gensee debug network-apply --session-id ID --pid PID ...          (root)\n"
+    "       gensee debug seccomp-profile [--json]\n";
+
 int
 cmd_debug(int argc, char **argv)
 {
+	if (cli_help_asked(argc, argv))
+		return cli_usage(1, debug_usage_text);
 	if (argc >= 2 && strcmp(argv[1], "network-plan") == 0)
 		return debug_network_plan(argc - 1, argv + 1);
 	if (argc >= 2 && strcmp(argv[1], "network-apply") == 0)
@@ -368,7 +379,5 @@ cmd_debug(int argc, char **argv)
 	if (argc >= 2 && (strcmp(argv[1], "plan") == 0 || strcmp(argv[1], "fanotify-plan") == 0 ||
 	    strcmp(argv[1], "fanotify-once") == 0))
 		return cmd_debug_fanotify(argc - 1, argv + 1);
-	fprintf(stderr, "usage: gensee debug plan|fanotify-plan|fanotify-once|network-plan|"
-	    "network-apply|seccomp-profile ...\n");
-	return 2;
+	return cli_usage(0, debug_usage_text);
 }

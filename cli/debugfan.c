@@ -131,7 +131,7 @@ debug_fanotify_plan(int argc, char **argv)
 
 	if (debugfan_parse_json(argc, argv, &json, NULL, NULL) != 0) {
 		fprintf(stderr, "usage: gensee debug fanotify-plan [--json]\n");
-		return 2;
+		return CLI_EXIT_USAGE;
 	}
 	if (debugfan_load(&fp, &plan, &posture, NULL) != 0)
 		return 1;
@@ -242,7 +242,7 @@ debug_fanotify_once(int argc, char **argv)
 
 	if (debugfan_parse_json(argc, argv, &json, &seconds, &events) != 0) {
 		fprintf(stderr, "usage: gensee debug fanotify-once [--seconds N] [--events N] [--json]\n");
-		return 2;
+		return CLI_EXIT_USAGE;
 	}
 	if (geteuid() != 0) {
 		fprintf(stderr, "gensee debug fanotify-once: fanotify permission events need root\n");
@@ -302,7 +302,7 @@ debug_plan(int argc, char **argv)
 	if (debugfan_parse_json(argc, argv, &json, NULL, NULL) != 0) {
 		fprintf(stderr, "usage: gensee debug plan [--json]\n");
 		json_object_put(out);
-		return 2;
+		return CLI_EXIT_USAGE;
 	}
 	if (debugfan_load(&fp, &plan, &posture, &policy) != 0) {
 		json_object_put(out);

@@ -47,7 +47,29 @@ usage(FILE *f)
 	    "  debug fanotify-once [--seconds N] [--events N] [--json] (root)\n"
 	    "                            judge opens of the policy's paths for a while\n"
 	    "\n"
+	    "\n"
+	    "Every command takes --help. Exit status 125: gensee itself failed or was\n"
+	    "called wrongly (for run: the command did not run).\n"
 	    "Sockets are found in $GENSEE_RUNTIME_DIR (default /run/gensee).\n");
+}
+
+int
+cli_usage(int help, const char *text)
+{
+	fputs(text, help ? stdout : stderr);
+	return help ? 0 : CLI_EXIT_USAGE;
+}
+
+int
+cli_help_asked(int argc, char **argv)
+{
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--") == 0)
+			break;
+		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
+			return 1;
+	}
+	return 0;
 }
 
 void
@@ -75,11 +97,16 @@ main(int argc, char **argv)
 
 	if (argc < 2) {
 		usage(stderr);
-		return 2;
+		return CLI_EXIT_USAGE;
 	}
 	if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0 ||
 	    strcmp(argv[1], "help") == 0) {
 		usage(stdout);
+		return 0;
+	}
+	if (strcmp(argv[1], "-V") == 0 || strcmp(argv[1], "--version") == 0 ||
+	    strcmp(argv[1], "version") == 0) {
+		printf("gensee %s\n", GENSEE_VERSION);
 		return 0;
 	}
 	if (ids_init() != 0) {
@@ -96,5 +123,5 @@ main(int argc, char **argv)
 			return cmds[i].fn(argc - 1, argv + 1);
 	fprintf(stderr, "gensee: unknown command '%s'\n", argv[1]);
 	usage(stderr);
-	return 2;
+	return CLI_EXIT_USAGE;
 }

@@ -140,15 +140,11 @@ netcmd_call(const struct netcmd_args *a, const char *method, struct json_object 
 	return rc;
 }
 
-static void
-netcmd_usage(void)
-{
-	fprintf(stderr,
-	    "usage: gensee run network inspect (--socket PATH | --operation ID) [--json]\n"
-	    "       gensee run network event (--socket PATH | --operation ID) --event FILE\n"
-	    "       gensee run network revoke (--socket PATH | --operation ID) --lease ID\n"
-	    "       gensee run fault (--socket PATH | --operation ID) --fault FILE\n");
-}
+static const char netcmd_usage_text[] =
+    "usage: gensee run network inspect (--socket PATH | --operation ID) [--json]\n"
+    "       gensee run network event (--socket PATH | --operation ID) --event FILE\n"
+    "       gensee run network revoke (--socket PATH | --operation ID) --lease ID\n"
+    "       gensee run fault (--socket PATH | --operation ID) --fault FILE\n";
 
 int
 cmd_run_network(int argc, char **argv)
@@ -156,6 +152,8 @@ cmd_run_network(int argc, char **argv)
 	struct netcmd_args a;
 	const char *sub = argc >= 2 ? argv[1] : "";
 
+	if (cli_help_asked(argc, argv))
+		return cli_usage(1, netcmd_usage_text);
 	if (strcmp(sub, "inspect") == 0) {
 		if (netcmd_parse(argc - 1, argv + 1, NULL, &a) != 0 || a.na_file || a.na_lease)
 			goto usage;
@@ -179,8 +177,7 @@ cmd_run_network(int argc, char **argv)
 		return netcmd_call(&a, "network.revoke", p);
 	}
 usage:
-	netcmd_usage();
-	return 2;
+	return cli_usage(0, netcmd_usage_text);
 }
 
 int
@@ -188,10 +185,10 @@ cmd_run_fault(int argc, char **argv)
 {
 	struct netcmd_args a;
 
-	if (netcmd_parse(argc, argv, "fault", &a) != 0 || a.na_file == NULL) {
-		netcmd_usage();
-		return 2;
-	}
+	if (cli_help_asked(argc, argv))
+		return cli_usage(1, netcmd_usage_text);
+	if (netcmd_parse(argc, argv, "fault", &a) != 0 || a.na_file == NULL)
+		return cli_usage(0, netcmd_usage_text);
 	struct json_object *f = netcmd_read_json(a.na_file), *p;
 	if (f == NULL)
 		return 1;

@@ -106,10 +106,10 @@ op_inspect(int argc, char **argv)
 	struct json_object *p, *res;
 	int json = 0;
 
-	if (parse_json_flag(argc, argv, &json) != 0 || optind != argc - 1) {
-		fprintf(stderr, "usage: gensee operation inspect ID [--json]\n");
-		return 2;
-	}
+	if (cli_help_asked(argc, argv))
+		return cli_usage(1, "usage: gensee operation inspect ID [--json]\n");
+	if (parse_json_flag(argc, argv, &json) != 0 || optind != argc - 1)
+		return cli_usage(0, "usage: gensee operation inspect ID [--json]\n");
 	p = json_object_new_object();
 	json_object_object_add(p, "operation_id", json_object_new_string(argv[optind]));
 	if (client_call("client.sock", "operation.inspect", p, &res, &err) != 0)
@@ -129,10 +129,10 @@ op_list(int argc, char **argv)
 	struct json_object *res, *ops;
 	int json = 0;
 
-	if (parse_json_flag(argc, argv, &json) != 0 || optind != argc) {
-		fprintf(stderr, "usage: gensee operation list [--json]\n");
-		return 2;
-	}
+	if (cli_help_asked(argc, argv))
+		return cli_usage(1, "usage: gensee operation list [--json]\n");
+	if (parse_json_flag(argc, argv, &json) != 0 || optind != argc)
+		return cli_usage(0, "usage: gensee operation list [--json]\n");
 	if (client_call("client.sock", "operation.list", json_object_new_object(), &res, &err) != 0)
 		return report_error("list", &err);
 	ops = schema_child(res, "operations");
@@ -160,6 +160,6 @@ cmd_operation(int argc, char **argv)
 		return op_inspect(argc - 1, argv + 1);
 	if (argc >= 2 && strcmp(argv[1], "list") == 0)
 		return op_list(argc - 1, argv + 1);
-	fprintf(stderr, "usage: gensee operation inspect ID [--json] | list [--json]\n");
-	return 2;
+	return cli_usage(cli_help_asked(argc, argv),
+	    "usage: gensee operation inspect ID [--json] | list [--json]\n");
 }

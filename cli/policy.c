@@ -21,6 +21,7 @@
 
 #include <json-c/json.h>
 
+#include "cli.h"
 #include "frame.h"
 #include "landlock.h"
 #include "netpolicy.h"
@@ -33,7 +34,7 @@
 #define POLICY_ITEM_MAX (POLICY_KEY_MAX + 24)	/* "KEY[N]" */
 
 #define POLICY_EXIT_FAIL 1
-#define POLICY_EXIT_USAGE 2
+#define POLICY_EXIT_USAGE CLI_EXIT_USAGE
 
 static struct json_object *policy_derive_network_mode(struct json_object *);
 static struct json_object *policy_derive_landlock_mode(struct json_object *);

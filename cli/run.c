@@ -341,10 +341,7 @@ run_child(int go_fd, int status_fd, char **cmd, struct run_controls *ctl)
 	_exit(rs.rs_errno == ENOENT ? RUN_EXIT_NOTFOUND : RUN_EXIT_NOEXEC);
 }
 
-static void
-run_usage(void)
-{
-	fprintf(stderr,
+static const char run_usage_text[] =
 	    "usage: gensee run [--timeout SECONDS] [--json] [--sandbox linux\n"
 	    "                  [--allow-net CIDR[,PROTO[,PORTS]]]... [--deny-net ...]...\n"
 	    "                  [--deny-all] [--monitor] [--lease-scope ...]... [--max-lease-ttl S]\n"
@@ -353,9 +350,10 @@ run_usage(void)
 	    "                  [--allow-unix SOCKET]...]\n"
 	    "                  -- CMD [ARGS...]\n"
 	    "       gensee run network inspect|event|revoke ... (see gensee run network --help)\n"
-	    "       gensee run fault (--socket PATH | --operation ID) --fault FILE\n");
-	exit(2);
-}
+	    "       gensee run fault (--socket PATH | --operation ID) --fault FILE\n"
+	    "Exit status: the command's own; 128+N if it died of signal N; 124 on timeout;\n"
+	    "125 if gensee could not supervise it or was called wrongly (it did not run);\n"
+	    "126/127 if it could not be executed or found.\n";
 
 /*
  * Plan the host controls of a sandboxed run from the policy and the
@@ -593,6 +591,7 @@ cmd_run(int argc, char **argv)
 		{ "linux-landlock-ro", required_argument, NULL, 'R' },
 		{ "linux-landlock-rw", required_argument, NULL, 'W' },
 		{ "allow-unix", required_argument, NULL, 'U' },
+		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	int64_t timeout = 0;
@@ -635,7 +634,7 @@ cmd_run(int argc, char **argv)
 		case 's':
 			if (strcmp(optarg, "linux") != 0) {
 				fprintf(stderr, "gensee run: --sandbox: only 'linux' is supported\n");
-				return 2;
+				return CLI_EXIT_USAGE;
 			}
 			sandbox = 1;
 			break;
@@ -651,7 +650,7 @@ cmd_run(int argc, char **argv)
 		case 'n':
 			if (netspec_option(&nso, longopts[idx].name, optarg) != 1) {
 				fprintf(stderr, "gensee run: --%s: bad value\n", longopts[idx].name);
-				return 2;
+				return CLI_EXIT_USAGE;
 			}
 			net_opts = 1;
 			break;
@@ -661,7 +660,7 @@ cmd_run(int argc, char **argv)
 			if (seccomp_force != SECCOMP_PROFILE_FROM_POLICY && seccomp_force != want) {
 				fprintf(stderr, "gensee run: --linux-seccomp and --no-linux-seccomp "
 				    "contradict each other\n");
-				return 2;
+				return CLI_EXIT_USAGE;
 			}
 			seccomp_force = want;
 			host_opts = 1;
@@ -674,7 +673,7 @@ cmd_run(int argc, char **argv)
 			if (*n == nitems(llo.lo_ro) || optarg[0] != '/') {
 				fprintf(stderr, "gensee run: --%s: expected an absolute path "
 				    "(at most %zu)\n", longopts[idx].name, nitems(llo.lo_ro));
-				return 2;
+				return CLI_EXIT_USAGE;
 			}
 			v[(*n)++] = optarg;
 			host_opts = 1;
@@ -684,7 +683,7 @@ cmd_run(int argc, char **argv)
 			if (mvo.mo_nallow_unix == nitems(mvo.mo_allow_unix) || optarg[0] != '/') {
 				fprintf(stderr, "gensee run: --allow-unix: expected an absolute "
 				    "path (at most %zu)\n", nitems(mvo.mo_allow_unix));
-				return 2;
+				return CLI_EXIT_USAGE;
 			}
 			mvo.mo_allow_unix[mvo.mo_nallow_unix++] = optarg;
 			host_opts = 1;
@@ -692,28 +691,30 @@ cmd_run(int argc, char **argv)
 		case 't':
 			if (util_parse_i64(optarg, 1, 7 * 24 * 3600, &timeout) != 0) {
 				fprintf(stderr, "gensee run: --timeout: expected 1..604800 seconds\n");
-				return 2;
+				return CLI_EXIT_USAGE;
 			}
 			break;
 		case 'j':
 			json = 1;
 			break;
+		case 'h':
+			return cli_usage(1, run_usage_text);
 		default:
-			run_usage();
+			return cli_usage(0, run_usage_text);
 		}
 	}
 	if (optind >= argc)
-		run_usage();
+		return cli_usage(0, run_usage_text);
 	char **cmd = argv + optind;
 	if ((net_opts || netconfig != NULL || fanotify) && !sandbox) {
 		fprintf(stderr, "gensee run: --linux-* and network options need --sandbox linux\n");
-		return 2;
+		return CLI_EXIT_USAGE;
 	}
 	struct json_object *fanspec = NULL;
 	if (host_opts && !sandbox) {
 		fprintf(stderr, "gensee run: --linux-seccomp, --no-linux-seccomp, "
 		    "--linux-landlock-ro/-rw and --allow-unix need --sandbox linux\n");
-		return 2;
+		return CLI_EXIT_USAGE;
 	}
 	if (sandbox) {
 		char *cause = NULL;

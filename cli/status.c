@@ -202,12 +202,12 @@ cmd_status(int argc, char **argv)
 			return 0;
 		default:
 			status_usage(stderr);
-			return 2;
+			return CLI_EXIT_USAGE;
 		}
 	}
 	if (optind != argc) {
 		status_usage(stderr);
-		return 2;
+		return CLI_EXIT_USAGE;
 	}
 
 	host = hostcaps_probe();

@@ -133,6 +133,8 @@ cmd_timeline(int argc, char **argv)
 	struct client_error err;
 	struct json_object *res;
 
+	if (cli_help_asked(argc, argv))
+		return cli_usage(1, "usage: gensee timeline [--operation ID] [--json] [--ocsf]\n");
 	optind = 1;
 	while ((ch = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
 		switch (ch) {
@@ -146,8 +148,8 @@ cmd_timeline(int argc, char **argv)
 			ocsf = 1;
 			break;
 		default:
-			fprintf(stderr, "usage: gensee timeline [--operation ID] [--json] [--ocsf]\n");
-			return 2;
+			return cli_usage(0, "usage: gensee timeline [--operation ID] [--json] "
+			    "[--ocsf]\n");
 		}
 	}
 	if (id != NULL)

@@ -50,13 +50,13 @@ watch_on_signal(int sig)
 	watch_stop = 1;
 }
 
-/* Print usage and exit 2. */
+/* Print usage and exit CLI_EXIT_USAGE. */
 static void __attribute__((noreturn))
 watch_usage(void)
 {
 	fprintf(stderr, "usage: gensee watch --pid PID [--duration-seconds N] [--json] "
 	    "[--linux-fanotify]\n");
-	exit(2);
+	exit(CLI_EXIT_USAGE);
 }
 
 /* Copy s into buf with bytes outside printable ASCII as \xHH. */
@@ -255,14 +255,14 @@ cmd_watch(int argc, char **argv)
 		case 'p':
 			if (util_parse_i64(optarg, 1, INT32_MAX, &pid) != 0) {
 				fprintf(stderr, "gensee watch: --pid: expected a process id\n");
-				return 2;
+				return CLI_EXIT_USAGE;
 			}
 			break;
 		case 'd':
 			if (util_parse_i64(optarg, 1, WATCH_MAX_SECONDS, &duration) != 0) {
 				fprintf(stderr, "gensee watch: --duration-seconds: expected "
 				    "1..%d seconds\n", WATCH_MAX_SECONDS);
-				return 2;
+				return CLI_EXIT_USAGE;
 			}
 			break;
 		case 'j':

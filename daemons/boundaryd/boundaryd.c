@@ -26,13 +26,21 @@
 #include "sandbox.h"
 #include "util.h"
 
-static void
+/* Print the usage to stdout and exit 0 (--help), or to stderr and exit 2 (LSB: bad arguments). */
+static void __attribute__((noreturn))
+usage_to(int help)
+{
+	fprintf(help ? stdout : stderr, "usage: " BOUNDARYD_NAME
+	    " --state-root DIR --runtime-dir DIR [--cgroup-base NAME] [--foreground] [--debug]\n"
+	    "       [--ocsf] [--idle-timeout-seconds N] [--sensor-heartbeat-ms N]\n"
+	    "       " BOUNDARYD_NAME " --help | --version\n");
+	exit(help ? 0 : 2);
+}
+
+static void __attribute__((noreturn))
 usage(void)
 {
-	fprintf(stderr, "usage: " BOUNDARYD_NAME
-	    " --state-root DIR --runtime-dir DIR [--cgroup-base NAME] [--foreground] [--debug]\n"
-	    "       [--ocsf] [--idle-timeout-seconds N] [--sensor-heartbeat-ms N]\n");
-	exit(2);
+	usage_to(0);
 }
 
 /*
@@ -208,6 +216,8 @@ main(int argc, char **argv)
 		/* Shorter intervals let tests cover several of them. */
 		{ "idle-timeout-seconds", required_argument, NULL, 'i' },
 		{ "sensor-heartbeat-ms", required_argument, NULL, 'H' },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct boundaryd bd;
@@ -248,6 +258,11 @@ main(int argc, char **argv)
 				usage();
 			hb_ms = (int)v;
 			break;
+		case 'h':
+			usage_to(1);
+		case 'V':
+			printf(BOUNDARYD_NAME " %s\n", GENSEE_VERSION);
+			exit(0);
 		default:
 			usage();
 		}

@@ -60,11 +60,20 @@ static void sensord_proccn_drain(void);
 static void sensord_disconnect(const char *why);
 static int sensord_connect(const char *runtime_dir, char **cause);
 
-static void
+/* Print the usage to stdout and exit 0 (--help), or to stderr and exit 2 (LSB: bad arguments). */
+static void __attribute__((noreturn))
+usage_to(int help)
+{
+	fprintf(help ? stdout : stderr, "usage: " SENSORD_NAME
+	    " --runtime-dir DIR [--foreground] [--debug]\n"
+	    "       " SENSORD_NAME " --help | --version\n");
+	exit(help ? 0 : 2);
+}
+
+static void __attribute__((noreturn))
 usage(void)
 {
-	fprintf(stderr, "usage: " SENSORD_NAME " --runtime-dir DIR [--foreground] [--debug]\n");
-	exit(2);
+	usage_to(0);
 }
 
 /*
@@ -814,6 +823,8 @@ main(int argc, char **argv)
 		{ "runtime-dir", required_argument, NULL, 'r' },
 		{ "foreground", no_argument, NULL, 'f' },
 		{ "debug", no_argument, NULL, 'd' },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *runtime_dir = NULL;
@@ -830,6 +841,11 @@ main(int argc, char **argv)
 		case 'd':
 			logflags |= LOG_F_DEBUG;
 			break;
+		case 'h':
+			usage_to(1);
+		case 'V':
+			printf(SENSORD_NAME " %s\n", GENSEE_VERSION);
+			exit(0);
 		default:
 			usage();
 		}

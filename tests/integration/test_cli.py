@@ -1,10 +1,12 @@
 """CLI commands that observe: watch and status."""
 
 import json
+import os
+import re
 import subprocess
 import time
 
-from harness import check, main
+from harness import BUILD, check, main
 
 
 def watch_records_descendant_execs(env):
@@ -57,5 +59,36 @@ def status_reports_host_and_daemons(env):
     check(r.returncode == 0 and "gensee-boundaryd" in r.stdout and "cgroup_v2" in r.stdout, r.stdout)
 
 
+def help_version_and_usage_codes(env):
+    """--help on every command (stdout, 0), --version on every binary, and usage
+    errors that exit 125, never a status a launched command could have."""
+    helps = [["--help"], ["run", "--help"], ["run", "network", "--help"], ["run", "fault", "--help"],
+             ["status", "--help"], ["watch", "--help"], ["operation", "--help"],
+             ["operation", "list", "--help"], ["operation", "inspect", "--help"],
+             ["timeline", "--help"], ["policy", "--help"], ["debug", "--help"],
+             ["debug", "plan", "--help"]]
+    for args in helps:
+        r = env.gensee(*args)
+        check(r.returncode == 0 and "usage" in r.stdout.lower() and r.stderr == "",
+              "%r: rc %d out %r err %r" % (args, r.returncode, r.stdout[:200], r.stderr[:200]))
+    r = env.gensee("--version")
+    check(r.returncode == 0 and re.match(r"^gensee \d+\.\d+\.\d+\n$", r.stdout), r.stdout)
+    for d in ("daemons/boundaryd/gensee-boundaryd", "daemons/sensord/gensee-sensord"):
+        p = subprocess.run([os.path.join(BUILD, d), "--version"], capture_output=True, text=True)
+        check(p.returncode == 0 and p.stdout.startswith(os.path.basename(d) + " "), p.stdout)
+        p = subprocess.run([os.path.join(BUILD, d), "--help"], capture_output=True, text=True)
+        check(p.returncode == 0 and "usage" in p.stdout, p.stdout)
+    for args in (["run", "--bogus", "--", "true"], ["run"], ["nonsense"], ["operation"],
+                 ["timeline", "--bogus"], ["status", "--bogus"], ["debug", "nonsense"],
+                 ["policy", "get", "linux.nope"]):
+        r = env.gensee(*args)
+        check(r.returncode == 125 and r.stderr, "%r: rc %d %s" % (args, r.returncode, r.stderr))
+    # --help after the command is the command's, not gensee's.
+    env.start()
+    r = env.gensee("run", "--", "sh", "-c", "echo \"$1\"; exit 2", "sh", "--help")
+    check(r.returncode == 2 and r.stdout == "--help\n", "rc %d %r" % (r.returncode, r.stdout))
+
+
 if __name__ == "__main__":
-    main({f.__name__: f for f in (watch_records_descendant_execs, status_reports_host_and_daemons)})
+    main({f.__name__: f for f in (watch_records_descendant_execs, status_reports_host_and_daemons,
+                                  help_version_and_usage_codes)})

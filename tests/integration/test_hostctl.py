@@ -245,12 +245,12 @@ def seccomp_policy_keys_and_overrides(env):
                                                                            r.stderr))
     # The overrides need --sandbox linux, and contradict each other.
     r = env.gensee("run", "--linux-seccomp", "--", "true")
-    check(r.returncode == 2 and "--sandbox linux" in r.stderr, "rc %d: %s" % (r.returncode,
-                                                                          r.stderr))
+    check(r.returncode == 125 and "--sandbox linux" in r.stderr, "rc %d: %s" % (r.returncode,
+                                                                            r.stderr))
     r = env.gensee("run", "--linux-landlock-ro", "/usr", "--", "true")
-    check(r.returncode == 2, "rc %d: %s" % (r.returncode, r.stderr))
+    check(r.returncode == 125, "rc %d: %s" % (r.returncode, r.stderr))
     r = env.gensee(*RUN, "--linux-seccomp", "--no-linux-seccomp", "--", "true")
-    check(r.returncode == 2, "rc %d: %s" % (r.returncode, r.stderr))
+    check(r.returncode == 125, "rc %d: %s" % (r.returncode, r.stderr))
 
 
 def seccomp_other_abis_killed(env):

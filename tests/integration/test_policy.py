@@ -126,7 +126,8 @@ def set_get_round_trips(env):
     # Unknown keys are usage errors.
     for args in (("get", "linux.nope"), ("set", "linux.seccomp", "true"), ("get", "linux")):
         r = policy(env, home, *args)
-        check(r.returncode == 2 and args[1] in r.stderr, "%r: %d %s" % (args, r.returncode, r.stderr))
+        check(r.returncode == 125 and args[1] in r.stderr, "%r: %d %s" % (args, r.returncode,
+                                                                            r.stderr))
 
 
 def invalid_value_refused_file_unchanged(env):
@@ -161,7 +162,7 @@ def invalid_value_refused_file_unchanged(env):
     ]
     for key, value in bad:
         r = policy(env, home, "set", key, value)
-        check(r.returncode == 2, "set %s %r: rc %d %s" % (key, value, r.returncode, r.stderr))
+        check(r.returncode == 125, "set %s %r: rc %d %s" % (key, value, r.returncode, r.stderr))
         check(key in r.stderr, "set %s %r: key not named: %s" % (key, value, r.stderr))
         check(read_bytes(pol) == before, "set %s %r changed the file" % (key, value))
     st = os.stat(pol)
@@ -171,7 +172,7 @@ def invalid_value_refused_file_unchanged(env):
     # A refused value with no policy yet creates nothing.
     base2, home2, pol2 = private_home(env)
     r = policy(env, home2, "set", "linux.posture", "strict")
-    check(r.returncode == 2 and not os.path.exists(home2), "created %s" % home2)
+    check(r.returncode == 125 and not os.path.exists(home2), "created %s" % home2)
 
 
 def symlinked_policy_refused(env):

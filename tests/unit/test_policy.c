@@ -7,6 +7,7 @@
 
 #include <json-c/json.h>
 
+#include "cli/cli.h"
 #include "cli/policy.h"
 #include "frame.h"
 #include "landlock.h"
@@ -477,8 +478,8 @@ START_TEST(test_file_commands)
 	/* Nothing there: defaults, and get does not create the directory. */
 	ck_assert_int_eq(run("get", "linux.posture", NULL, NULL), 0);
 	ck_assert_int_eq(stat(home, &st), -1);
-	ck_assert_int_eq(run("get", "linux.nope", NULL, NULL), 2);
-	ck_assert_int_eq(run("set", "linux.posture", "bogus", NULL), 2);
+	ck_assert_int_eq(run("get", "linux.nope", NULL, NULL), CLI_EXIT_USAGE);
+	ck_assert_int_eq(run("set", "linux.posture", "bogus", NULL), CLI_EXIT_USAGE);
 	ck_assert_int_eq(stat(home, &st), -1);
 	ck_assert_int_eq(run("setup", NULL, NULL, NULL), 0);
 	ck_assert_int_eq(stat(home, &st), 0);
@@ -493,8 +494,9 @@ START_TEST(test_file_commands)
 	ck_assert_ptr_nonnull(strstr(before, "/tmp/gensee-demo-secret/**"));
 	ck_assert_ptr_nonnull(strstr(before, "\"posture\""));
 	/* A refused value leaves the bytes alone. */
-	ck_assert_int_eq(run("set", "linux.fanotify.paths", "../x", NULL), 2);
-	ck_assert_int_eq(run("set", "linux.network.max_lease_ttl_seconds", "86401", NULL), 2);
+	ck_assert_int_eq(run("set", "linux.fanotify.paths", "../x", NULL), CLI_EXIT_USAGE);
+	ck_assert_int_eq(run("set", "linux.network.max_lease_ttl_seconds", "86401", NULL),
+	    CLI_EXIT_USAGE);
 	after = unit_read_file(dfd, "policy.json", &len2);
 	ck_assert_uint_eq(len, len2);
 	ck_assert_int_eq(memcmp(before, after, len), 0);
