@@ -342,7 +342,7 @@ run_child(int go_fd, int status_fd, char **cmd, struct run_controls *ctl)
 }
 
 static const char run_usage_text[] =
-	    "usage: gensee run [--timeout SECONDS] [--json] [--sandbox linux\n"
+	    "usage: gensee run [--timeout SECONDS] [--json] [--quiet] [--sandbox linux\n"
 	    "                  [--allow-net CIDR[,PROTO[,PORTS]]]... [--deny-net ...]...\n"
 	    "                  [--deny-all] [--monitor] [--lease-scope ...]... [--max-lease-ttl S]\n"
 	    "                  [--network-config FILE] [--linux-seccomp | --no-linux-seccomp]\n"
@@ -592,10 +592,12 @@ cmd_run(int argc, char **argv)
 		{ "linux-landlock-rw", required_argument, NULL, 'W' },
 		{ "allow-unix", required_argument, NULL, 'U' },
 		{ "help", no_argument, NULL, 'h' },
+		{ "quiet", no_argument, NULL, 'q' },
 		{ NULL, 0, NULL, 0 },
 	};
 	int64_t timeout = 0;
-	int json = 0, ch, go[2], st[2], status, sandbox = 0, net_opts = 0, idx, fanotify = 0;
+	int json = 0, quiet = 0, ch, go[2], st[2], status, sandbox = 0, net_opts = 0, idx;
+	int fanotify = 0;
 	int seccomp_force = SECCOMP_PROFILE_FROM_POLICY, host_opts = 0;
 	const char *netconfig = NULL;
 	struct netspec_opts nso;
@@ -696,6 +698,9 @@ cmd_run(int argc, char **argv)
 			break;
 		case 'j':
 			json = 1;
+			break;
+		case 'q':
+			quiet = 1;	/* only warnings and errors: the agent's output stays its own */
 			break;
 		case 'h':
 			return cli_usage(1, run_usage_text);
@@ -833,7 +838,7 @@ cmd_run(int argc, char **argv)
 	for (size_t i = 0; warn != NULL && i < json_object_array_length(warn); i++)
 		fprintf(stderr, "gensee run: warning: %s\n",
 		    json_object_get_string(json_object_array_get_idx(warn, i)));
-	if (!json)
+	if (!json && !quiet)
 		fprintf(stderr, "gensee: operation %s: running %s (pid %d)\n", opid, cmd[0],
 		    (int)child);
 	json_object_put(res);
@@ -904,7 +909,7 @@ cmd_run(int argc, char **argv)
 	else
 		rc = RUN_EXIT_GENSEE;
 	struct json_object *net = res ? schema_child(res, "network") : NULL;
-	if (net != NULL && schema_int(net, "blocked_packets", 0) > 0)
+	if (!quiet && net != NULL && schema_int(net, "blocked_packets", 0) > 0)
 		run_print_blocked(opid, net);
 	if (json) {
 		struct json_object *out = json_object_new_object();
@@ -924,7 +929,7 @@ cmd_run(int argc, char **argv)
 		printf("%s\n", json_object_to_json_string_ext(out, JSON_C_TO_STRING_PRETTY |
 		    JSON_C_TO_STRING_NOSLASHESCAPE));
 		json_object_put(out);
-	} else {
+	} else if (!quiet) {
 		int64_t nproc = res ? schema_int(res, "processes", 0) : 0;
 
 		fprintf(stderr, "gensee: operation %s: %s, exit status %d, %lld process%s recorded\n",

@@ -62,11 +62,15 @@ status_sensord(struct json_object *boundaryd)
 	return e;
 }
 
+/* gensee status: boundaryd does not answer (the report is still printed). */
+#define STATUS_EXIT_NO_SUPERVISOR 3
+
 /* Print the usage line to f. */
 static void
 status_usage(FILE *f)
 {
-	fprintf(f, "usage: gensee status [--json]\n");
+	fprintf(f, "usage: gensee status [--json]\n"
+	    "Exit status 3 when gensee-boundaryd does not answer (the report is still printed).\n");
 }
 
 /* Fill a daemon entry that does not answer. */
@@ -232,6 +236,8 @@ cmd_status(int argc, char **argv)
 		cli_print_json(out);
 	else
 		status_print_text(host, daemons);
+	/* A script can tell a host whose supervisor does not answer: nothing can run there. */
+	int answering = schema_bool(schema_child(daemons, "gensee-boundaryd"), "answering", 0);
 	json_object_put(out);
-	return 0;
+	return answering ? 0 : STATUS_EXIT_NO_SUPERVISOR;
 }
