@@ -503,6 +503,19 @@ mountview_apply(const struct mountview_plan *mv, struct json_object *warnings, c
 		close(xfd[i]);
 		xfd[i] = -2;	/* bound */
 	}
+	/*
+	 * A bound-back tree is a copy taken before anything was hidden: hide
+	 * again what lies inside it (a $HOME inside a workspace in /tmp keeps
+	 * its ~/.ssh hidden). The bound-back path itself stays visible.
+	 */
+	for (size_t i = 0; i < mv->mv_nhide; i++) {
+		int inside = 0;
+		for (size_t j = 0; j < mv->mv_nexpose && !inside; j++)
+			inside = xfd[j] == -2 && strcmp(mv->mv_hide[i], mv->mv_expose[j]) != 0 &&
+			    util_path_below(mv->mv_hide[i], mv->mv_expose[j]);
+		if (inside && mountview_hide(mv->mv_hide[i], &hidden_dir[i], cause) != 0)
+			goto out;
+	}
 	/* Seal the hidden directories: nothing can be planted in them. */
 	for (size_t i = 0; i < mv->mv_nhide; i++) {
 		if (hidden_dir[i] && mount(NULL, mv->mv_hide[i], NULL, MS_REMOUNT | MS_RDONLY |
