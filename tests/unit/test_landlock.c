@@ -22,15 +22,6 @@
 #define TRUNCATE_BIT (1ULL << 14)
 #define IOCTL_DEV_BIT (1ULL << 15)
 
-/* Child side: report the first failed check on fd rep and exit nonzero. */
-#define CHILD_CHECK(cond, ...)                         \
-	do {                                           \
-		if (!(cond)) {                         \
-			dprintf(rep, __VA_ARGS__);     \
-			_exit(1);                      \
-		}                                      \
-	} while (0)
-
 static char tree[256];
 
 /* tree/{ro/file, rw/, out/file, solo, solo-sibling}, all under a fresh mkdtemp. */
@@ -52,16 +43,11 @@ make_tree(void)
 	}
 }
 
-/* tree/rel, in one of a few rotating buffers. */
+/* tree/rel (unit_path's rotating buffers). */
 static const char *
 at(const char *rel)
 {
-	static char bufs[8][512];
-	static int next;
-	char *b = bufs[next++ % 8];
-
-	snprintf(b, sizeof(bufs[0]), "%s/%s", tree, rel);
-	return b;
+	return unit_path(tree, rel);
 }
 
 /* The kernel's ABI; fails the test without Landlock. */
@@ -395,31 +381,6 @@ START_TEST(test_plan_bad_policy)
 }
 END_TEST
 
-/* Run fn(rep) in a forked child; its wait status, with its report in msg. */
-static int
-in_child(void (*fn)(int), char *msg, size_t len)
-{
-	int rep[2], status;
-	ssize_t n;
-
-	msg[0] = '\0';
-	ck_assert_int_eq(pipe2(rep, O_CLOEXEC), 0);
-	pid_t pid = fork();
-	ck_assert_int_ge(pid, 0);
-	if (pid == 0) {
-		close(rep[0]);
-		alarm(20);
-		fn(rep[1]);
-		_exit(0);
-	}
-	close(rep[1]);
-	ck_assert_int_eq(unit_wait_pid(pid, 30000, &status), 0);
-	if ((n = read(rep[0], msg, len - 1)) > 0)
-		msg[n] = '\0';
-	close(rep[0]);
-	return status;
-}
-
 /* open(2) as a probe: 0 when it worked, else errno. */
 static int
 try_open(const char *path, int flags)
@@ -500,7 +461,7 @@ START_TEST(test_enforced)
 
 	kernel_abi();
 	make_tree();
-	int status = in_child(child_enforced, msg, sizeof(msg));
+	int status = unit_in_child(child_enforced, msg, sizeof(msg));
 	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "restricted child: %s (0x%x)",
 	    msg, status);
 }
@@ -581,7 +542,7 @@ START_TEST(test_defaults_enforced)
 
 	kernel_abi();
 	make_tree();
-	int status = in_child(child_defaults, msg, sizeof(msg));
+	int status = unit_in_child(child_defaults, msg, sizeof(msg));
 	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "restricted child: %s (0x%x)",
 	    msg, status);
 }
@@ -632,10 +593,10 @@ START_TEST(test_prepare_path_gone)
 	ck_assert_int_eq(landlock_plan_build(p, NULL, kernel_abi(), NULL, &race_plan, &cause), 0);
 	json_object_put(p);
 	ck_assert_int_eq(rmdir(at("rw")), 0);
-	status = in_child(child_race_required, msg, sizeof(msg));
+	status = unit_in_child(child_race_required, msg, sizeof(msg));
 	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s (0x%x)", msg, status);
 	race_plan.lp_mode = LANDLOCK_PLAN_BEST_EFFORT;
-	status = in_child(child_race_best_effort, msg, sizeof(msg));
+	status = unit_in_child(child_race_best_effort, msg, sizeof(msg));
 	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s (0x%x)", msg, status);
 	landlock_plan_free(&race_plan);
 }

@@ -16,27 +16,13 @@
 #include "mountview.h"
 #include "unit.h"
 
-/* Child side: report the first failed check on fd rep and exit nonzero. */
-#define CHILD_CHECK(cond, ...)                         \
-	do {                                           \
-		if (!(cond)) {                         \
-			dprintf(rep, __VA_ARGS__);     \
-			_exit(1);                      \
-		}                                      \
-	} while (0)
-
 static char tree[256];
 
-/* A path in the tree (one of four rotating buffers). */
+/* tree/rel (unit_path's rotating buffers). */
 static const char *
 at(const char *rel)
 {
-	static char buf[4][512];
-	static int n;
-	char *b = buf[n++ % 4];
-
-	snprintf(b, sizeof(buf[0]), "%s/%s", tree, rel);
-	return b;
+	return unit_path(tree, rel);
 }
 
 /* Write text to a path of the tree. */
@@ -258,27 +244,12 @@ child_apply(int rep)
 START_TEST(test_apply)
 {
 	struct mountview_opts o;
-	char *cause = NULL, msg[512] = "";
-	int rep[2], status;
-	ssize_t n;
+	char *cause = NULL, msg[512];
 
 	make_tree();
 	opts(&o);
 	ck_assert_msg(mountview_plan_build(NULL, &o, &child_plan, &cause) == 0, "%s", cause);
-	ck_assert_int_eq(pipe2(rep, O_CLOEXEC), 0);
-	pid_t pid = fork();
-	ck_assert_int_ge(pid, 0);
-	if (pid == 0) {
-		close(rep[0]);
-		alarm(20);
-		child_apply(rep[1]);
-		_exit(0);
-	}
-	close(rep[1]);
-	ck_assert_int_eq(unit_wait_pid(pid, 30000, &status), 0);
-	if ((n = read(rep[0], msg, sizeof(msg) - 1)) > 0)
-		msg[n] = '\0';
-	close(rep[0]);
+	int status = unit_in_child(child_apply, msg, sizeof(msg));
 	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child: %s (0x%x)", msg,
 	    status);
 	/* Nothing of the view reached the host. */

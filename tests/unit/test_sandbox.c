@@ -28,15 +28,6 @@ status_hex(const char *status, const char *name, unsigned long long *out)
 	return sscanf(p + strlen(key), "%llx", out) == 1 ? 0 : -1;
 }
 
-/* Child side: report the first failed check on fd and exit nonzero. */
-#define CHILD_CHECK(cond, ...)                                 \
-	do {                                                   \
-		if (!(cond)) {                                 \
-			dprintf(rep, __VA_ARGS__);             \
-			_exit(1);                              \
-		}                                              \
-	} while (0)
-
 static void
 child(int rep, const char *dir)
 {

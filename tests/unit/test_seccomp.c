@@ -62,15 +62,6 @@ static const struct {
 	{ "deny_socket_families", key_families },
 };
 
-/* Child side: report the first failed check on fd rep and exit nonzero. */
-#define CHILD_CHECK(cond, ...)                         \
-	do {                                           \
-		if (!(cond)) {                         \
-			dprintf(rep, __VA_ARGS__);     \
-			_exit(1);                      \
-		}                                      \
-	} while (0)
-
 /* Parse a test policy. */
 static struct json_object *
 policy(const char *text)
@@ -444,31 +435,6 @@ START_TEST(test_filter_verdicts)
 }
 END_TEST
 
-/* Run fn(rep) in a forked child; its wait status, with its report in msg. */
-static int
-in_child(void (*fn)(int), char *msg, size_t len)
-{
-	int rep[2], status;
-	ssize_t n;
-
-	msg[0] = '\0';
-	ck_assert_int_eq(pipe2(rep, O_CLOEXEC), 0);
-	pid_t pid = fork();
-	ck_assert_int_ge(pid, 0);
-	if (pid == 0) {
-		close(rep[0]);
-		alarm(20);
-		fn(rep[1]);
-		_exit(0);
-	}
-	close(rep[1]);
-	ck_assert_int_eq(unit_wait_pid(pid, 30000, &status), 0);
-	if ((n = read(rep[0], msg, len - 1)) > 0)
-		msg[n] = '\0';
-	close(rep[0]);
-	return status;
-}
-
 /* In a child: build and load the default profile as run.c does. */
 static void
 child_load(int rep)
@@ -545,7 +511,7 @@ child_denies(int rep)
 START_TEST(test_loaded_filter)
 {
 	char msg[512];
-	int status = in_child(child_denies, msg, sizeof(msg));
+	int status = unit_in_child(child_denies, msg, sizeof(msg));
 
 	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "filtered child: %s (0x%x)",
 	    msg, status);
@@ -564,7 +530,7 @@ child_x32(int rep)
 START_TEST(test_x32_killed)
 {
 	char msg[512];
-	int status = in_child(child_x32, msg, sizeof(msg));
+	int status = unit_in_child(child_x32, msg, sizeof(msg));
 
 	ck_assert_msg(WIFSIGNALED(status) && WTERMSIG(status) == SIGSYS,
 	    "x32 syscall not killed with SIGSYS: %s (0x%x)", msg, status);
@@ -598,8 +564,8 @@ START_TEST(test_int80_killed)
 {
 #if defined(__x86_64__)
 	char msg[512];
-	int plain = in_child(child_int80_plain, msg, sizeof(msg));
-	int status = in_child(child_int80_filtered, msg, sizeof(msg));
+	int plain = unit_in_child(child_int80_plain, msg, sizeof(msg));
+	int status = unit_in_child(child_int80_filtered, msg, sizeof(msg));
 
 	if (WIFEXITED(plain) && WEXITSTATUS(plain) == 0) {
 		ck_assert_msg(WIFSIGNALED(status) && WTERMSIG(status) == SIGSYS,
@@ -753,11 +719,11 @@ START_TEST(test_every_denied_syscall)
 			int want = strcmp(*n, "clone3") == 0 ? ENOSYS : EPERM;
 
 			probe_name = *n;
-			status = in_child(child_probe_plain, msg, sizeof(msg));
+			status = unit_in_child(child_probe_plain, msg, sizeof(msg));
 			ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) != ENOTSUP &&
 			    WEXITSTATUS(status) != want, "%s without the filter: %s (0x%x): "
 			    "the probe proves nothing", *n, strerror(WEXITSTATUS(status)), status);
-			status = in_child(child_probe_filtered, msg, sizeof(msg));
+			status = unit_in_child(child_probe_filtered, msg, sizeof(msg));
 			ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == want,
 			    "%s under the filter: %s %s (0x%x)", *n, msg,
 			    strerror(WEXITSTATUS(status)), status);

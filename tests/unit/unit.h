@@ -158,6 +158,56 @@ unit_wait_pid(pid_t pid, int timeout_ms, int *status)
 	}
 }
 
+/* dir/rel, in one of 8 rotating buffers (so a few may be used in one call). */
+static inline const char *
+unit_path(const char *dir, const char *rel)
+{
+	static char bufs[8][512];
+	static int next;
+	char *b = bufs[next++ % 8];
+
+	snprintf(b, sizeof(bufs[0]), "%s/%s", dir, rel);
+	return b;
+}
+
+/* Child side of unit_in_child: report the first failed check on fd rep and exit 1. */
+#define CHILD_CHECK(cond, ...)                         \
+	do {                                           \
+		if (!(cond)) {                         \
+			dprintf(rep, __VA_ARGS__);     \
+			_exit(1);                      \
+		}                                      \
+	} while (0)
+
+/*
+ * Run fn(rep) in a forked child (at most 20 s) and return its wait status,
+ * with what it reported on rep in msg. For what may only happen in a child:
+ * loading a filter, restricting the process, entering namespaces.
+ */
+static inline int
+unit_in_child(void (*fn)(int), char *msg, size_t len)
+{
+	int rep[2], status;
+	ssize_t n;
+
+	msg[0] = '\0';
+	ck_assert_int_eq(pipe2(rep, O_CLOEXEC), 0);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		close(rep[0]);
+		alarm(20);
+		fn(rep[1]);
+		_exit(0);
+	}
+	close(rep[1]);
+	ck_assert_int_eq(unit_wait_pid(pid, 30000, &status), 0);
+	if ((n = read(rep[0], msg, len - 1)) > 0)
+		msg[n] = '\0';
+	close(rep[0]);
+	return status;
+}
+
 /* Write a whole file (O_CREAT|O_TRUNC, mode 0600) at dirfd/name. */
 static inline void
 unit_write_file(int dirfd, const char *name, const void *buf, size_t len)
