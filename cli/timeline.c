@@ -13,31 +13,8 @@
 
 #include "cli.h"
 #include "client.h"
-#include "log.h"
+#include "ocsf.h"
 #include "schema.h"
-
-/* One evidence line as an OCSF record (class and activity ids from OCSF 1.1). */
-static struct json_object *
-timeline_ocsf(struct json_object *e)
-{
-	const char *kind = schema_string(e, "kind");
-	const char *ev = schema_string(e, "evidence");
-	const char *decision = schema_string(e, "decision");
-	int process = ev != NULL && (strcmp(ev, "lineage") == 0 || strcmp(ev, "host") == 0);
-	int host = ev != NULL && strcmp(ev, "host") == 0;
-	int file = ev != NULL && strcmp(ev, "file") == 0;
-	int denied = host || (kind != NULL && (strcmp(kind, "deny") == 0 ||
-	    strcmp(kind, "NetworkBlocked") == 0)) || (decision != NULL && strcmp(decision, "deny") == 0);
-	/* OCSF: File System Activity 1001 (open: 14), Process 1007, Network 4001 (refuse: 5). */
-	int class_uid = process ? 1007 : file ? 1001 : 4001;
-	int activity = host ? 99 : process ? (kind && strcmp(kind, "exit") == 0 ? 2 : 1) :
-	    file ? 14 : denied ? 5 : 6;
-	struct json_object *o = log_ocsf_record(class_uid, activity, denied ? 3 : 1,
-	    kind ? kind : "event", e);
-	/* The record's own time, not the time of printing. */
-	json_object_object_add(o, "time_dt", json_object_get(schema_child(e, "time")));
-	return o;
-}
 
 static void
 timeline_print(struct json_object *e)
@@ -104,7 +81,10 @@ timeline_one(const char *id, int json, int ocsf)
 	for (size_t i = 0; i < json_object_array_length(events); i++) {
 		struct json_object *e = json_object_array_get_idx(events, i);
 		if (ocsf) {
-			struct json_object *o = timeline_ocsf(e);
+			/* The mapping boundaryd --ocsf uses (lib/ocsf.c); counters have none. */
+			struct json_object *o = ocsf_map(schema_string(e, "evidence"), e);
+			if (o == NULL)
+				continue;
 			printf("%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN |
 			    JSON_C_TO_STRING_NOSLASHESCAPE));
 			json_object_put(o);

@@ -195,6 +195,15 @@ oprecord_validate(struct json_object *rec, const char *expected_id, char **cause
 	    (rh = need(rec, "recovery_health", json_type_object, "record", cause)) == NULL ||
 	    need(rh, "entries", json_type_array, "recovery_health", cause) == NULL)
 		return -1;
+	/* "evidence" (kept/lost evidence counters) appears with the first file decision. */
+	if ((v = schema_child(rec, "evidence")) != NULL &&
+	    (!json_object_is_type(v, json_type_object) ||
+	    need(v, "files_recorded", json_type_int, "evidence", cause) == NULL ||
+	    need(v, "files_dropped", json_type_int, "evidence", cause) == NULL)) {
+		if (!json_object_is_type(v, json_type_object))
+			util_cause(cause, "record invalid: evidence is not an object");
+		return -1;
+	}
 	(void)net;
 	return 0;
 }
@@ -385,8 +394,11 @@ oprecord_mut_counts(struct json_object *rec, void *arg, char **cause)
 	struct json_object *counts = schema_child(rec, "counts");
 	struct json_object *net = schema_child(counts, "network");
 
+	struct json_object *evd = schema_child(rec, "evidence");
+
 	if (c->oc_effects < 0 || c->oc_violations < 0 || c->oc_allowed_packets < 0 ||
-	    c->oc_allowed_bytes < 0 || c->oc_blocked_packets < 0 || c->oc_blocked_bytes < 0) {
+	    c->oc_allowed_bytes < 0 || c->oc_blocked_packets < 0 || c->oc_blocked_bytes < 0 ||
+	    c->oc_files_recorded < 0 || c->oc_files_dropped < 0) {
 		util_cause(cause, "counts only grow");
 		return -1;
 	}
@@ -400,9 +412,21 @@ oprecord_mut_counts(struct json_object *rec, void *arg, char **cause)
 	    add_would_overflow(net, "allowed_packets", c->oc_allowed_packets) ||
 	    add_would_overflow(net, "allowed_bytes", c->oc_allowed_bytes) ||
 	    add_would_overflow(net, "blocked_packets", c->oc_blocked_packets) ||
-	    add_would_overflow(net, "blocked_bytes", c->oc_blocked_bytes)) {
+	    add_would_overflow(net, "blocked_bytes", c->oc_blocked_bytes) ||
+	    add_would_overflow(evd, "files_recorded", c->oc_files_recorded) ||
+	    add_would_overflow(evd, "files_dropped", c->oc_files_dropped)) {
 		util_cause(cause, "count overflow refused");
 		return -1;
+	}
+	if (evd == NULL && (c->oc_files_recorded > 0 || c->oc_files_dropped > 0)) {
+		evd = json_object_new_object();
+		json_object_object_add(evd, "files_recorded", json_object_new_int64(0));
+		json_object_object_add(evd, "files_dropped", json_object_new_int64(0));
+		json_object_object_add(rec, "evidence", evd);
+	}
+	if (evd != NULL) {
+		add_int(evd, "files_recorded", c->oc_files_recorded);
+		add_int(evd, "files_dropped", c->oc_files_dropped);
 	}
 	add_int(counts, "effects", c->oc_effects);
 	add_int(counts, "violations", c->oc_violations);

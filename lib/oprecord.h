@@ -100,6 +100,8 @@ struct oprecord_counts {
 	int64_t oc_violations;
 	int64_t oc_allowed_packets, oc_allowed_bytes;
 	int64_t oc_blocked_packets, oc_blocked_bytes;
+	/* fanotify decisions written to files.jsonl, and those lost on the way */
+	int64_t oc_files_recorded, oc_files_dropped;
 };
 int oprecord_mut_counts(struct json_object *rec, void *arg, char **cause);
 

@@ -59,7 +59,9 @@ static const struct schema_field lineage_report_params[] = {
 
 static const struct schema_field file_decision_params[] = {
 	{ "operation_id", SCHEMA_STRING, SCHEMA_REQUIRED, 1, 72, 0 },
-	{ "decisions", SCHEMA_ARRAY, SCHEMA_REQUIRED, 1, 4096, 0 },
+	{ "decisions", SCHEMA_ARRAY, SCHEMA_REQUIRED, 0, 4096, 0 },
+	/* decisions sensord answered but could not keep (its backlog was full) */
+	{ "dropped", SCHEMA_INT, 0, 0, INT32_MAX, 0 },
 };
 
 static const struct schema_field operation_evidence_params[] = {

@@ -22,6 +22,7 @@
 
 #include "boundaryd.h"
 #include "log.h"
+#include "ocsf.h"
 #include "safefs.h"
 #include "sandbox.h"
 #include "util.h"
@@ -155,6 +156,16 @@ boundaryd_status(struct boundaryd *bd, struct op_reply *r)
 	json_object_object_add(cl, "refused", json_object_new_int64((int64_t)bd->bd_conns_refused));
 	json_object_object_add(o, "connection_budget", cl);
 	json_object_object_add(o, "log_dropped", json_object_new_int64((int64_t)log_dropped()));
+	/* Evidence that could not be kept is counted, never silently missing. */
+	struct json_object *evd = json_object_new_object();
+	json_object_object_add(evd, "files_recorded", json_object_new_int64(
+	    (int64_t)bd->bd_files_recorded));
+	json_object_object_add(evd, "files_dropped", json_object_new_int64(
+	    (int64_t)bd->bd_files_dropped));
+	json_object_object_add(evd, "ocsf", json_object_new_boolean(ocsf_sink_active()));
+	json_object_object_add(evd, "ocsf_emitted", json_object_new_int64((int64_t)ocsf_emitted()));
+	json_object_object_add(evd, "ocsf_dropped", json_object_new_int64((int64_t)ocsf_dropped()));
+	json_object_object_add(o, "evidence", evd);
 	r->or_result = o;
 }
 
@@ -223,7 +234,7 @@ main(int argc, char **argv)
 	struct boundaryd bd;
 	const char *state_root = NULL, *runtime_dir = NULL, *cgroup_base = CGROUP_BASE;
 	int lock_state, lock_runtime;
-	int foreground = 0, logflags = LOG_F_ASYNC, ch, ready_fd = -1;
+	int foreground = 0, logflags = LOG_F_ASYNC, ch, ready_fd = -1, ocsf = 0;
 	int idle_sec = CONTROL_IDLE_SEC, hb_ms = SENSOR_HEARTBEAT_MS;
 	int64_t v;
 	char *cause = NULL;
@@ -243,7 +254,7 @@ main(int argc, char **argv)
 			logflags |= LOG_F_DEBUG;
 			break;
 		case 'o':
-			logflags |= LOG_F_OCSF;
+			ocsf = 1;
 			break;
 		case 'b':
 			cgroup_base = optarg;
@@ -334,6 +345,12 @@ main(int argc, char **argv)
 	bd.bd_base = event_base_new();
 	if (bd.bd_base == NULL)
 		fatalx("event_base_new failed");
+	/*
+	 * OCSF events go to STATE/ocsf.jsonl (root's, like every evidence
+	 * file), opened before recovery so what recovery decides is in it.
+	 */
+	if (ocsf && ocsf_sink_open(bd.bd_state_fd, OCSF_FILE, OCSF_FILE_MAX_DEFAULT, &cause) != 0)
+		fatalx("--ocsf: %s", cause);
 
 	recover_operations(&bd);
 	netop_recover_tables(&bd);
@@ -344,6 +361,8 @@ main(int argc, char **argv)
 		fatalx("cannot open sockets in %s", runtime_dir);
 	if (sandbox_boundaryd(&cause) != 0)
 		fatalx("sandbox: %s", cause);
+	if (ocsf_sink_start(&cause) != 0)
+		fatalx("--ocsf: %s", cause);
 
 	struct event *sigterm = evsignal_new(bd.bd_base, SIGTERM, boundaryd_signal_cb, &bd);
 	struct event *sigint = evsignal_new(bd.bd_base, SIGINT, boundaryd_signal_cb, &bd);
@@ -377,6 +396,7 @@ main(int argc, char **argv)
 	close(bd.bd_runtime_fd);
 	close(lock_state);	/* the locks go last: the sockets are already unlinked */
 	close(lock_runtime);
+	ocsf_sink_close();
 	log_info("stopped");
 	log_shutdown();
 	return 0;

@@ -234,6 +234,8 @@ struct netop {
 
 struct boundaryd {
 	struct event_base *bd_base;
+	uint64_t bd_files_recorded;	/* fanotify decisions written to files.jsonl */
+	uint64_t bd_files_dropped;	/* ... and lost (sensord backlog, refused, unwritable) */
 	int bd_state_fd;
 	int bd_ops_fd;
 	int bd_runtime_fd;

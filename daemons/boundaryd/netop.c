@@ -29,6 +29,7 @@
 #include "boundaryd.h"
 #include "frame.h"
 #include "log.h"
+#include "ocsf.h"
 #include "oprecord.h"
 #include "proc.h"
 #include "record.h"
@@ -632,6 +633,9 @@ netop_append(struct netop *no, const char *file, struct json_object *o)
 		free(cause);
 		operation_violation(no->no_op, "evidence_append_failed");
 	}
+	/* The decision was made either way: the SIEM hears of it. */
+	ocsf_emit(strcmp(file, "effects.jsonl") == 0 ? "effect" :
+	    strcmp(file, "faults.jsonl") == 0 ? "fault" : "counters", o);
 	json_object_put(o);
 }
 

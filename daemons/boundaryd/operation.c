@@ -23,6 +23,7 @@
 
 #include "boundaryd.h"
 #include "log.h"
+#include "ocsf.h"
 #include "oprecord.h"
 #include "record.h"
 #include "proc.h"
@@ -168,6 +169,60 @@ operation_violation(struct operation *op, const char *what)
 	if (oprecord_update(op->op_dirfd, op->op_id, op_mut_one_violation, NULL, NULL, &cause) != 0) {
 		log_warnx("%s: %s", op->op_id, cause);
 		free(cause);
+	}
+	if (ocsf_sink_active()) {
+		struct json_object *v = json_object_new_object();
+		char ts[40], id[ID_MAX_LEN];
+		util_now_rfc3339(ts, sizeof(ts));
+		ids_new("vio_", id, sizeof(id));
+		json_object_object_add(v, "time", json_object_new_string(ts));
+		json_object_object_add(v, "kind", json_object_new_string(what));
+		json_object_object_add(v, "violation_id", json_object_new_string(id));
+		json_object_object_add(v, "operation_id", json_object_new_string(op->op_id));
+		ocsf_emit("violation", v);
+		json_object_put(v);
+	}
+}
+
+/*
+ * Lineage changes as OCSF process events: a new process or an exec is a
+ * launch, an exit a termination, a member killed by cgroup.kill a
+ * termination by the supervisor.
+ */
+static void
+op_ocsf_lineage(struct operation *op, const struct oprecord_proc *v, size_t n)
+{
+	char ts[40];
+
+	if (!ocsf_sink_active())
+		return;
+	util_now_rfc3339(ts, sizeof(ts));
+	for (size_t i = 0; i < n; i++) {
+		struct json_object *e = json_object_new_object();
+		json_object_object_add(e, "time", json_object_new_string(ts));
+		json_object_object_add(e, "kind", json_object_new_string(v[i].op_killed ? "killed" :
+		    v[i].op_exited ? "exit" : "exec"));
+		json_object_object_add(e, "pid", json_object_new_int(v[i].op_pid));
+		if (v[i].op_ppid > 0)
+			json_object_object_add(e, "ppid", json_object_new_int(v[i].op_ppid));
+		json_object_object_add(e, "start_time_ticks",
+		    json_object_new_int64((int64_t)v[i].op_start));
+		if (v[i].op_exe != NULL)
+			json_object_object_add(e, "executable", json_object_new_string(v[i].op_exe));
+		if (v[i].op_argv_digest != NULL)
+			json_object_object_add(e, "argv_digest",
+			    json_object_new_string(v[i].op_argv_digest));
+		if (v[i].op_exited && v[i].op_has_exit) {
+			struct json_object *x = json_object_new_object();
+			json_object_object_add(x, "code", v[i].op_exit_signal ? NULL :
+			    json_object_new_int(v[i].op_exit_code));
+			json_object_object_add(x, "signal", v[i].op_exit_signal ?
+			    json_object_new_int(v[i].op_exit_signal) : NULL);
+			json_object_object_add(e, "exit_status", x);
+		}
+		json_object_object_add(e, "operation_id", json_object_new_string(op->op_id));
+		ocsf_emit("lineage", e);
+		json_object_put(e);
 	}
 }
 
@@ -468,6 +523,7 @@ op_poll_lineage(struct operation *op)
 		lin.ol_n = lb.lb_n;
 		op_batch_add(&b, oprecord_mut_lineage, &lin);
 		op_batch_write(op, &b, "lineage");
+		op_ocsf_lineage(op, lb.lb_procs, lb.lb_n);
 	}
 	lineage_batch_free(&lb);
 }
@@ -514,8 +570,10 @@ operation_finish(struct operation *op, const char *state, const char *reason)
 		op_batch_add(&b, oprecord_mut_cgroup, &c);
 	}
 	op_batch_write(op, &b, state);
-	if (members >= 0)
+	if (members >= 0) {
+		op_ocsf_lineage(op, lb.lb_procs, lb.lb_n);
 		lineage_batch_free(&lb);
+	}
 	log_info("%s: %s (%s)", op->op_id, state, reason);
 	if (op->op_detach && populated != 0) {
 		op_detach_members(op);
@@ -974,10 +1032,15 @@ operation_merge_lineage(struct operation *op, const struct oprecord_proc *v, siz
 {
 	struct oprecord_lineage lin = { v, n };
 	char *cause = NULL;
+	/* What the poll did not already report: OCSF gets each change once. */
+	struct oprecord_proc *fresh = calloc(n + 1, sizeof(*fresh));
+	size_t nfresh = 0;
 
 	op_lin_compact(op);
 	for (size_t i = 0; i < n; i++) {
 		struct lineage_entry *e = op_lin_find(op, v[i].op_pid, v[i].op_start);
+		int news = e == NULL ? !v[i].op_exited : v[i].op_exited ? !e->le_gone :
+		    v[i].op_exe != NULL && strcmp(e->le_exe, v[i].op_exe) != 0;
 		if (e == NULL && !v[i].op_exited)
 			e = op_lin_add(op, v[i].op_pid, v[i].op_ppid, v[i].op_start);
 		if (e != NULL) {
@@ -986,11 +1049,16 @@ operation_merge_lineage(struct operation *op, const struct oprecord_proc *v, siz
 			if (v[i].op_exited)
 				e->le_gone = 1;
 		}
+		if (news && fresh != NULL)
+			fresh[nfresh++] = v[i];
 	}
 	if (oprecord_update(op->op_dirfd, op->op_id, oprecord_mut_lineage, &lin, NULL, &cause) != 0) {
 		log_warnx("%s: %s lineage: %s", op->op_id, source, cause);
 		free(cause);
 	}
+	if (fresh != NULL)
+		op_ocsf_lineage(op, fresh, nfresh);
+	free(fresh);
 }
 
 static void

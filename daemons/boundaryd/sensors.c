@@ -32,6 +32,7 @@
 #include "fanpolicy.h"
 #include "frame.h"
 #include "log.h"
+#include "ocsf.h"
 #include "oprecord.h"
 #include "proc.h"
 #include "record.h"
@@ -103,6 +104,7 @@ sensor_coverage_event(struct operation *op, const char *kind, const char *dispos
 		log_warnx("%s: sensors.jsonl: %s", op->op_id, cause);
 		free(cause);
 	}
+	ocsf_emit("sensor", e);
 	json_object_put(e);
 }
 
@@ -565,25 +567,45 @@ static const struct schema_field decision_fields[] = {
 	{ "reason", SCHEMA_STRING, SCHEMA_REQUIRED, 1, 64, 0 },
 };
 
+static int
+sensor_mut_files(struct json_object *rec, void *arg, char **cause)
+{
+	return oprecord_mut_counts(rec, arg, cause);
+}
+
+/*
+ * fanotify decisions from sensord. Every decision sensord answered ends as
+ * a line of files.jsonl or in a drop count: the ones sensord could not keep
+ * ("dropped", its bounded backlog), lines refused here, lines that could not
+ * be written. The counts go to the record ("evidence") and system.status in
+ * one record update per batch, and a drop is a violation: missing evidence
+ * is never a silent gap.
+ */
 void
 file_decision(struct boundaryd *bd, const struct peer *p, struct json_object *params,
     struct op_reply *r)
 {
 	struct operation *op = operation_find(bd, schema_string(params, "operation_id"));
 	struct json_object *arr = schema_child(params, "decisions");
+	struct oprecord_counts c = { 0 };
 	struct schema_error err;
-	int n = 0;
+	int64_t n = 0, dropped = schema_int(params, "dropped", 0);
+	size_t total = json_object_array_length(arr);
 
 	(void)p;
 	if (op == NULL) {
+		bd->bd_files_dropped += (uint64_t)dropped + total;
+		log_warnx("%s: %zu file decision(s) for no running operation dropped",
+		    schema_string(params, "operation_id"), total + (size_t)dropped);
 		reply_error(r, PE_NOT_FOUND, "no such operation");
 		return;
 	}
-	for (size_t i = 0; i < json_object_array_length(arr); i++) {
+	for (size_t i = 0; i < total; i++) {
 		struct json_object *d = json_object_array_get_idx(arr, i), *line;
 		char *cause = NULL;
 		if (schema_validate(d, decision_fields, nitems(decision_fields), &err) != 0) {
 			log_warnx("%s: file decision refused: %s", op->op_id, err.se_message);
+			dropped++;
 			continue;
 		}
 		line = json_object_get(d);
@@ -592,13 +614,30 @@ file_decision(struct boundaryd *bd, const struct peer *p, struct json_object *pa
 		if (record_append_jsonl(op->op_dirfd, "files.jsonl", line, &cause) != 0) {
 			log_warnx("%s: files.jsonl: %s", op->op_id, cause);
 			free(cause);
-			operation_violation(op, "evidence_append_failed");
+			dropped++;
 		} else {
-			operation_count_effect(op);
 			n++;
 		}
+		/* The decision was made either way. */
+		ocsf_emit("file", line);
 		json_object_put(line);
 	}
+	bd->bd_files_recorded += (uint64_t)n;
+	bd->bd_files_dropped += (uint64_t)dropped;
+	c.oc_effects = n;
+	c.oc_files_recorded = n;
+	c.oc_files_dropped = dropped;
+	if (n > 0 || dropped > 0) {
+		char *cause = NULL;
+		if (oprecord_update(op->op_dirfd, op->op_id, sensor_mut_files, &c, NULL,
+			&cause) != 0) {
+			log_warnx("%s: file decision counts: %s", op->op_id, cause);
+			free(cause);
+		}
+	}
+	if (dropped > 0)
+		operation_violation(op, "file_decisions_dropped");
 	r->or_result = json_object_new_object();
-	json_object_object_add(r->or_result, "recorded", json_object_new_int(n));
+	json_object_object_add(r->or_result, "recorded", json_object_new_int64(n));
+	json_object_object_add(r->or_result, "dropped", json_object_new_int64(dropped));
 }

@@ -58,9 +58,13 @@ fan_record(const struct fan_event *ev)
 	struct proc_stat st;
 	char exe[256], ts[40];
 
-	if (o == NULL || ev->ev_final == NULL || !ev->ev_final->vd_record ||
-	    json_object_array_length(o->so_files) >= SENSORD_BACKLOG_MAX)
+	if (o == NULL || ev->ev_final == NULL || !ev->ev_final->vd_record)
 		return;
+	if (json_object_array_length(o->so_files) >= SENSORD_BACKLOG_MAX) {
+		/* Bounded backlog: the decision is lost, but counted and reported. */
+		o->so_files_dropped++;
+		return;
+	}
 	d = json_object_new_object();
 	util_now_rfc3339(ts, sizeof(ts));
 	json_object_object_add(d, "time", json_object_new_string(ts));

@@ -630,11 +630,40 @@ sensord_flush_op(struct sop *o)
 		sensord_request("lineage.report", p);
 		o->so_lineage = json_object_new_array();
 	}
-	if (o->so_files != NULL && json_object_array_length(o->so_files) > 0) {
-		struct json_object *p = json_object_new_object();
+	/*
+	 * File decisions go in frames of a bounded number: one frame of a full
+	 * backlog would pass the frame limit and be lost whole. What cannot be
+	 * sent is counted and the count rides on the next frame.
+	 */
+	size_t nf = o->so_files != NULL ? json_object_array_length(o->so_files) : 0;
+	for (size_t i = 0; i < nf || o->so_files_dropped > 0;) {
+		struct json_object *p = json_object_new_object(), *chunk = json_object_new_array();
+		size_t k;
+		for (k = 0; k < SENSORD_DECISIONS_PER_FRAME && i + k < nf; k++)
+			json_object_array_add(chunk, json_object_get(
+			    json_object_array_get_idx(o->so_files, i + k)));
 		json_object_object_add(p, "operation_id", json_object_new_string(o->so_id));
-		json_object_object_add(p, "decisions", o->so_files);
-		sensord_request("file.decision", p);
+		json_object_object_add(p, "decisions", chunk);
+		if (o->so_files_dropped > 0)
+			json_object_object_add(p, "dropped",
+			    json_object_new_int64(o->so_files_dropped));
+		struct json_object *msg = proto_request_new(sd.sd_next_id++, "file.decision", p);
+		if (sd.sd_bev != NULL && frame_encode_evbuffer(bufferevent_get_output(sd.sd_bev),
+		    msg) == 0) {
+			o->so_files_dropped = 0;
+		} else {
+			log_warnx("%s: cannot send %zu file decision(s) to boundaryd", o->so_id, k);
+			o->so_files_dropped += (int64_t)k;
+			if (k == 0) {
+				json_object_put(msg);
+				break; /* only a count to send, and it cannot be: keep it */
+			}
+		}
+		json_object_put(msg);
+		i += k;
+	}
+	if (nf > 0) {
+		json_object_put(o->so_files);
 		o->so_files = json_object_new_array();
 	}
 }

@@ -29,6 +29,8 @@ struct fanpolicy;
 #define SENSORD_HEARTBEAT_MISSES 3
 /* Lineage entries or decisions held per operation while boundaryd is away. */
 #define SENSORD_BACKLOG_MAX 4096
+/* Decisions per file.decision frame: 64 of the largest fit well under FRAME_MAX_DEFAULT. */
+#define SENSORD_DECISIONS_PER_FRAME 64
 
 /* One supervised operation, as boundaryd described it. */
 struct sop {
@@ -41,6 +43,7 @@ struct sop {
 	int so_fan_broken;		/* rules could not be parsed: deny what is marked */
 	struct json_object *so_lineage;	/* lineage events not yet reported */
 	struct json_object *so_files;	/* file decisions not yet reported */
+	int64_t so_files_dropped;	/* ... answered but not kept, not yet reported */
 };
 
 /* pid -> operation, for exit events of processes that are gone already. */
