@@ -463,7 +463,7 @@ ocsf_sink_open(int dirfd, const char *name, uint64_t max_bytes, char **cause)
 	snprintf(sink_name, sizeof(sink_name), "%s", name);
 	snprintf(sink_old, sizeof(sink_old), "%s.1", name);
 	sink_dirfd = dirfd;
-	sink_max = max_bytes < OCSF_LINE_MAX ? OCSF_LINE_MAX : max_bytes;
+	sink_max = max_bytes < OCSF_FILE_MIN ? OCSF_FILE_MIN : max_bytes;
 	if (sink_reopen() != 0) {
 		if (asprintf(cause, "%s: %s", name, strerror(errno)) < 0)
 			*cause = NULL;

@@ -25,6 +25,7 @@ struct json_object;
 #define OCSF_QUEUE_LINES 4096
 #define OCSF_LINE_MAX (64u * 1024u)
 #define OCSF_FILE_MAX_DEFAULT (64ull << 20)
+#define OCSF_FILE_MIN 4096	/* the smallest cap (tests use it to rotate) */
 #define OCSF_FILE "ocsf.jsonl"
 
 /*
