@@ -60,6 +60,12 @@ struct evconnlistener;
 /* Active operations one non-root uid may hold: bounds cgroups and records. */
 #define OP_MAX_PER_UID 64
 #define OP_POLL_MS 100
+/*
+ * The live record (counters, mediation boundaries, recovery health) is
+ * rewritten at most this often while an operation runs, and only when
+ * something changed: each write costs an fsync (~1 ms).
+ */
+#define OP_LIVE_MS 1000
 /* Rounds of moving an adopted tree's processes before giving up on a forking tree. */
 #define OP_ADOPT_ROUNDS 32
 #define OP_REAP_POLL_MS 20
@@ -180,6 +186,10 @@ struct operation {
 	/* fanotify coverage: lost until a sensord acknowledges the config again */
 	int op_cov_lost;
 	int op_frozen;		/* cgroup.freeze written for the loss */
+	/* what the live record last showed (live.c) */
+	int64_t op_live_ms;		/* monotonic */
+	size_t op_live_recovery_n;
+	char op_live_fan_state[16];
 };
 TAILQ_HEAD(operation_list, operation);
 struct conn;
@@ -230,6 +240,25 @@ struct netop {
 	struct listener no_sup;	/* supervisor.sock */
 	int no_table_installed;	/* the kernel holds our table: refill in place */
 	int no_table_gone;
+	/*
+	 * Kernel counters -> record counts (allowed/blocked packets/bytes).
+	 * The record holds base + kernel; a kernel reset (a table made anew)
+	 * moves what was counted into base, so the record's counts only grow.
+	 */
+	uint64_t no_cnt_last[4], no_cnt_base[4], no_cnt_rec[4];
+	int no_cnt_restored;	/* adopted: the first reading may be a new epoch */
+	uint64_t no_live_blocked_pk;	/* blocked packets when the top list was last written */
+	uint64_t no_live_generation;	/* generation the boundary entry last showed */
+};
+
+/* One live record update (live.c): each part is optional. */
+struct live_update {
+	struct oprecord_counts lu_counts;	/* deltas */
+	uint64_t lu_cnt_target[4];		/* the counts after it (netop) */
+	struct json_object *lu_blocked;		/* counts.network.blocked_destinations */
+	struct json_object *lu_boundaries[2];	/* mediation_boundaries entries */
+	size_t lu_nb;
+	struct json_object *lu_recovery;	/* recovery_health */
 };
 
 struct boundaryd {
@@ -321,6 +350,8 @@ void netop_spec_free(struct netop_spec *s);
 struct netop *netop_attach(struct operation *op, struct netop_spec *s, char **cause);
 struct netop *netop_restore(struct operation *op, char **cause);
 void netop_end(struct netop *no);
+void netop_live(struct netop *no, int final, struct live_update *u);
+void netop_live_written(struct netop *no, const struct live_update *u);
 void netop_free(struct netop *no);
 struct json_object *netop_summary(struct netop *no);
 void netop_recover_tables(struct boundaryd *bd);
@@ -344,6 +375,11 @@ struct operation *operation_find(struct boundaryd *bd, const char *id);
 int operation_take_token(struct operation *op);
 struct operation *operation_new_address(struct boundaryd *bd, const char *id, char **cause);
 void operation_violation(struct operation *op, const char *what);
+/* live.c */
+void operation_live(struct operation *op, int final);
+int live_write(struct operation *op, struct live_update *u);
+void live_update_clear(struct live_update *u);
+int live_mut_fanotify_ended(struct json_object *rec, void *arg, char **cause);
 void operation_count_effect(struct operation *op);
 
 /* sensors.c */

@@ -942,25 +942,12 @@ netop_blocked_top(struct netop *no, const struct nft_blocked *v, size_t n)
 	return top;
 }
 
-/* Set counts.network.blocked_destinations once (the end of the operation). */
-static int
-netop_mut_blocked(struct json_object *rec, void *arg, char **cause)
-{
-	struct json_object *net = schema_child(schema_child(rec, "counts"), "network");
-
-	if (schema_child(net, "blocked_destinations") != NULL) {
-		util_cause(cause, "blocked destinations already recorded");
-		return -1;
-	}
-	json_object_object_add(net, "blocked_destinations", json_object_get(arg));
-	return 0;
-}
-
 /*
  * NetworkBlocked events for c: one per rejected TCP/UDP destination (from
  * the blocked sets, most packets first), and one for what no element holds
- * (other protocols, or destinations past a full set). The top ones also go
- * into the operation record, so `gensee run` can name them at its end.
+ * (other protocols, or destinations past a full set). The top ones go into
+ * the operation record with the final counts (netop_end), so `gensee run`
+ * can name them at its end.
  */
 static void
 netop_record_blocked(struct netop *no, const struct nft_counters *c)
@@ -968,8 +955,6 @@ netop_record_blocked(struct netop *no, const struct nft_counters *c)
 	struct nft_blocked *v = NULL;
 	size_t n = 0;
 	uint64_t pk = 0, by = 0;
-	struct json_object *top;
-
 	/* On failure the totals below still say how much was rejected. */
 	netop_blocked_sorted(no, &v, &n);
 	for (size_t i = 0; i < n; i++) {
@@ -993,9 +978,6 @@ netop_record_blocked(struct netop *no, const struct nft_counters *c)
 		json_object_object_add(b, "generation", json_object_new_int64((int64_t)no->no_generation));
 		netop_append(no, "effects.jsonl", b);
 	}
-	top = netop_blocked_top(no, v, n);
-	oprecord_update(no->no_op->op_dirfd, no->no_op->op_id, netop_mut_blocked, top, NULL, NULL);
-	json_object_put(top);
 	free(v);
 }
 
@@ -1038,22 +1020,107 @@ netop_summary(struct netop *no)
 	return o;
 }
 
-static int
-netop_mut_netcounts(struct json_object *rec, void *arg, char **cause)
+/* The network boundary as the record's mediation_boundaries lists it. */
+static struct json_object *
+netop_boundary_json(struct netop *no, const char *state)
 {
-	return oprecord_mut_counts(rec, arg, cause);
+	struct json_object *b = json_object_new_object();
+	json_object_object_add(b, "kind", json_object_new_string("network"));
+	json_object_object_add(b, "mechanism", json_object_new_string("nftables"));
+	json_object_object_add(b, "table", json_object_new_string(no->no_table));
+	json_object_object_add(b, "mode", json_object_new_string(
+	    netop_mode_name(no->no_spec.ns_mode)));
+	json_object_object_add(b, "generation", json_object_new_int64((int64_t)no->no_generation));
+	json_object_object_add(b, "state", json_object_new_string(state));
+	return b;
+}
+
+/*
+ * What the record should show of the network boundary now: count deltas
+ * since the last write, the blocked destinations when more were rejected,
+ * the boundary entry when its generation or state changed. With c NULL the
+ * counters are read here.
+ */
+static void
+netop_live_from(struct netop *no, const struct nft_counters *c, const char *state,
+    struct live_update *u)
+{
+	struct nft_counters rd;
+	char *cause = NULL;
+
+	if (c == NULL && !no->no_table_gone && no->no_bd->bd_nft != NULL) {
+		if (nft_counters_read(no->no_bd->bd_nft, no->no_table, &rd, &cause) == 0) {
+			c = &rd;
+		} else {
+			log_debug("%s: counters: %s", no->no_op->op_id, cause);
+			free(cause);
+		}
+	}
+	if (c != NULL) {
+		uint64_t k[4] = { c->nc_allowed_packets, c->nc_allowed_bytes,
+			c->nc_blocked_packets, c->nc_blocked_bytes };
+		int64_t d[4];
+		for (int i = 0; i < 4; i++) {
+			if (no->no_cnt_restored && k[i] < no->no_cnt_rec[i])
+				no->no_cnt_base[i] = no->no_cnt_rec[i]; /* a new table after a restart */
+			else if (k[i] < no->no_cnt_last[i])
+				no->no_cnt_base[i] += no->no_cnt_last[i]; /* counters reset under us */
+			no->no_cnt_last[i] = k[i];
+			u->lu_cnt_target[i] = no->no_cnt_base[i] + k[i];
+			d[i] = u->lu_cnt_target[i] > no->no_cnt_rec[i] ?
+			    (int64_t)(u->lu_cnt_target[i] - no->no_cnt_rec[i]) : 0;
+			if (u->lu_cnt_target[i] < no->no_cnt_rec[i])
+				u->lu_cnt_target[i] = no->no_cnt_rec[i];
+		}
+		no->no_cnt_restored = 0;
+		u->lu_counts.oc_allowed_packets = d[0];
+		u->lu_counts.oc_allowed_bytes = d[1];
+		u->lu_counts.oc_blocked_packets = d[2];
+		u->lu_counts.oc_blocked_bytes = d[3];
+		/* Listing the rejected destinations dumps the sets: only when there are more. */
+		if (c->nc_blocked_packets > 0 && c->nc_blocked_packets != no->no_live_blocked_pk) {
+			struct nft_blocked *v = NULL;
+			size_t n = 0;
+			netop_blocked_sorted(no, &v, &n);
+			u->lu_blocked = netop_blocked_top(no, v, n);
+			free(v);
+		}
+	}
+	if (strcmp(state, "active") != 0 || no->no_live_generation != no->no_generation + 1)
+		u->lu_boundaries[u->lu_nb++] = netop_boundary_json(no, state);
+}
+
+void
+netop_live(struct netop *no, int final, struct live_update *u)
+{
+	netop_live_from(no, NULL, final ? "ended" : "active", u);
+}
+
+void
+netop_live_written(struct netop *no, const struct live_update *u)
+{
+	for (int i = 0; i < 4; i++)
+		no->no_cnt_rec[i] = u->lu_cnt_target[i] > no->no_cnt_rec[i] ?
+		    u->lu_cnt_target[i] : no->no_cnt_rec[i];
+	if (u->lu_blocked != NULL)
+		no->no_live_blocked_pk = no->no_cnt_last[2];
+	/* +1: zero means "not written yet" */
+	no->no_live_generation = no->no_generation + 1;
 }
 
 /*
  * At the end of the operation (its tree is gone): read the counters, record
- * nonzero rejects as NetworkBlocked events, delete the table.
+ * nonzero rejects as NetworkBlocked events, delete the table, and write the
+ * final counts and the boundary's end to the record in one update.
  */
 void
 netop_end(struct netop *no)
 {
 	struct nft_counters c;
 	struct netop_lease *l;
+	struct live_update u;
 	char *cause = NULL;
+	int have = 0;
 
 	if (no->no_table_gone)
 		return;
@@ -1064,6 +1131,7 @@ netop_end(struct netop *no)
 	if (no->no_bd->bd_nft != NULL &&
 	    nft_counters_read(no->no_bd->bd_nft, no->no_table, &c, &cause) == 0) {
 		struct json_object *k = json_object_new_object();
+		have = 1;
 		json_object_object_add(k, "generation", json_object_new_int64((int64_t)no->no_generation));
 		json_object_object_add(k, "allowed_packets", json_object_new_int64((int64_t)c.nc_allowed_packets));
 		json_object_object_add(k, "allowed_bytes", json_object_new_int64((int64_t)c.nc_allowed_bytes));
@@ -1071,14 +1139,6 @@ netop_end(struct netop *no)
 		json_object_object_add(k, "blocked_bytes", json_object_new_int64((int64_t)c.nc_blocked_bytes));
 		json_object_object_add(k, "final", json_object_new_boolean(1));
 		netop_append(no, "counters.jsonl", k);
-		struct oprecord_counts oc = {
-			.oc_allowed_packets = (int64_t)c.nc_allowed_packets,
-			.oc_allowed_bytes = (int64_t)c.nc_allowed_bytes,
-			.oc_blocked_packets = (int64_t)c.nc_blocked_packets,
-			.oc_blocked_bytes = (int64_t)c.nc_blocked_bytes,
-		};
-		oprecord_update(no->no_op->op_dirfd, no->no_op->op_id, netop_mut_netcounts, &oc, NULL,
-		    NULL);
 		if (c.nc_blocked_packets > 0)
 			netop_record_blocked(no, &c);
 	} else {
@@ -1086,6 +1146,8 @@ netop_end(struct netop *no)
 		free(cause);
 		cause = NULL;
 	}
+	/* The final blocked list is written whatever the live one showed. */
+	no->no_live_blocked_pk = 0;
 	if (no->no_bd->bd_nft != NULL &&
 	    nft_table_delete(no->no_bd->bd_nft, no->no_table, &cause) != 0) {
 		log_warnx("%s: delete table %s: %s", no->no_op->op_id, no->no_table, cause);
@@ -1093,6 +1155,11 @@ netop_end(struct netop *no)
 	} else {
 		no->no_table_gone = 1;
 	}
+	memset(&u, 0, sizeof(u));
+	netop_live_from(no, have ? &c : NULL, no->no_table_gone ? "ended" : "ended_table_left", &u);
+	if (live_write(no->no_op, &u) == 0)
+		netop_live_written(no, &u);
+	live_update_clear(&u);
 	control_close(&no->no_sup);
 	if (no->no_dirfd >= 0)
 		unlinkat(no->no_dirfd, "supervisor.sock", 0);
@@ -1149,6 +1216,22 @@ netop_restore(struct operation *op, char **cause)
 	no->no_dirfd = dfd;
 	netop_spec_init(&no->no_spec);
 	no->no_generation = (uint64_t)schema_int(rec, "generation", 0);
+	/* What the record counted before the restart: the live counts continue from it. */
+	struct json_object *orec = NULL;
+	char *ocause = NULL;
+	if (oprecord_read(op->op_dirfd, op->op_id, &orec, &ocause) == 0) {
+		struct json_object *net = schema_child(schema_child(orec, "counts"), "network");
+		static const char *keys[4] = { "allowed_packets", "allowed_bytes", "blocked_packets",
+			"blocked_bytes" };
+		for (int i = 0; i < 4; i++) {
+			int64_t v = schema_int(net, keys[i], 0);
+			no->no_cnt_rec[i] = v > 0 ? (uint64_t)v : 0;
+		}
+		no->no_cnt_restored = 1;
+		json_object_put(orec);
+	} else {
+		free(ocause);
+	}
 	no->no_table_installed = 1; /* try a refill first; a full generation if it is gone */
 	env = schema_child(rec, "envelope");
 	struct json_object *subj = schema_child(rec, "subject");

@@ -565,6 +565,7 @@ operation_finish(struct operation *op, const char *state, const char *reason)
 		op_batch_add(&b, oprecord_mut_lineage, &lin);
 	}
 	op_batch_add(&b, oprecord_mut_lifecycle, &l);
+	op_batch_add(&b, live_mut_fanotify_ended, NULL);
 	if (populated != 0 && members > 0 && !op->op_detach) {
 		c.ocg_killed_leftovers = members;
 		op_batch_add(&b, oprecord_mut_cgroup, &c);
@@ -706,6 +707,7 @@ op_poll_cb(evutil_socket_t fd, short what, void *arg)
 	op_poll_lineage(op);
 	if (op->op_hc_pending)
 		op_hc_check(op, 0);
+	operation_live(op, 0);
 }
 
 /* The launcher's grace is over and the operation still runs: end it. */

@@ -1,6 +1,7 @@
 """Evidence for dashboards and SIEMs: boundaryd --ocsf emits a valid OCSF
 1.1.0 event for every decision of real operations; every fanotify decision
-is recorded or counted as dropped."""
+is recorded or counted as dropped; the record shows a running operation's
+counters and boundaries while it runs."""
 
 import json
 import os
@@ -173,5 +174,64 @@ def file_decisions_all_counted(env):
         check(env.record(opid)["counts"]["violations"] >= 1, "drops without a violation")
 
 
+def record_live_while_running(env):
+    # Issue 10: counters and mediation boundaries reached record.json only at
+    # the end. The agent holds on a gate the test opens: everything checked
+    # before that is seen while the operation still runs.
+    env.use_netns()
+    env.start()
+    env.serve(env.netns, "tcp,192.0.2.1,8080", "tcp,192.0.2.1,8081")
+    home = tempfile.mkdtemp(prefix="home.", dir=env.bindir)
+    with open(os.path.join(home, "policy.json"), "w") as f:
+        json.dump({"linux": {"mount_view": {"mode": "off"}, "landlock": {"mode": "off"}}}, f)
+    os.chown(home, env.uid, env.gid)
+    os.chown(os.path.join(home, "policy.json"), env.uid, env.gid)
+    os.chmod(home, 0o755)
+    gate = make_fifo(env, "gate")
+    p = env.gensee_bg("run", "--sandbox", "linux", "--allow-net", "192.0.2.1,tcp,8080",
+                      "--json", "--", "sh", "-c",
+                      "/usr/bin/python3 %s tcp,192.0.2.1,8080 tcp,192.0.2.1,8081; read x < %s"
+                      % (env.tool("netprobe.py"), gate), env={"HOME": home, "GENSEE_HOME": home})
+    opid = env.wait_for("operation", lambda: env.running_ops())[0]
+
+    def live():
+        rec = env.record(opid)
+        net = rec["counts"]["network"]
+        b = [m for m in rec["mediation_boundaries"] if m["kind"] == "network"]
+        return rec if (net["allowed_packets"] > 0 and net["blocked_packets"] > 0 and
+                       net.get("blocked_destinations") and b) else None
+    try:
+        rec = env.wait_for("live counters in record.json", live)
+    except Exception:
+        print(json.dumps(env.record(opid), indent=1))
+        raise
+    # The agent is still held on the gate: this is the running operation.
+    check(rec["lifecycle"]["state"] == "running", "lifecycle %r" % rec["lifecycle"])
+    b = [m for m in rec["mediation_boundaries"] if m["kind"] == "network"][0]
+    check(b["state"] == "active" and b["mechanism"] == "nftables" and b["generation"] >= 1 and
+          b["mode"] == "allowlist", "boundary %r" % b)
+    top = rec["counts"]["network"]["blocked_destinations"]["top"]
+    check(any(t["destination"] == "192.0.2.1" and t["port"] == 8081 for t in top), "top %r" % top)
+    live_counts = dict(rec["counts"]["network"])
+    with open(gate, "w") as f:
+        f.write("go\n")
+    rc, out, err = env.finish(p)
+    check(rc == 0, "rc %d: %s" % (rc, err))
+    final = env.record(opid)
+    net = final["counts"]["network"]
+    for k in ("allowed_packets", "allowed_bytes", "blocked_packets", "blocked_bytes"):
+        check(net[k] >= live_counts[k], "%s went down: %r -> %r" % (k, live_counts, net))
+    # Live snapshots and the end are not counted twice: the record's counts
+    # are the kernel's final counters.
+    with open(os.path.join(env.state, "network-operations", opid, "counters.jsonl")) as f:
+        last = [json.loads(l) for l in f if l.strip()][-1]
+    check(last.get("final") and all(net[k] == last[k] for k in
+                                    ("allowed_packets", "allowed_bytes", "blocked_packets",
+                                     "blocked_bytes")), "record %r, final counters %r" % (net, last))
+    b = [m for m in final["mediation_boundaries"] if m["kind"] == "network"]
+    check(len(b) == 1 and b[0]["state"] == "ended", "boundary at the end %r" % b)
+
+
 if __name__ == "__main__":
-    main({f.__name__: f for f in (ocsf_records_validate, file_decisions_all_counted)})
+    main({f.__name__: f for f in (ocsf_records_validate, file_decisions_all_counted,
+                                  record_live_while_running)})
