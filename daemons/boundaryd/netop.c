@@ -1146,8 +1146,13 @@ netop_end(struct netop *no)
 		free(cause);
 		cause = NULL;
 	}
-	/* The final blocked list is written whatever the live one showed. */
+	/*
+	 * The final counts and blocked list (whatever the live one showed),
+	 * gathered while the table and its sets still exist.
+	 */
 	no->no_live_blocked_pk = 0;
+	memset(&u, 0, sizeof(u));
+	netop_live_from(no, have ? &c : NULL, "ended", &u);
 	if (no->no_bd->bd_nft != NULL &&
 	    nft_table_delete(no->no_bd->bd_nft, no->no_table, &cause) != 0) {
 		log_warnx("%s: delete table %s: %s", no->no_op->op_id, no->no_table, cause);
@@ -1155,8 +1160,9 @@ netop_end(struct netop *no)
 	} else {
 		no->no_table_gone = 1;
 	}
-	memset(&u, 0, sizeof(u));
-	netop_live_from(no, have ? &c : NULL, no->no_table_gone ? "ended" : "ended_table_left", &u);
+	if (!no->no_table_gone && u.lu_nb > 0)
+		json_object_object_add(u.lu_boundaries[u.lu_nb - 1], "state",
+		    json_object_new_string("ended_table_left"));
 	if (live_write(no->no_op, &u) == 0)
 		netop_live_written(no, &u);
 	live_update_clear(&u);
