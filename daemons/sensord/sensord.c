@@ -201,6 +201,8 @@ static void
 sensord_apply_config(struct json_object *c, const char *action)
 {
 	const char *id = schema_string(c, "operation_id");
+	struct json_object *kept_lineage = NULL, *kept_files = NULL;
+	int64_t kept_dropped = 0;
 	struct sop *o;
 
 	if (id == NULL || !ids_valid_operation(id))
@@ -233,6 +235,16 @@ sensord_apply_config(struct json_object *c, const char *action)
 		o = &sd.sd_ops[sd.sd_nops++];
 		memset(o, 0, sizeof(*o));
 	} else {
+		/*
+		 * A config again (a restarted boundaryd resends every running
+		 * operation's): what was kept for it while boundaryd was away
+		 * is still to be reported, not discarded with the old rules.
+		 */
+		kept_lineage = o->so_lineage;
+		kept_files = o->so_files;
+		kept_dropped = o->so_files_dropped;
+		o->so_lineage = NULL;
+		o->so_files = NULL;
 		sensord_op_clear(o);
 	}
 	util_strlcpy(o->so_id, id, sizeof(o->so_id));
@@ -240,8 +252,9 @@ sensord_apply_config(struct json_object *c, const char *action)
 	    sizeof(o->so_cgroup));
 	util_strlcpy(o->so_table, schema_string(c, "table") ? schema_string(c, "table") : "",
 	    sizeof(o->so_table));
-	o->so_lineage = json_object_new_array();
-	o->so_files = json_object_new_array();
+	o->so_lineage = kept_lineage != NULL ? kept_lineage : json_object_new_array();
+	o->so_files = kept_files != NULL ? kept_files : json_object_new_array();
+	o->so_files_dropped = kept_dropped;
 	struct json_object *fan = schema_child(c, "fanotify");
 	if (fan != NULL && schema_bool(fan, "enabled", 0)) {
 		char *cause = NULL;

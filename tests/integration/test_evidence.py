@@ -31,6 +31,22 @@ def make_fifo(env, name):
     return path
 
 
+def release(env, gate):
+    """Open the gate an agent is reading: once it has the fifo open (a
+    nonblocking open fails until then), so a test never hangs on an agent
+    that did not get there."""
+    def opened():
+        try:
+            return os.open(gate, os.O_WRONLY | os.O_NONBLOCK)
+        except OSError:
+            return None
+    fd = env.wait_for("the agent to read " + os.path.basename(gate), opened, timeout=60)
+    try:
+        os.write(fd, b"go\n")
+    finally:
+        os.close(fd)
+
+
 def validator_rejects():
     # The validator is not vacuous: each of these faults is caught.
     good = {"class_uid": 2004, "category_uid": 2, "activity_id": 1, "type_uid": 200401,
@@ -73,8 +89,7 @@ def ocsf_records_validate(env):
         return os.path.exists(path) and any(
             json.loads(l).get("source") == "nft_trace" for l in open(path))
     env.wait_for("the trace fault", traced)
-    with open(gate, "w") as f:
-        f.write("go\n")
+    release(env, gate)
     rc, out, err = env.finish(p)
     check(rc == 3, "agent rc %d: %s" % (rc, err))
 
@@ -174,6 +189,67 @@ def file_decisions_all_counted(env):
         check(env.record(opid)["counts"]["violations"] >= 1, "drops without a violation")
 
 
+BURST = """
+import os, sys
+key, gate1, gate2, out, n = sys.argv[1:6]
+open(out + ".ready", "w").close()
+open(gate1).read()
+d = 0
+for i in range(int(n)):
+    try:
+        open(key).close()
+    except PermissionError:
+        d += 1
+with open(out + ".tmp", "w") as f:
+    f.write(str(d))
+os.rename(out + ".tmp", out)
+open(gate2).read()
+"""
+
+
+def file_decisions_dropped_are_counted(env):
+    # Force real drops: boundaryd is away while the agent makes more denials
+    # than sensord's backlog (4,096) holds. What sensord could not keep comes
+    # back as a count, so recorded + dropped is still every decision made.
+    env.start()
+    env.start_sensord()
+    home, ws = make_home(env)
+    key = os.path.join(home, ".ssh", "id_ed25519")
+    g1, g2 = make_fifo(env, "g1"), make_fifo(env, "g2")
+    outdir = tempfile.mkdtemp(prefix="out.", dir=env.bindir)
+    os.chmod(outdir, 0o777)
+    out = os.path.join(outdir, "denied")
+    n = 6000
+    p = env.gensee_bg("run", "--sandbox", "linux", "--deny-all", "--json", "--",
+                      "/usr/bin/python3", "-c", BURST, key, g1, g2, out, str(n),
+                      env={"HOME": home, "GENSEE_HOME": home})
+    opid = env.wait_for("operation", lambda: env.running_ops())[0]
+    # Only once the agent runs (it was released and is at the gate).
+    env.wait_for("the agent", lambda: os.path.exists(out + ".ready"))
+    env.kill9()
+    release(env, g1)
+    env.wait_for("the burst", lambda: os.path.exists(out), timeout=120)
+    with open(out) as f:
+        denied = int(f.read())
+    check(denied == n, "%d of %d opens denied" % (denied, n))
+    env.start()  # adopts the operation; sensord reconnects and sends what it kept
+
+    def counted():
+        ev = env.record(opid).get("evidence")
+        return ev if ev and ev["files_recorded"] + ev["files_dropped"] >= n else None
+    ev = env.wait_for("every decision recorded or counted", counted, timeout=60)
+    check(ev["files_recorded"] + ev["files_dropped"] == n, "%d decisions, record %r" % (n, ev))
+    print("evidence %r" % ev)
+    check(ev["files_dropped"] >= n - 4096, "sensord kept more than its backlog? %r" % ev)
+    with open(os.path.join(env.state, "operations", opid, "files.jsonl")) as f:
+        recorded = sum(1 for _ in f)
+    check(recorded == ev["files_recorded"], "files.jsonl %d lines, record %r" % (recorded, ev))
+    check(env.record(opid)["counts"]["violations"] >= 1, "drops without a violation")
+    release(env, g2)
+    rc, _, err = env.finish(p, timeout=120)
+    check(rc == 0, "rc %d: %s" % (rc, err))
+
+
 def record_live_while_running(env):
     # Issue 10: counters and mediation boundaries reached record.json only at
     # the end. The agent holds on a gate the test opens: everything checked
@@ -213,8 +289,7 @@ def record_live_while_running(env):
     top = rec["counts"]["network"]["blocked_destinations"]["top"]
     check(any(t["destination"] == "192.0.2.1" and t["port"] == 8081 for t in top), "top %r" % top)
     live_counts = dict(rec["counts"]["network"])
-    with open(gate, "w") as f:
-        f.write("go\n")
+    release(env, gate)
     rc, out, err = env.finish(p)
     check(rc == 0, "rc %d: %s" % (rc, err))
     final = env.record(opid)
@@ -234,4 +309,5 @@ def record_live_while_running(env):
 
 if __name__ == "__main__":
     main({f.__name__: f for f in (ocsf_records_validate, file_decisions_all_counted,
+                                  file_decisions_dropped_are_counted,
                                   record_live_while_running)})
