@@ -255,6 +255,11 @@ def record_live_while_running(env):
     # the end. The agent holds on a gate the test opens: everything checked
     # before that is seen while the operation still runs.
     env.use_netns()
+    # A record startup recovery cannot validate: informational recovery health.
+    bad = "op_" + "0" * 32
+    os.makedirs(os.path.join(env.state, "operations", bad), 0o700)
+    with open(os.path.join(env.state, "operations", bad, "record.json"), "w") as f:
+        f.write('{"schema_version": 1')
     env.start()
     env.serve(env.netns, "tcp,192.0.2.1,8080", "tcp,192.0.2.1,8081")
     home = tempfile.mkdtemp(prefix="home.", dir=env.bindir)
@@ -275,7 +280,8 @@ def record_live_while_running(env):
         net = rec["counts"]["network"]
         b = [m for m in rec["mediation_boundaries"] if m["kind"] == "network"]
         return rec if (net["allowed_packets"] > 0 and net["blocked_packets"] > 0 and
-                       net.get("blocked_destinations") and b) else None
+                       net.get("blocked_destinations") and b and
+                       rec["recovery_health"]["status"] == "degraded") else None
     try:
         rec = env.wait_for("live counters in record.json", live)
     except Exception:
@@ -286,6 +292,9 @@ def record_live_while_running(env):
     b = [m for m in rec["mediation_boundaries"] if m["kind"] == "network"][0]
     check(b["state"] == "active" and b["mechanism"] == "nftables" and b["generation"] >= 1 and
           b["mode"] == "allowlist", "boundary %r" % b)
+    rh = rec["recovery_health"]
+    check([e["operation_id"] for e in rh["entries"]] == [bad] and rec["counts"]["violations"] == 0,
+          "recovery health %r (informational, not a violation)" % rh)
     top = rec["counts"]["network"]["blocked_destinations"]["top"]
     check(any(t["destination"] == "192.0.2.1" and t["port"] == 8081 for t in top), "top %r" % top)
     live_counts = dict(rec["counts"]["network"])
