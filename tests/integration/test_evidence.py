@@ -79,7 +79,8 @@ def ocsf_records_validate(env):
     # (nft trace in this namespace), then it waits on the gate so the
     # trace's fault lands while the operation still runs.
     p = env.gensee_bg("run", "--sandbox", "linux", "--deny-all", "--json", "--", "sh", "-c",
-                      "cat %s; /usr/bin/python3 %s tcp,203.0.113.40,9999; read x < %s; exit 3"
+                      "cat %s; /usr/bin/python3 %s tcp,203.0.113.40,9999; "
+                      "/usr/bin/head -c 3 %s >/dev/null; exit 3"
                       % (key, env.tool("netprobe.py"), gate),
                       env={"HOME": home, "GENSEE_HOME": home})
     opid = env.wait_for("operation", lambda: env.running_ops())[0]
@@ -89,6 +90,13 @@ def ocsf_records_validate(env):
         return os.path.exists(path) and any(
             json.loads(l).get("source") == "nft_trace" for l in open(path))
     env.wait_for("the trace fault", traced)
+
+    def head_launched():
+        return any(e["class_uid"] == 1007 and e["activity_id"] == 1 and
+                   e["process"].get("file", {}).get("path", "").endswith("/head")
+                   for e in ocsf_lines(env))
+    # head waits on the gate: the poll sees it launch (no timing involved).
+    env.wait_for("head's launch event", head_launched)
     release(env, gate)
     rc, out, err = env.finish(p)
     check(rc == 3, "agent rc %d: %s" % (rc, err))
@@ -139,9 +147,10 @@ def ocsf_records_validate(env):
     # Launches and exits of the tree, with the root's exit code.
     proc = [e for e in mine if e["class_uid"] == 1007]
     launched = {e["process"].get("file", {}).get("path") for e in proc if e["activity_id"] == 1}
-    # (In a network namespace sensord has no proc connector: lineage is polled,
-    # so the short cat may be missed; the probe lives long enough to be seen.)
-    check(any(x and "python3" in x for x in launched), "launches %r in %r" % (
+    # (In a network namespace sensord has no proc connector: lineage is polled
+    # every 100 ms, so the short cat and probe may be missed; head, held on
+    # the gate, is seen.)
+    check(any(x and x.endswith("/head") for x in launched), "launches %r in %r" % (
         launched, [e["unmapped"] for e in proc]))
     check(any(e["activity_id"] == 2 for e in proc), "no termination in %r" % proc)
     # The violation: a Detection Finding of the other operation, and its kill.
