@@ -393,6 +393,32 @@ START_TEST(test_counts_grow_only)
 }
 END_TEST
 
+START_TEST(test_evidence_counts)
+{
+	struct json_object *r = new_record();
+	char *cause = NULL;
+	struct oprecord_counts c = { .oc_effects = 5, .oc_files_recorded = 5, .oc_files_dropped = 2 };
+
+	/* No "evidence" until the first file decision; then it only grows. */
+	ck_assert_ptr_null(at(r, "evidence"));
+	ck_assert_int_eq(oprecord_mut_counts(r, &c, &cause), 0);
+	ck_assert_int_eq(oprecord_mut_counts(r, &c, &cause), 0);
+	ck_assert_int_eq(at_int(r, "evidence.files_recorded"), 10);
+	ck_assert_int_eq(at_int(r, "evidence.files_dropped"), 4);
+	ck_assert_int_eq(oprecord_validate(r, test_id, &cause), 0);
+	struct oprecord_counts n = { .oc_files_dropped = -1 };
+	ck_assert_int_eq(oprecord_mut_counts(r, &n, &cause), -1);
+	ck_assert_int_eq(at_int(r, "evidence.files_dropped"), 4);
+	/* A record whose evidence counters are not counters is refused. */
+	json_object_object_add(at(r, "evidence"), "files_dropped", json_object_new_string("4"));
+	ck_assert_int_eq(oprecord_validate(r, test_id, &cause), -1);
+	json_object_object_add(r, "evidence", json_object_new_array());
+	ck_assert_int_eq(oprecord_validate(r, test_id, &cause), -1);
+	free(cause);
+	json_object_put(r);
+}
+END_TEST
+
 START_TEST(test_counts_no_wrap)
 {
 	struct json_object *r = new_record();
@@ -663,6 +689,7 @@ oprecord_suite(void)
 	tcase_add_test(tc, test_envelope_generation);
 	tcase_add_test(tc, test_counts_grow_only);
 	tcase_add_test(tc, test_counts_no_wrap);
+	tcase_add_test(tc, test_evidence_counts);
 	tcase_add_test(tc, test_lineage_merge);
 	tcase_add_test(tc, test_lineage_bounded);
 	tcase_add_test(tc, test_recovery_degraded);
