@@ -35,6 +35,7 @@ static void op_reap_cb(evutil_socket_t, short, void *);
 static void op_answer_waiters(struct operation *);
 static void op_hc_check(struct operation *, int);
 static int op_watch_launcher(struct operation *);
+static struct lineage_entry *op_lin_find(struct operation *, pid_t, uint64_t);
 
 void
 reply_error(struct op_reply *r, const char *code, const char *fmt, ...)
@@ -207,8 +208,13 @@ op_ocsf_lineage(struct operation *op, const struct oprecord_proc *v, size_t n)
 			json_object_object_add(e, "ppid", json_object_new_int(v[i].op_ppid));
 		json_object_object_add(e, "start_time_ticks",
 		    json_object_new_int64((int64_t)v[i].op_start));
-		if (v[i].op_exe != NULL)
-			json_object_object_add(e, "executable", json_object_new_string(v[i].op_exe));
+		/* An exit seen by the poll names no image: the tracked entry knows it. */
+		const struct lineage_entry *le = v[i].op_exe == NULL ?
+		    op_lin_find(op, v[i].op_pid, v[i].op_start) : NULL;
+		const char *exe = v[i].op_exe != NULL ? v[i].op_exe :
+		    le != NULL && le->le_exe[0] != '\0' ? le->le_exe : NULL;
+		if (exe != NULL)
+			json_object_object_add(e, "executable", json_object_new_string(exe));
 		if (v[i].op_argv_digest != NULL)
 			json_object_object_add(e, "argv_digest",
 			    json_object_new_string(v[i].op_argv_digest));
