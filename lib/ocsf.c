@@ -197,6 +197,9 @@ ocsf_network(struct json_object *e, const char *kind, struct json_object *cap)
 	} else if (strcmp(k, "deny") == 0 || strcmp(k, "NetworkBlocked") == 0) {
 		refused = 1;
 		activity = 5; /* Refuse */
+	} else if (strcmp(k, "NetworkWouldBlock") == 0) {
+		refused = 0;
+		activity = 6; /* Traffic: monitor mode let it through */
 	} else if (strcmp(k, "lease_expired") == 0 || strcmp(k, "lease_revoked") == 0) {
 		refused = 0;
 		activity = 2; /* Close */

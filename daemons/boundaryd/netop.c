@@ -1042,7 +1042,7 @@ netop_boundary_json(struct netop *no, const char *state)
  * counters are read here.
  */
 static void
-netop_live_from(struct netop *no, const struct nft_counters *c, const char *state,
+netop_live_from(struct netop *no, const struct nft_counters *c, const char *state, int want_top,
     struct live_update *u)
 {
 	struct nft_counters rd;
@@ -1078,7 +1078,8 @@ netop_live_from(struct netop *no, const struct nft_counters *c, const char *stat
 		u->lu_counts.oc_blocked_packets = d[2];
 		u->lu_counts.oc_blocked_bytes = d[3];
 		/* Listing the rejected destinations dumps the sets: only when there are more. */
-		if (c->nc_blocked_packets > 0 && c->nc_blocked_packets != no->no_live_blocked_pk) {
+		if (want_top || (c->nc_blocked_packets > 0 &&
+		    c->nc_blocked_packets != no->no_live_blocked_pk)) {
 			struct nft_blocked *v = NULL;
 			size_t n = 0;
 			netop_blocked_sorted(no, &v, &n);
@@ -1093,7 +1094,7 @@ netop_live_from(struct netop *no, const struct nft_counters *c, const char *stat
 void
 netop_live(struct netop *no, int final, struct live_update *u)
 {
-	netop_live_from(no, NULL, final ? "ended" : "active", u);
+	netop_live_from(no, NULL, final ? "ended" : "active", 0, u);
 }
 
 void
@@ -1120,7 +1121,7 @@ netop_end(struct netop *no)
 	struct netop_lease *l;
 	struct live_update u;
 	char *cause = NULL;
-	int have = 0;
+	int have = 0, want_top = 0;
 
 	if (no->no_table_gone)
 		return;
@@ -1139,7 +1140,8 @@ netop_end(struct netop *no)
 		json_object_object_add(k, "blocked_bytes", json_object_new_int64((int64_t)c.nc_blocked_bytes));
 		json_object_object_add(k, "final", json_object_new_boolean(1));
 		netop_append(no, "counters.jsonl", k);
-		if (c.nc_blocked_packets > 0)
+		want_top = c.nc_blocked_packets > 0;
+		if (want_top)
 			netop_record_blocked(no, &c);
 	} else {
 		log_warnx("%s: counters: %s", no->no_op->op_id, cause ? cause : "no nftables");
@@ -1150,9 +1152,8 @@ netop_end(struct netop *no)
 	 * The final counts and blocked list (whatever the live one showed),
 	 * gathered while the table and its sets still exist.
 	 */
-	no->no_live_blocked_pk = 0;
 	memset(&u, 0, sizeof(u));
-	netop_live_from(no, have ? &c : NULL, "ended", &u);
+	netop_live_from(no, have ? &c : NULL, "ended", want_top, &u);
 	if (no->no_bd->bd_nft != NULL &&
 	    nft_table_delete(no->no_bd->bd_nft, no->no_table, &cause) != 0) {
 		log_warnx("%s: delete table %s: %s", no->no_op->op_id, no->no_table, cause);

@@ -102,6 +102,11 @@ START_TEST(test_network_untrusted_fields)
 	check_base(o, 4001, 5, 2);
 	ck_assert_int_eq(schema_int(o, "count", 0), 3);
 	json_object_put(o);
+	/* Monitor mode let it through: traffic, not a refusal. */
+	o = map("effect", "{\"kind\":\"NetworkWouldBlock\",\"destination\":\"192.0.2.1\","
+	    "\"protocol\":\"tcp\",\"port\":8081,\"packets\":2}");
+	check_base(o, 4001, 6, 1);
+	json_object_put(o);
 }
 END_TEST
 
