@@ -288,6 +288,33 @@ run_child(int go_fd, int status_fd, char **cmd, struct run_controls *ctl)
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	if (getppid() == 1)
 		_exit(RUN_EXIT_GENSEE);
+	/*
+	 * Sockets are matched by the cgroup they were created in: one
+	 * inherited from before the move would escape the operation's network
+	 * policy, so a sandboxed agent gets only stdin, stdout and stderr.
+	 */
+	if (ctl != NULL && syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC) != 0) {
+		util_cause(&cause, "close_range: %s", strerror(errno));
+		run_child_fail(status_fd, cause);
+	}
+	/*
+	 * Confine now, while boundaryd creates the operation: the two take
+	 * about as long, and the child runs nothing of the agent's before the
+	 * go below (it only waits on the pipe), so confining before the move
+	 * into the operation's cgroup gives the agent nothing.
+	 */
+	if (ctl != NULL && run_confine(ctl, &cause) != 0)
+		run_child_fail(status_fd, cause);
+	/*
+	 * Threat: whoever holds the listener answers the filter's
+	 * notifications, and could let a refused syscall through. It goes to
+	 * the launcher and is closed here, before anything of the agent runs.
+	 */
+	if (ctl != NULL && ctl->rc_seccomp.sp_notify_fd >= 0) {
+		if (run_send_fd(ctl->rc_notify_sock[1], ctl->rc_seccomp.sp_notify_fd) != 0)
+			run_child_fail(status_fd, "seccomp: cannot hand the listener to the launcher");
+		close(ctl->rc_seccomp.sp_notify_fd);
+	}
 	while (got < sizeof(buf) - 1) {
 		ssize_t n = read(go_fd, buf + got, sizeof(buf) - 1 - got);
 		if (n < 0 && errno == EINTR)
@@ -311,27 +338,6 @@ run_child(int go_fd, int status_fd, char **cmd, struct run_controls *ctl)
 	signal(SIGTERM, SIG_DFL);
 	signal(SIGHUP, SIG_DFL);
 	prctl(PR_SET_PDEATHSIG, 0);
-	/*
-	 * Sockets are matched by the cgroup they were created in: one
-	 * inherited from before the move would escape the operation's network
-	 * policy, so a sandboxed agent gets only stdin, stdout and stderr.
-	 */
-	if (ctl != NULL && syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC) != 0) {
-		util_cause(&cause, "close_range: %s", strerror(errno));
-		run_child_fail(status_fd, cause);
-	}
-	if (ctl != NULL && run_confine(ctl, &cause) != 0)
-		run_child_fail(status_fd, cause);
-	/*
-	 * Threat: whoever holds the listener answers the filter's
-	 * notifications, and could let a refused syscall through. It goes to
-	 * the launcher and is closed here, before anything of the agent runs.
-	 */
-	if (ctl != NULL && ctl->rc_seccomp.sp_notify_fd >= 0) {
-		if (run_send_fd(ctl->rc_notify_sock[1], ctl->rc_seccomp.sp_notify_fd) != 0)
-			run_child_fail(status_fd, "seccomp: cannot hand the listener to the launcher");
-		close(ctl->rc_seccomp.sp_notify_fd);
-	}
 	execvp(cmd[0], cmd);
 	memset(&rs, 0, sizeof(rs));
 	rs.rs_kind = RUN_STATUS_EXEC;
@@ -412,7 +418,17 @@ run_plan(struct json_object *policy, int seccomp_force, struct landlock_opts *ll
 		return -1;
 	if (mountview_plan_build(policy, mvo, &ctl->rc_mountview, cause) != 0)
 		return -1;
-	if (seccomp_profile_build(policy, seccomp_force, &ctl->rc_seccomp, cause) != 0) {
+	/*
+	 * Refusals go to the launcher, which answers them with the same errno
+	 * and lists them at the end: the kernel tells no one else. Where the
+	 * kernel cannot, the filter answers them itself.
+	 */
+	int notify = seccomp_profile_notify_available();
+	if (!notify)
+		fprintf(stderr, "gensee run: warning: seccomp refusals will not be listed: "
+		    "this kernel or libseccomp has no user notification\n");
+	if (seccomp_profile_build_notify(policy, seccomp_force, notify, &ctl->rc_seccomp,
+	    cause) != 0) {
 		mountview_plan_free(&ctl->rc_mountview);
 		return -1;
 	}
@@ -489,7 +505,6 @@ run_host_controls(const struct run_controls *ctl)
 	return o;
 }
 
-/* Tell boundaryd how the child ended; retried while it restarts. */
 /*
  * Once the child has exec'd (its close-on-exec status pipe ends without a
  * word), ask boundaryd to look at the tree now: a command that exits
@@ -497,20 +512,35 @@ run_host_controls(const struct run_controls *ctl)
  * A failure report on the pipe is left for the end; errors are ignored
  * (boundaryd's own polls still run). Bounded: at most RUN_OBSERVE_WAIT_MS.
  */
-static void
-run_observe_exec(const char *opid, int status_fd)
+static int
+run_observe_exec(const char *opid, int status_fd, int64_t *id)
 {
 	struct pollfd pfd = { .fd = status_fd, .events = POLLIN };
-	struct json_object *params, *res = NULL;
+	struct json_object *params;
 	struct client_error err = { 0 };
-	int avail = 0;
+	int avail = 0, fd;
 
 	if (poll(&pfd, 1, RUN_OBSERVE_WAIT_MS) != 1 || (pfd.revents & POLLHUP) == 0 ||
 	    ioctl(status_fd, FIONREAD, &avail) != 0 || avail != 0)
-		return;
+		return -1;
 	params = json_object_new_object();
 	json_object_object_add(params, "operation_id", json_object_new_string(opid));
-	if (client_call("client.sock", "operation.observe", params, &res, &err) != 0)
+	/* The reply is read after the wait: boundaryd looks while the child runs. */
+	if ((fd = client_send("client.sock", "operation.observe", params, id, &err)) < 0)
+		client_error_clear(&err);
+	return fd;
+}
+
+/* Collect the reply of run_observe_exec (its content is not needed). */
+static void
+run_observe_done(int fd, int64_t id)
+{
+	struct json_object *res = NULL;
+	struct client_error err = { 0 };
+
+	if (fd < 0)
+		return;
+	if (client_recv(fd, id, &res, &err) != 0)
 		client_error_clear(&err);
 	json_object_put(res);
 }
@@ -540,6 +570,28 @@ run_print_blocked(const char *opid, struct json_object *net)
 	}
 }
 
+/*
+ * What the held child wrote on its status pipe before it exited: a setup
+ * failure or an exec error. Returns 1 when it reported one (printed).
+ */
+static int
+run_child_report(int st_fd, const char *cmd)
+{
+	struct run_status rs;
+
+	if (read(st_fd, &rs, sizeof(rs)) != (ssize_t)sizeof(rs))
+		return 0;
+	rs.rs_reason[sizeof(rs.rs_reason) - 1] = '\0';
+	if (rs.rs_kind == RUN_STATUS_EXEC)
+		fprintf(stderr, "gensee run: %s: %s\n", cmd, strerror(rs.rs_errno));
+	else if (rs.rs_kind == RUN_STATUS_SETUP)
+		fprintf(stderr, "gensee run: %s not run: %s\n", cmd, rs.rs_reason);
+	else
+		return 0;
+	return 1;
+}
+
+/* Tell boundaryd how the child ended; retried while it restarts. */
 static struct json_object *
 run_report_end(const char *opid, int status, struct json_object *denied)
 {
@@ -755,18 +807,11 @@ cmd_run(int argc, char **argv)
 		for (size_t i = 0; i < json_object_array_length(skipped); i++)
 			fprintf(stderr, "gensee run: warning: mount view: not applied: %s\n",
 			    json_object_get_string(json_object_array_get_idx(skipped, i)));
-		/*
-		 * Refusals go to the launcher, which answers them with the same
-		 * errno and lists them at the end: the kernel tells no one else.
-		 * Where the kernel cannot, the filter answers them itself.
-		 */
-		if (ctl.rc_seccomp.sp_enabled &&
-		    (seccomp_profile_notify(&ctl.rc_seccomp, &cause) != 0 ||
-		    socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ctl.rc_notify_sock) != 0)) {
+		/* No listener socket: the kernel answers ENOSYS, still a refusal. */
+		if (ctl.rc_seccomp.sp_notify &&
+		    socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ctl.rc_notify_sock) != 0) {
 			fprintf(stderr, "gensee run: warning: seccomp refusals will not be listed: "
-			    "%s\n", cause != NULL ? cause : strerror(errno));
-			free(cause);
-			cause = NULL;
+			    "%s\n", strerror(errno));
 			ctl.rc_seccomp.sp_notify = 0;
 		}
 		hostctl = run_host_controls(&ctl);
@@ -824,11 +869,13 @@ cmd_run(int argc, char **argv)
 	else
 		json_object_put(hostctl);
 	if (client_call("client.sock", "operation.create", params, &res, &err) != 0) {
-		fprintf(stderr, "gensee run: cannot create the operation: %s: %s\n", err.ce_code,
-		    err.ce_message);
-		client_error_clear(&err);
 		close(go[1]); /* the child sees EOF and exits without running cmd */
 		waitpid(child, NULL, 0);
+		/* A child that failed its own setup is why: say that, not the symptom. */
+		if (!run_child_report(st[0], cmd[0]))
+			fprintf(stderr, "gensee run: cannot create the operation: %s: %s\n",
+			    err.ce_code, err.ce_message);
+		client_error_clear(&err);
 		if (sandbox)
 			run_controls_free(&ctl);
 		return RUN_EXIT_GENSEE;
@@ -858,7 +905,8 @@ cmd_run(int argc, char **argv)
 		kill(child, SIGKILL);
 	}
 	close(go[1]);
-	run_observe_exec(opid, st[0]);
+	int64_t observe_id = 0;
+	int observe_fd = run_observe_exec(opid, st[0], &observe_id);
 
 	int64_t fallback = timeout > 0 ? util_monotonic_ms() + timeout * 1000 + RUN_FALLBACK_GRACE_MS : 0;
 	int fallback_fired = 0;
@@ -884,19 +932,13 @@ cmd_run(int argc, char **argv)
 		if (fallback)
 			usleep(20000);
 	}
-	struct run_status rs;
-	if (read(st[0], &rs, sizeof(rs)) == (ssize_t)sizeof(rs)) {
-		rs.rs_reason[sizeof(rs.rs_reason) - 1] = '\0';
-		if (rs.rs_kind == RUN_STATUS_EXEC)
-			fprintf(stderr, "gensee run: %s: %s\n", cmd[0], strerror(rs.rs_errno));
-		else if (rs.rs_kind == RUN_STATUS_SETUP)
-			fprintf(stderr, "gensee run: %s not run: %s\n", cmd[0], rs.rs_reason);
-	}
+	run_child_report(st[0], cmd[0]);
 	close(st[0]);
 	struct json_object *denied = sandbox ? run_denials() : NULL;
 	if (sandbox)
 		run_controls_free(&ctl);
 
+	run_observe_done(observe_fd, observe_id);
 	res = run_report_end(opid, status, denied);
 	const char *state = res ? schema_string(res, "state") : NULL;
 	int rc;
