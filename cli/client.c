@@ -122,6 +122,14 @@ client_send(const char *name, const char *method, struct json_object *params, in
 	return fd;
 }
 
+static int client_timeout_ms = CLIENT_TIMEOUT_MS;
+
+void
+client_set_timeout_ms(int ms)
+{
+	client_timeout_ms = ms;
+}
+
 int
 client_recv(int fd, int64_t id, struct json_object **result, struct client_error *err)
 {
@@ -130,7 +138,7 @@ client_recv(int fd, int64_t id, struct json_object **result, struct client_error
 
 	memset(err, 0, sizeof(*err));
 	*result = NULL;
-	if (frame_read_fd(fd, FRAME_MAX_DEFAULT, CLIENT_TIMEOUT_MS, &reply, &cause) != 0) {
+	if (frame_read_fd(fd, FRAME_MAX_DEFAULT, client_timeout_ms, &reply, &cause) != 0) {
 		close(fd);
 		client_fail(err, "unavailable", cause);
 		return -1;

@@ -40,5 +40,7 @@ int client_send(const char *name, const char *method, struct json_object *params
     struct client_error *err);
 int client_recv(int fd, int64_t id, struct json_object **result, struct client_error *err);
 void client_error_clear(struct client_error *err);
+/* How long a reply may take (default CLIENT_TIMEOUT_MS). */
+void client_set_timeout_ms(int ms);
 
 #endif

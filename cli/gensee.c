@@ -34,6 +34,8 @@ usage(FILE *f)
 	    "  run fault (--socket PATH | --operation ID) --fault FILE\n"
 	    "  operation inspect ID [--json]\n"
 	    "  operation list [--json]\n"
+	    "  operation end ID [--kill | --grace SECONDS] [--json]\n"
+	    "                            SIGTERM to the tree, SIGKILL after the grace\n"
 	    "  timeline [--operation ID] [--json] [--ocsf]\n"
 	    "  policy setup [--force] | show [--json] | get KEY [--json] | set KEY VALUE [--json]\n"
 	    "                            $GENSEE_HOME/policy.json (gensee policy help: the keys)\n"

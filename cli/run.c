@@ -48,6 +48,7 @@
 #include "mountview.h"
 #include "netspec.h"
 #include "policy.h"
+#include "proto.h"
 #include "proc.h"
 #include "schema.h"
 #include "util.h"
@@ -348,8 +349,9 @@ run_child(int go_fd, int status_fd, char **cmd, struct run_controls *ctl)
 }
 
 static const char run_usage_text[] =
-	    "usage: gensee run [--timeout SECONDS] [--json] [--quiet] [--sandbox linux\n"
-	    "                  [--allow-net CIDR[,PROTO[,PORTS]]]... [--deny-net ...]...\n"
+	    "usage: gensee run [--timeout SECONDS [--kill-grace SECONDS]] [--json] [--quiet]\n"
+	    "                  [--sandbox linux [--allow-net CIDR[,PROTO[,PORTS]]]...\n"
+	    "                  [--deny-net ...]...\n"
 	    "                  [--deny-all] [--monitor] [--lease-scope ...]... [--max-lease-ttl S]\n"
 	    "                  [--network-config FILE] [--linux-seccomp | --no-linux-seccomp]\n"
 	    "                  [--linux-landlock-ro PATH]... [--linux-landlock-rw PATH]...\n"
@@ -357,6 +359,8 @@ static const char run_usage_text[] =
 	    "                  -- CMD [ARGS...]\n"
 	    "       gensee run network inspect|event|revoke ... (see gensee run network --help)\n"
 	    "       gensee run fault (--socket PATH | --operation ID) --fault FILE\n"
+	    "At the timeout the tree gets SIGTERM, and SIGKILL after the kill grace\n"
+	    "(default 3 s).\n"
 	    "Exit status: the command's own; 128+N if it died of signal N; 124 on timeout;\n"
 	    "125 if gensee could not supervise it or was called wrongly (it did not run);\n"
 	    "126/127 if it could not be executed or found.\n";
@@ -545,6 +549,35 @@ run_observe_done(int fd, int64_t id)
 	json_object_put(res);
 }
 
+/*
+ * How a blocked destination could be allowed, if the user wants it: the
+ * option for one outside the envelope, the list to edit for a denied one,
+ * and for a restricted one (loopback, link-local, metadata ...) that only
+ * an exact single-address grant reaches it (network.md).
+ */
+static void
+run_print_hint(const char *dst, const char *proto, long long port, const char *why)
+{
+	if (dst == NULL || proto == NULL || why == NULL)
+		return;
+	/* A destination gensee prints is an address; anything else gets no hint. */
+	if (strspn(dst, "0123456789abcdefABCDEF.:/") != strlen(dst))
+		return;
+	int ported = strcmp(proto, "tcp") == 0 || strcmp(proto, "udp") == 0;
+	char opt[160];
+	if (ported)
+		snprintf(opt, sizeof(opt), "--allow-net %s,%s,%lld", dst, proto, port);
+	else
+		snprintf(opt, sizeof(opt), "--allow-net %s", dst);
+	if (strcmp(why, "outside_envelope") == 0)
+		fprintf(stderr, "gensee:     to allow it: %s\n", opt);
+	else if (strcmp(why, "deny_list") == 0)
+		fprintf(stderr, "gensee:     it is denied (--deny-net or linux.network.deny); "
+		    "to allow it, remove that entry\n");
+	else if (strcmp(why, "restricted_destination") == 0)
+		fprintf(stderr, "gensee:     restricted; only an exact grant reaches it: %s\n", opt);
+}
+
 /* The NetworkBlocked summary at run end: totals, then the top destinations. */
 static void
 run_print_blocked(const char *opid, struct json_object *net)
@@ -564,9 +597,11 @@ run_print_blocked(const char *opid, struct json_object *net)
 		struct json_object *d = json_object_array_get_idx(top, i);
 		const char *dst = schema_string(d, "destination"), *proto = schema_string(d, "protocol");
 		const char *why = schema_string(d, "reason");
+		long long port = (long long)schema_int(d, "port", 0);
 		fprintf(stderr, "gensee:   %s %s/%lld: %lld packet(s) (%s)\n", dst ? dst : "?",
-		    proto ? proto : "?", (long long)schema_int(d, "port", 0),
-		    (long long)schema_int(d, "packets", 0), why ? why : "?");
+		    proto ? proto : "?", port, (long long)schema_int(d, "packets", 0),
+		    why ? why : "?");
+		run_print_hint(dst, proto, port, why);
 	}
 }
 
@@ -627,6 +662,7 @@ cmd_run(int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{ "timeout", required_argument, NULL, 't' },
+		{ "kill-grace", required_argument, NULL, 'G' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "sandbox", required_argument, NULL, 's' },
 		{ "network-config", required_argument, NULL, 'c' },
@@ -647,7 +683,7 @@ cmd_run(int argc, char **argv)
 		{ "quiet", no_argument, NULL, 'q' },
 		{ NULL, 0, NULL, 0 },
 	};
-	int64_t timeout = 0;
+	int64_t timeout = 0, kill_grace = -1;
 	int json = 0, quiet = 0, ch, go[2], st[2], status, sandbox = 0, net_opts = 0, idx;
 	int fanotify = 0;
 	int seccomp_force = SECCOMP_PROFILE_FROM_POLICY, host_opts = 0;
@@ -745,6 +781,12 @@ cmd_run(int argc, char **argv)
 		case 't':
 			if (util_parse_i64(optarg, 1, 7 * 24 * 3600, &timeout) != 0) {
 				fprintf(stderr, "gensee run: --timeout: expected 1..604800 seconds\n");
+				return CLI_EXIT_USAGE;
+			}
+			break;
+		case 'G':
+			if (util_parse_i64(optarg, 0, 30, &kill_grace) != 0) {
+				fprintf(stderr, "gensee run: --kill-grace: expected 0..30 seconds\n");
 				return CLI_EXIT_USAGE;
 			}
 			break;
@@ -856,6 +898,8 @@ cmd_run(int argc, char **argv)
 	    json_object_new_int64((int64_t)ps.ps_start_ticks));
 	if (timeout > 0)
 		json_object_object_add(params, "timeout_seconds", json_object_new_int64(timeout));
+	if (kill_grace >= 0)
+		json_object_object_add(params, "kill_grace_seconds", json_object_new_int64(kill_grace));
 	if (netspec != NULL)
 		json_object_object_add(params, "network", netspec);
 	if (fanspec != NULL && schema_bool(fanspec, "enabled", 0))
@@ -908,7 +952,10 @@ cmd_run(int argc, char **argv)
 	int64_t observe_id = 0;
 	int observe_fd = run_observe_exec(opid, st[0], &observe_id);
 
-	int64_t fallback = timeout > 0 ? util_monotonic_ms() + timeout * 1000 + RUN_FALLBACK_GRACE_MS : 0;
+	/* boundaryd asks with SIGTERM at the timeout and kills after the grace. */
+	int64_t grace_ms = (kill_grace >= 0 ? kill_grace : PROTO_KILL_GRACE_DEFAULT) * 1000;
+	int64_t fallback = timeout > 0 ?
+	    util_monotonic_ms() + timeout * 1000 + grace_ms + RUN_FALLBACK_GRACE_MS : 0;
 	int fallback_fired = 0;
 	for (;;) {
 		pid_t w = waitpid(child, &status, fallback ? WNOHANG : 0);

@@ -81,6 +81,8 @@ oprecord_new(const struct oprecord_init *in)
 	json_object_object_add(life, "ended_at", NULL);
 	json_object_object_add(life, "timeout_seconds",
 	    in->oi_timeout_seconds > 0 ? json_object_new_int64(in->oi_timeout_seconds) : NULL);
+	json_object_object_add(life, "kill_grace_seconds",
+	    json_object_new_int64(in->oi_kill_grace_seconds));
 	json_object_object_add(life, "deadline_unix_ms",
 	    in->oi_timeout_seconds > 0 ?
 		json_object_new_int64(util_now_ms() + in->oi_timeout_seconds * 1000) : NULL);

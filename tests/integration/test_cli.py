@@ -1,4 +1,4 @@
-"""CLI commands that observe: watch and status."""
+"""CLI commands: watch, status, help and usage, and ending operations."""
 
 import json
 import os
@@ -66,6 +66,7 @@ def help_version_and_usage_codes(env):
     helps = [["--help"], ["run", "--help"], ["run", "network", "--help"], ["run", "fault", "--help"],
              ["status", "--help"], ["watch", "--help"], ["operation", "--help"],
              ["operation", "list", "--help"], ["operation", "inspect", "--help"],
+             ["operation", "end", "--help"],
              ["timeline", "--help"], ["policy", "--help"], ["debug", "--help"],
              ["debug", "plan", "--help"]]
     for args in helps:
@@ -94,6 +95,100 @@ def help_version_and_usage_codes(env):
           "rc %d out %r err %r" % (r.returncode, r.stdout, r.stderr))
 
 
+# A root that records the SIGTERM it got (then exits 7), or one that ignores it.
+TRAPS = 'trap "echo term > $1; exit 7" TERM; echo ready > $1.ready; while :; do sleep 0.05; done'
+IGNORES = 'trap "" TERM; echo ready > $1.ready; while :; do sleep 0.05; done'
+
+
+def _marker(env, name):
+    d = os.path.join(env.bindir, "marks")
+    os.makedirs(d, exist_ok=True)
+    os.chmod(d, 0o777)
+    path = os.path.join(d, name)
+    env.cleanup_dirs.append(d)
+    return path
+
+
+def _opid(p):
+    """The operation id a background `gensee run` printed on stderr."""
+    line = p.stderr.readline()
+    m = re.search(r"operation (op_[0-9a-f]{32})", line)
+    check(m is not None, "no operation line: %r" % line)
+    return m.group(1)
+
+
+def timeout_terms_then_kills(env):
+    """At the timeout the tree gets SIGTERM and its handler runs; a tree that
+    ignores it is killed after the grace. Both are timed_out (124)."""
+    env.start()
+    mark = _marker(env, "t1")
+    r = env.gensee("run", "--timeout", "1", "--kill-grace", "5", "--json", "--",
+                   "sh", "-c", TRAPS, "sh", mark)
+    check(r.returncode == 124, "rc %d %s" % (r.returncode, r.stderr))
+    check(os.path.exists(mark) and open(mark).read() == "term\n",
+          "the root never saw SIGTERM (killed outright)")
+    rec = env.record(json.loads(r.stdout)["operation_id"])
+    t = rec.get("termination") or {}
+    check(rec["lifecycle"]["state"] == "timed_out" and t.get("signal") == "SIGTERM" and
+          t.get("escalated") is False and t.get("grace_seconds") == 5 and
+          t.get("processes_signaled", 0) >= 1, "%r %r" % (rec["lifecycle"], t))
+    check(rec["lifecycle"].get("kill_grace_seconds") == 5, "%r" % rec["lifecycle"])
+    # Ignored: killed when the grace runs out.
+    mark = _marker(env, "t2")
+    t0 = time.monotonic()
+    r = env.gensee("run", "--timeout", "1", "--kill-grace", "1", "--json", "--",
+                   "sh", "-c", IGNORES, "sh", mark)
+    check(r.returncode == 124, "rc %d %s" % (r.returncode, r.stderr))
+    rec = env.record(json.loads(r.stdout)["operation_id"])
+    t = rec.get("termination") or {}
+    check(t.get("escalated") is True and t.get("killed_after_grace") is True, "%r" % t)
+    check(rec["lifecycle"]["state"] == "timed_out", "%r" % rec["lifecycle"])
+    check(time.monotonic() - t0 < 30, "the kill after the grace never came")
+    # --kill-grace 0: the kill at once, as before (no termination step).
+    r = env.gensee("run", "--timeout", "1", "--kill-grace", "0", "--json", "--",
+                   "sh", "-c", IGNORES, "sh", _marker(env, "t3"))
+    rec = env.record(json.loads(r.stdout)["operation_id"])
+    check(r.returncode == 124 and "termination" not in rec, "%d %r" % (r.returncode, rec.get("termination")))
+
+
+def operation_end_command(env):
+    """`gensee operation end OP` from another terminal of the same user asks
+    with SIGTERM; --kill kills at once; another uid cannot end it."""
+    env.start()
+    mark = _marker(env, "e1")
+    p = env.gensee_bg("run", "--", "sh", "-c", TRAPS, "sh", mark)
+    opid = _opid(p)
+    env.wait_for("the root to start", lambda: os.path.exists(mark + ".ready"))
+    # Someone else: refused, and the operation keeps running.
+    other = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                            env.cli, "operation", "end", opid], capture_output=True, text=True,
+                           env=env.user_env(), timeout=60)
+    check(other.returncode != 0 and p.poll() is None, "another uid ended it: %s" % other.stdout)
+    r = env.gensee("operation", "end", opid, "--json")
+    check(r.returncode == 0, r.stderr)
+    res = json.loads(r.stdout)
+    check(res["state"] == "ended" and res["end_reason"] == "ended_by_request", "%r" % res)
+    t = res["record"].get("termination") or {}
+    check(t.get("signal") == "SIGTERM" and t.get("escalated") is False, "%r" % t)
+    check(open(mark).read() == "term\n", "the root's handler did not run")
+    out, err = p.communicate(timeout=30)
+    check(p.returncode == 7, "launcher rc %d: %s" % (p.returncode, err))
+    # --kill: at once, even for a root that would ignore SIGTERM.
+    mark = _marker(env, "e2")
+    p = env.gensee_bg("run", "--", "sh", "-c", IGNORES, "sh", mark)
+    opid = _opid(p)
+    env.wait_for("the root to start", lambda: os.path.exists(mark + ".ready"))
+    r = env.gensee("operation", "end", opid, "--kill")
+    check(r.returncode == 0 and "ended (ended_by_request)" in r.stdout, r.stdout + r.stderr)
+    p.communicate(timeout=30)
+    check(p.returncode == 128 + 9, "launcher rc %d" % p.returncode)
+    check("termination" not in env.record(opid), "a kill is not a termination")
+    # Usage errors are 125, as everywhere.
+    r = env.gensee("operation", "end", opid, "--kill", "--grace", "2")
+    check(r.returncode == 125, "rc %d" % r.returncode)
+
+
 if __name__ == "__main__":
     main({f.__name__: f for f in (watch_records_descendant_execs, status_reports_host_and_daemons,
-                                  help_version_and_usage_codes)})
+                                  help_version_and_usage_codes, timeout_terms_then_kills,
+                                  operation_end_command)})
