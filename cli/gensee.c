@@ -36,7 +36,7 @@ usage(FILE *f)
 	    "  operation list [--json]\n"
 	    "  operation end ID [--kill | --grace SECONDS] [--json]\n"
 	    "                            SIGTERM to the tree, SIGKILL after the grace\n"
-	    "  timeline [--operation ID] [--json] [--ocsf]\n"
+	    "  timeline [--operation ID [--follow]] [--json] [--ocsf]\n"
 	    "  policy setup [--force] | show [--json] | get KEY [--json] | set KEY VALUE [--json]\n"
 	    "                            $GENSEE_HOME/policy.json (gensee policy help: the keys)\n"
 	    "  debug network-plan --session-id ID --pid PID [--allow X]... [--deny X]... [--json]\n"

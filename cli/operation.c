@@ -50,6 +50,8 @@ print_record(struct json_object *rec)
 	printf("ended       %s\n", str_or(life, "ended_at", "-"));
 	printf("root        pid %lld start %lld %s\n", (long long)schema_int(root, "pid", 0),
 	    (long long)schema_int(root, "start_time_ticks", 0), str_or(root, "executable", "?"));
+	if (schema_string(root, "command") != NULL)
+		printf("command     %s\n", schema_string(root, "command"));
 	printf("cgroup      %s (id %lld) %s, cleanup %s\n", str_or(cg, "path", "?"),
 	    (long long)schema_int(cg, "id", 0), str_or(cg, "attachment", "?"),
 	    str_or(schema_child(cg, "cleanup"), "state", "?"));
@@ -148,7 +150,8 @@ op_list(int argc, char **argv)
 			printf("%-35s %-10s %-24s ", str_or(o, "operation_id", "?"),
 			    str_or(o, "state", "?"), str_or(o, "created_at", "-"));
 			print_exit(schema_child(o, "exit"));
-			printf("  %s\n", str_or(o, "executable", "?"));
+			/* The command line as launched, else what the root executes. */
+			printf("  %s\n", str_or(o, "command", str_or(o, "executable", "?")));
 		}
 	}
 	json_object_put(res);

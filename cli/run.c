@@ -626,6 +626,57 @@ run_child_report(int st_fd, const char *cmd)
 	return 1;
 }
 
+/*
+ * The command line for `operation list`: arguments joined by spaces, each
+ * one with anything but [A-Za-z0-9_./:=@%+,-] in single quotes, ASCII
+ * only, cut at RUN_COMMAND_MAX bytes. Display only: the record keeps it as the
+ * launcher's claim beside what boundaryd saw (executable, argv digest).
+ */
+#define RUN_COMMAND_MAX 1024
+static char *
+run_command_line(char **cmd)
+{
+	char *out = malloc(RUN_COMMAND_MAX + 8);
+	size_t n = 0;
+
+	if (out == NULL)
+		return NULL;
+	for (size_t i = 0; cmd[i] != NULL && n < RUN_COMMAND_MAX; i++) {
+		const char *a = cmd[i];
+		int plain = a[0] != '\0' && strspn(a, "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+		    "abcdefghijklmnopqrstuvwxyz0123456789_./:=@%+,-") == strlen(a);
+		if (i > 0)
+			out[n++] = ' ';
+		if (!plain)
+			out[n++] = '\'';
+		for (; *a != '\0' && n < RUN_COMMAND_MAX; a++) {
+			if (*a == '\'' && !plain) {
+				if (n + 4 > RUN_COMMAND_MAX)
+					break;
+				memcpy(out + n, "'\\''", 4);
+				n += 4;
+			} else {
+				/*
+				 * Control characters would let a name rewrite the
+				 * terminal, and bytes that are not UTF-8 would make the
+				 * request invalid: both are shown as '?' (non-ASCII too).
+				 */
+				unsigned char ch = (unsigned char)*a;
+				out[n++] = ch < 0x20 || ch >= 0x7f ? '?' : *a;
+			}
+		}
+		if (!plain && n < RUN_COMMAND_MAX)
+			out[n++] = '\'';
+	}
+	if (n >= RUN_COMMAND_MAX) {
+		n = RUN_COMMAND_MAX;
+		memcpy(out + n, "...", 3);
+		n += 3;
+	}
+	out[n] = '\0';
+	return out;
+}
+
 /* Tell boundaryd how the child ended; retried while it restarts. */
 static struct json_object *
 run_report_end(const char *opid, int status, struct json_object *denied)
@@ -900,6 +951,10 @@ cmd_run(int argc, char **argv)
 		json_object_object_add(params, "timeout_seconds", json_object_new_int64(timeout));
 	if (kill_grace >= 0)
 		json_object_object_add(params, "kill_grace_seconds", json_object_new_int64(kill_grace));
+	char *cmdline = run_command_line(cmd);
+	if (cmdline != NULL)
+		json_object_object_add(params, "command", json_object_new_string(cmdline));
+	free(cmdline);
 	if (netspec != NULL)
 		json_object_object_add(params, "network", netspec);
 	if (fanspec != NULL && schema_bool(fanspec, "enabled", 0))

@@ -33,6 +33,7 @@ static const struct schema_field operation_create_params[] = {
 	{ "adopt_existing", SCHEMA_BOOL, 0, 0, 0, 0 },
 	{ "fanotify", SCHEMA_OBJECT, 0, 0, 0, 0 },
 	{ "host_controls", SCHEMA_OBJECT, 0, 0, 0, 0 },
+	{ "command", SCHEMA_STRING, 0, 1, 4096, 0 },
 };
 
 static const struct schema_field sensor_register_params[] = {
@@ -295,6 +296,7 @@ proto_parse_operation_create(struct json_object *params, struct proto_operation_
 	out->oc_network = schema_child(params, "network");
 	out->oc_fanotify = schema_child(params, "fanotify");
 	out->oc_host_controls = schema_child(params, "host_controls");
+	out->oc_command = schema_string(params, "command");
 	out->oc_network_config = schema_string(params, "network_config");
 	out->oc_adopt_existing = schema_bool(params, "adopt_existing", 0);
 	if (out->oc_network != NULL && out->oc_network_config != NULL) {

@@ -146,6 +146,7 @@ struct proto_operation_create {
 	struct json_object *oc_network;		/* network spec, or NULL */
 	struct json_object *oc_fanotify;	/* sensitive-path rules for sensord, or NULL */
 	struct json_object *oc_host_controls;	/* what the launcher applied (seccomp, Landlock) */
+	const char *oc_command;	/* the launcher's command line, for display (a claim) */
 	const char *oc_network_config;		/* root only: a schema-3 config file */
 	int oc_adopt_existing;			/* root only: supervise a running tree */
 };

@@ -1442,6 +1442,7 @@ operation_create(struct boundaryd *bd, struct conn *conn, const struct peer *p, 
 		.oi_root_start = c.oc_start_ticks,
 		.oi_root_exe = exe,
 		.oi_root_argv_digest = dig,
+		.oi_command = c.oc_command,
 		.oi_timeout_seconds = c.oc_timeout_seconds,
 		.oi_kill_grace_seconds = c.oc_kill_grace_seconds,
 		.oi_cgroup_path = op->op_cg.cg_path,
@@ -1711,6 +1712,7 @@ op_summary(struct json_object *rec)
 	json_object_object_add(s, "root_pid", json_object_get(schema_child(root, "pid")));
 	json_object_object_add(s, "executable",
 	    json_object_get(schema_child(root, "executable")));
+	json_object_object_add(s, "command", json_object_get(schema_child(root, "command")));
 	json_object_object_add(s, "processes",
 	    json_object_new_int64((int64_t)json_object_array_length(schema_child(rec, "lineage"))));
 	json_object_object_add(s, "network",

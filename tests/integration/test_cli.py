@@ -188,7 +188,42 @@ def operation_end_command(env):
     check(r.returncode == 125, "rc %d" % r.returncode)
 
 
+def list_command_and_timeline(env):
+    """operation list shows the command line (quoted, control bytes made
+    harmless); every timeline line names its operation; timeline --follow
+    prints events recorded after it started and ends with the operation."""
+    env.start()
+    r = env.gensee("run", "--json", "--", "sh", "-c", "exit 3", "x\x1b[2J", "it's")
+    check(r.returncode == 3, r.stderr)
+    opid = json.loads(r.stdout[r.stdout.find("{"):])["operation_id"]
+    r = env.gensee("operation", "list")
+    line = [l for l in r.stdout.splitlines() if opid in l]
+    check(line and line[0].endswith("sh -c 'exit 3' 'x?[2J' 'it'\\''s'"), "list: %r" % line)
+    check("\x1b" not in r.stdout, "a control byte reached the terminal")
+    r = env.gensee("operation", "inspect", opid)
+    check("command     sh -c 'exit 3'" in r.stdout, r.stdout)
+    tl = env.gensee("timeline", "--operation", opid)
+    lines = [l for l in tl.stdout.splitlines() if l.strip()]
+    check(lines and all(opid in l for l in lines), "timeline lines without the operation: %r" % lines)
+    tl = env.gensee("timeline", "--operation", opid, "--json")
+    check(all(json.loads(l)["operation_id"] == opid for l in tl.stdout.splitlines()), tl.stdout)
+    # --follow: a process started after the follow is printed, and the follow ends by itself.
+    go = _marker(env, "follow-go")
+    p = env.gensee_bg("run", "--", "sh", "-c",
+                      "while [ ! -e %s ]; do sleep 0.05; done; /bin/sleep 0.3" % go)
+    opid = _opid(p)
+    f = env.gensee_bg("timeline", "--operation", opid, "--follow")
+    time.sleep(1)
+    open(go, "w").close()
+    p.communicate(timeout=30)
+    out, err = f.communicate(timeout=30)
+    check(f.returncode == 0, "follow rc %d: %s" % (f.returncode, err))
+    check(any("/bin/sleep" in l or "/usr/bin/sleep" in l for l in out.splitlines()) and
+          all(opid in l for l in out.splitlines() if l.strip()), "follow: %r" % out)
+    check(env.gensee("timeline", "--follow").returncode == 125, "--follow needs --operation")
+
+
 if __name__ == "__main__":
     main({f.__name__: f for f in (watch_records_descendant_execs, status_reports_host_and_daemons,
                                   help_version_and_usage_codes, timeout_terms_then_kills,
-                                  operation_end_command)})
+                                  operation_end_command, list_command_and_timeline)})
