@@ -50,12 +50,30 @@ def status_reports_host_and_daemons(env):
         check(host["user_namespaces"]["available"] is True, "%r" % host["user_namespaces"])
         bd = out["daemons"]["gensee-boundaryd"]
         check(bd["answering"] is True and bd["status"]["daemon"] == "gensee-boundaryd", "%r" % bd)
-        # Permission events need root: as the test user the probe must say so.
+        # What counts is what the daemons can do, for any caller: no sensord
+        # yet, so no fanotify enforcement, whoever asks; nftables is boundaryd's.
+        fan = host["fanotify_permission_events"]
+        check(fan["available"] is False and fan["source"] == "daemons" and
+              "not connected" in fan["detail"], "%r" % fan)
+        check(host["nftables"]["available"] is True and host["nftables"]["source"] == "daemons",
+              "%r" % host["nftables"])
+        # The caller's own probe is kept beside it: it needs root.
         if not as_root:
-            check(host["fanotify_permission_events"]["available"] is False and
-                  "root" in host["fanotify_permission_events"]["detail"], "%r" % host["fanotify_permission_events"])
+            check(fan["caller"]["available"] is False and "root" in fan["caller"]["detail"],
+                  "%r" % fan)
         else:
-            check(host["fanotify_permission_events"]["available"] is True, "%r" % host["fanotify_permission_events"])
+            check(fan["caller"]["available"] is True, "%r" % fan)
+    # With sensord: a normal user sees fanotify available, and sensord's own pid.
+    env.start_sensord()
+    sensord = env.sensord
+    r = env.gensee("status", "--json")
+    out = json.loads(r.stdout)
+    fan = out["host"]["fanotify_permission_events"]
+    check(fan["available"] is True and "pid %d" % sensord.pid in fan["detail"], "%r" % fan)
+    sd = out["daemons"]["gensee-sensord"]
+    check(sd["answering"] is True and sd["status"]["pid"] == sensord.pid, "%r" % sd)
+    r = env.gensee("status")
+    check("pid %d" % sensord.pid in r.stdout, r.stdout)
     r = env.gensee("status")
     check(r.returncode == 0 and "gensee-boundaryd" in r.stdout and "cgroup_v2" in r.stdout, r.stdout)
 
