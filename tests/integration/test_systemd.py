@@ -200,7 +200,7 @@ class CgroupPair:
                         break
                     except OSError:
                         time.sleep(0.05)
-            check(not os.path.exists(d), "could not remove %s" % d)
+        return [d for d in self.dirs if os.path.exists(d)]
 
 
 def units_run_under_systemd(env):
@@ -289,7 +289,10 @@ def units_run_under_systemd(env):
                 raise Failure("the container did not finish in %d s:\n%s" % (
                     BOOT_TIMEOUT, open(log_path).read()[-6000:]))
     finally:
-        cg.remove()
+        left = cg.remove()
+        if left:
+            print("cleanup: could not remove %s" % left)
+    check(not left, "the container's cgroups are left: %r" % left)
     boot_log = open(log_path).read()
     results = os.path.join(work, "results.json")
     check(os.path.exists(results), "no results (nspawn exit %d):\n%s" % (rc, boot_log[-6000:]))
