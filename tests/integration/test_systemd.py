@@ -349,6 +349,11 @@ def units_run_under_systemd(env):
             s, sensors, res.get("journal", {}).get("out", "")))
     run = json.loads(ok("run_true")["out"])
     check(run.get("operation_id", "").startswith("op_"), "run: %r" % run)
+    # The operation's cgroup is in the container's own v2 hierarchy.
+    cgroup = run["record"]["cgroup"]
+    check(cgroup["path"] == "/sys/fs/cgroup/gensee/" + run["operation_id"] and
+          cgroup["attachment"] in ("attached", "released") and
+          cgroup["cleanup"]["state"] == "removed", "the operation's cgroup: %r" % cgroup)
     check(step("run_false")["rc"] == 1, "gensee run -- false: %r" % res["run_false"])
     # One allowed and one denied connection through the per-operation table.
     check(step("netserve") == "ready", "netserve: %r" % res["netserve"])
