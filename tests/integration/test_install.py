@@ -72,9 +72,11 @@ def promised(d):
     """Every file an install promises (absolute paths on the target)."""
     files = [os.path.join(d["bindir"], "gensee")]
     files += [os.path.join(d["sbindir"], n) for n in DAEMONS]
-    files += [os.path.join(d["unitdir"], n + ".service") for n in DAEMONS]
+    if d["unitdir"] != "no":  # -Dsystemdsystemunitdir=no: a build without units
+        files += [os.path.join(d["unitdir"], n + ".service") for n in DAEMONS]
     files += [os.path.join(d["tmpfilesdir"], "gensee.conf")]
-    files += [os.path.join(d["apparmordir"], d["profile_prefix"] + n) for n in DAEMONS]
+    if d["apparmordir"] != "no":
+        files += [os.path.join(d["apparmordir"], d["profile_prefix"] + n) for n in DAEMONS]
     files += [os.path.join(d["mandir"], "man1", "gensee.1")]
     files += [os.path.join(d["mandir"], "man8", n + ".8") for n in DAEMONS]
     files += [os.path.join(d["docdir"], os.path.basename(p))
