@@ -3,7 +3,7 @@
 # options of each command); tests/integration/test_install.py checks that
 # every long option of run, watch, status and timeline is offered.
 
-_gensee_opts_run='--timeout --json --quiet --sandbox --allow-net --deny-net --deny-all --monitor
+_gensee_opts_run='--timeout --kill-grace --json --quiet --sandbox --allow-net --deny-net --deny-all --monitor
   --lease-scope --max-lease-ttl --network-config --linux-seccomp --no-linux-seccomp
   --linux-landlock-ro --linux-landlock-rw --allow-unix --linux-fanotify --linux-network --help'
 
@@ -63,7 +63,7 @@ _gensee()
 		COMPREPLY=($(compgen -W "$(command ls /proc 2>/dev/null | grep '^[0-9]')" -- "$cur"))
 		return 0
 		;;
-	--timeout | --allow-net | --deny-net | --lease-scope | --max-lease-ttl | \
+	--timeout | --kill-grace | --grace | --allow-net | --deny-net | --lease-scope | --max-lease-ttl | \
 	--duration-seconds | --operation | --session-id | --allow | --deny | --seconds | \
 	--events | --lease)
 		return 0
@@ -89,11 +89,12 @@ _gensee()
 	watch) words_list='--pid --duration-seconds --json --linux-fanotify --help' ;;
 	operation)
 		case $sub in
-		'') words_list='inspect list --help' ;;
+		'') words_list='inspect list end --help' ;;
+		end) words_list='--kill --grace --json --help' ;;
 		*) words_list='--json --help' ;;
 		esac
 		;;
-	timeline) words_list='--operation --json --ocsf --help' ;;
+	timeline) words_list='--operation --follow --json --ocsf --help' ;;
 	policy)
 		case $sub in
 		'') words_list='setup show get set help --json --force --help' ;;

@@ -357,19 +357,21 @@ def units_run_under_systemd(env):
     check(step("run_false")["rc"] == 1, "gensee run -- false: %r" % res["run_false"])
     # One allowed and one denied connection through the per-operation table.
     check(step("netserve") == "ready", "netserve: %r" % res["netserve"])
-    net = ok("net")["out"]
-    probes = json.loads(net[:net.index("\n")] if "\n" in net else net)
+    # --json: stdout is the run's JSON alone; the probe's line is on stderr.
+    net = [l for l in ok("net")["err"].splitlines() if l.startswith("{")]
+    check(net, "no probe line: %r" % res["net"])
+    probes = json.loads(net[-1])
     check(probes.get("tcp,192.0.2.1,8081") == "ok", "allowed connection failed: %r" % probes)
     check(probes.get("tcp,192.0.2.1,8082") not in (None, "ok"), "denied connection: %r" % probes)
     check(json.loads(ok("net_outside")["out"]).get("tcp,192.0.2.1,8082") == "ok",
           "the denied port is not reachable outside gensee either")
     # fanotify: the workspace's .env is denied, another file is not.
     denied = step("fan_denied")
-    check(denied["rc"] not in (0, None) and "TOKEN" not in denied["out"],
+    check(denied["rc"] not in (0, None) and "TOKEN" not in denied["out"] + denied["err"],
           "fanotify did not deny .env: %r\n%s" % (denied, res.get("journal", {}).get("out")))
     check("Permission denied" in denied["err"] or "Operation not permitted" in denied["err"],
           "cat's error: %r" % denied["err"])
-    check("hello" in ok("fan_allowed")["out"], "notes.txt: %r" % res["fan_allowed"])
+    check("hello" in ok("fan_allowed")["err"], "notes.txt: %r" % res["fan_allowed"])
     ok("stop")
     after = res["after_stop"]["out"]
     check(after.count("ActiveState=inactive") == 2 and "Result=success" in after and after.count("Result=success") == 2,
