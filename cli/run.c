@@ -586,6 +586,33 @@ run_print_hint(const char *dst, const char *proto, long long port, const char *w
 		fprintf(stderr, "gensee:     restricted; only an exact grant reaches it: %s\n", opt);
 }
 
+/*
+ * A --monitor run let everything but its deny list through and counted
+ * what its grants do not cover: the options that would allow it, i.e. the
+ * allowlist this run needed.
+ */
+static void
+run_print_would_block(const char *opid, struct json_object *net)
+{
+	struct json_object *top = schema_child(schema_child(net, "blocked_destinations"), "top");
+	size_t n = top != NULL && json_object_is_type(top, json_type_array) ?
+	    json_object_array_length(top) : 0, count = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		struct json_object *d = json_object_array_get_idx(top, i);
+		const char *dst = schema_string(d, "destination"), *proto = schema_string(d, "protocol");
+		if (strcmp(schema_string(d, "reason") ? schema_string(d, "reason") : "",
+		    "monitor_would_block") != 0 || dst == NULL || proto == NULL)
+			continue;
+		if (count++ == 0)
+			fprintf(stderr, "gensee: operation %s: monitor: an allowlist of these grants "
+			    "would have blocked (see gensee timeline --operation %s):\n", opid, opid);
+		fprintf(stderr, "gensee:   %s %s/%lld: %lld packet(s)\n", dst, proto,
+		    (long long)schema_int(d, "port", 0), (long long)schema_int(d, "packets", 0));
+		run_print_hint(dst, proto, (long long)schema_int(d, "port", 0), "outside_envelope");
+	}
+}
+
 /* The NetworkBlocked summary at run end: totals, then the top destinations. */
 static void
 run_print_blocked(const char *opid, struct json_object *net)
@@ -601,11 +628,14 @@ run_print_blocked(const char *opid, struct json_object *net)
 	if (bd != NULL)
 		fprintf(stderr, ", %lld destination(s)", (long long)schema_int(bd, "destinations", 0));
 	fprintf(stderr, " (see gensee timeline --operation %s)\n", opid);
-	for (size_t i = 0; i < n && i < 5; i++) {
+	for (size_t i = 0, shown = 0; i < n && shown < 5; i++) {
 		struct json_object *d = json_object_array_get_idx(top, i);
 		const char *dst = schema_string(d, "destination"), *proto = schema_string(d, "protocol");
 		const char *why = schema_string(d, "reason");
 		long long port = (long long)schema_int(d, "port", 0);
+		if (why != NULL && strcmp(why, "monitor_would_block") == 0)
+			continue; /* let through: run_print_would_block */
+		shown++;
 		fprintf(stderr, "gensee:   %s %s/%lld: %lld packet(s) (%s)\n", dst ? dst : "?",
 		    proto ? proto : "?", port, (long long)schema_int(d, "packets", 0),
 		    why ? why : "?");
@@ -1063,6 +1093,8 @@ cmd_run(int argc, char **argv)
 	struct json_object *net = res ? schema_child(res, "network") : NULL;
 	if (!quiet && net != NULL && schema_int(net, "blocked_packets", 0) > 0)
 		run_print_blocked(opid, net);
+	if (!quiet && net != NULL)
+		run_print_would_block(opid, net);
 	if (json) {
 		struct json_object *out = json_object_new_object();
 		json_object_object_add(out, "operation_id", json_object_new_string(opid));
