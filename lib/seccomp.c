@@ -28,6 +28,7 @@
  * CVE-2017-5226 follow-up).
  */
 #include <errno.h>
+#include <poll.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -482,6 +483,20 @@ seccomp_profile_serve(const struct seccomp_profile *sp, int fd,
 		return;
 	}
 	for (;;) {
+		/*
+		 * Wait for a notification or for the last user of the filter to
+		 * go (POLLHUP). Once it has gone a receive fails at once with
+		 * ENOENT, so looping on the receive alone would spin a core
+		 * until the launcher exits.
+		 */
+		struct pollfd pfd = { .fd = fd, .events = POLLIN };
+		if (poll(&pfd, 1, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		if (!(pfd.revents & POLLIN))
+			break;			/* POLLHUP: no filter user left */
 		/* The kernel refuses a receive into a struct that is not zeroed. */
 		memset(req, 0, sizeof(*req));
 		if (seccomp_notify_receive(fd, req) != 0) {
