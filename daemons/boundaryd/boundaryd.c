@@ -153,6 +153,13 @@ boundaryd_status(struct boundaryd *bd, struct op_reply *r)
 	json_object_object_add(cl, "boundary", json_object_new_int(bd->bd_nboundary));
 	json_object_object_add(cl, "boundary_max", json_object_new_int(CONTROL_MAX_BOUNDARY));
 	json_object_object_add(cl, "refused", json_object_new_int64((int64_t)bd->bd_conns_refused));
+	int paused;
+	uint64_t queued;
+	control_queue_stats(bd, &paused, &queued);
+	json_object_object_add(cl, "paused", json_object_new_int(paused));
+	json_object_object_add(cl, "dropped", json_object_new_int64((int64_t)bd->bd_conns_dropped));
+	json_object_object_add(cl, "queued_bytes", json_object_new_int64((int64_t)queued));
+	json_object_object_add(cl, "queue_max_per_uid", json_object_new_int64(CONTROL_UID_QUEUE_MAX));
 	json_object_object_add(o, "connection_budget", cl);
 	json_object_object_add(o, "log_dropped", json_object_new_int64((int64_t)log_dropped()));
 	r->or_result = o;

@@ -56,7 +56,20 @@ struct evconnlistener;
 #define SENSOR_FANOTIFY_MAX (64u * 1024u)
 #define CONTROL_FRAME_DEADLINE_SEC 5
 #define CONTROL_IDLE_SEC 60
+/*
+ * Queued bytes. A client that sends requests and never reads the replies
+ * makes boundaryd buffer them: a connection with more than
+ * CONTROL_OUTPUT_PAUSE of output queued is no longer read from (its
+ * requests wait in its own socket) until the peer has taken its replies;
+ * one reply can still exceed that, up to CONTROL_OUTPUT_MAX, over which the
+ * connection is closed. A non-root uid's connections together may hold
+ * CONTROL_UID_QUEUE_MAX (input and output): past it the uid's connections
+ * with the most queued are closed until it fits, so one user's unread
+ * replies never cost the other users (or root) their answers.
+ */
+#define CONTROL_OUTPUT_PAUSE (256u * 1024u)
 #define CONTROL_OUTPUT_MAX (8u * 1024u * 1024u)
+#define CONTROL_UID_QUEUE_MAX (16u * 1024u * 1024u)
 /* Active operations one non-root uid may hold: bounds cgroups and records. */
 #define OP_MAX_PER_UID 64
 #define OP_POLL_MS 100
@@ -251,6 +264,7 @@ struct boundaryd {
 	int bd_nclient;		/* ... on client.sock */
 	int bd_nboundary;	/* ... on boundary.sock and supervisor sockets */
 	uint64_t bd_conns_refused; /* over a budget */
+	uint64_t bd_conns_dropped; /* closed: replies not read (queue bounds) */
 	struct conn_list bd_conns;
 	struct operation_list bd_ops;
 	struct json_object *bd_recovery; /* array: what startup could not validate */
@@ -280,6 +294,8 @@ pid_t control_peer_pid(struct conn *c);
 void control_keepalive(struct conn *c);
 /* Close one connection now (its owners are told as on EOF). */
 void control_drop(struct conn *c);
+/* Connections not read from now (output over CONTROL_OUTPUT_PAUSE), bytes queued in all. */
+void control_queue_stats(struct boundaryd *bd, int *paused, uint64_t *queued);
 
 /* operation.c: method handlers fill *result or (*code, *msg). */
 struct op_reply {
