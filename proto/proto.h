@@ -37,6 +37,8 @@ struct json_object;
 #define PE_SHUTTING_DOWN "shutting_down"
 #define PE_NOT_LAUNCHER "not_launcher"
 #define PE_RATE_LIMITED "rate_limited"
+/* The state disk is full, read-only or failing: nothing new is started. */
+#define PE_STATE_DISK "state_disk_unavailable"
 
 enum proto_method {
 	PM_SYSTEM_STATUS,

@@ -22,6 +22,7 @@
 
 #include "boundaryd.h"
 #include "log.h"
+#include "record.h"
 #include "safefs.h"
 #include "sandbox.h"
 #include "util.h"
@@ -58,7 +59,17 @@ boundaryd_lock(int dirfd, const char *dirpath, const char *what)
 	char buf[32];
 	int fd;
 
-	fd = safefs_openat(dirfd, BOUNDARYD_LOCK, O_RDWR | O_CREAT, 0600);
+	/*
+	 * Created here, then held through a read-only fd: flock does not need
+	 * write access, and a file held open for writing would keep the state
+	 * file system from being remounted read-only (which boundaryd must
+	 * survive, not prevent).
+	 */
+	fd = safefs_openat(dirfd, BOUNDARYD_LOCK, O_WRONLY | O_CREAT, 0600);
+	if (fd < 0)
+		fatal("open %s/%s", dirpath, BOUNDARYD_LOCK);
+	close(fd);
+	fd = safefs_openat(dirfd, BOUNDARYD_LOCK, O_RDONLY, 0);
 	if (fd < 0)
 		fatal("open %s/%s", dirpath, BOUNDARYD_LOCK);
 	if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
@@ -76,13 +87,16 @@ boundaryd_lock(int dirfd, const char *dirpath, const char *what)
 
 /* Write our pid into a lock we hold, for the next instance's message. */
 static void
-boundaryd_lock_owner(int fd)
+boundaryd_lock_owner(int dirfd)
 {
 	char buf[32];
 	int n = snprintf(buf, sizeof(buf), "%d\n", (int)getpid());
+	int fd = safefs_openat(dirfd, BOUNDARYD_LOCK, O_WRONLY, 0);
 
-	if (ftruncate(fd, 0) != 0 || pwrite(fd, buf, (size_t)n, 0) != n)
+	if (fd < 0 || ftruncate(fd, 0) != 0 || pwrite(fd, buf, (size_t)n, 0) != n)
 		log_warn("lock file");
+	if (fd >= 0)
+		close(fd);
 }
 
 /* A cgroup base name is one plain path component below the v2 root. */
@@ -162,7 +176,48 @@ boundaryd_status(struct boundaryd *bd, struct op_reply *r)
 	json_object_object_add(cl, "queue_max_per_uid", json_object_new_int64(CONTROL_UID_QUEUE_MAX));
 	json_object_object_add(o, "connection_budget", cl);
 	json_object_object_add(o, "log_dropped", json_object_new_int64((int64_t)log_dropped()));
+	struct record_disk rd;
+	struct json_object *dk = json_object_new_object();
+	record_disk_status(&rd);
+	json_object_object_add(dk, "status",
+	    json_object_new_string(record_disk_state_name(rd.rd_state)));
+	json_object_object_add(dk, "detail",
+	    rd.rd_errno ? json_object_new_string(strerror(rd.rd_errno)) : NULL);
+	json_object_object_add(dk, "since", rd.rd_since[0] ? json_object_new_string(rd.rd_since) :
+	    NULL);
+	json_object_object_add(dk, "pending_records",
+	    json_object_new_int64((int64_t)rd.rd_pending_records));
+	json_object_object_add(dk, "pending_lines",
+	    json_object_new_int64((int64_t)rd.rd_pending_lines));
+	json_object_object_add(dk, "pending_bytes",
+	    json_object_new_int64((int64_t)rd.rd_pending_bytes));
+	json_object_object_add(dk, "dropped_lines",
+	    json_object_new_int64((int64_t)rd.rd_dropped_lines));
+	json_object_object_add(dk, "failures", json_object_new_int64((int64_t)rd.rd_failures));
+	json_object_object_add(o, "state_disk", dk);
 	r->or_result = o;
+}
+
+/*
+ * Every BOUNDARYD_DISK_RETRY_MS while the state disk is not ok: write what
+ * it refused (records kept in memory, queued evidence) and probe it, so
+ * the truth reaches the disk as soon as it takes writes again.
+ */
+static void
+boundaryd_disk_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct boundaryd *bd = arg;
+	struct record_disk rd;
+
+	(void)fd;
+	(void)what;
+	record_disk_status(&rd);
+	if (rd.rd_state == RECORD_DISK_OK && rd.rd_pending_records == 0 &&
+	    rd.rd_pending_lines == 0)
+		return;
+	if (record_flush(bd->bd_state_fd) == 0)
+		log_info("state disk takes writes again: %zu record(s) and %zu evidence line(s) "
+		    "written", rd.rd_pending_records, rd.rd_pending_lines);
 }
 
 void
@@ -334,8 +389,8 @@ main(int argc, char **argv)
 
 	if (!foreground)
 		boundaryd_background(&ready_fd);
-	boundaryd_lock_owner(lock_state);
-	boundaryd_lock_owner(lock_runtime);
+	boundaryd_lock_owner(bd.bd_state_fd);
+	boundaryd_lock_owner(bd.bd_runtime_fd);
 	signal(SIGPIPE, SIG_IGN);
 	log_init(BOUNDARYD_NAME, logflags);
 	bd.bd_base = event_base_new();
@@ -352,6 +407,11 @@ main(int argc, char **argv)
 	if (sandbox_boundaryd(&cause) != 0)
 		fatalx("sandbox: %s", cause);
 
+	struct event *diskev = event_new(bd.bd_base, -1, EV_PERSIST, boundaryd_disk_cb, &bd);
+	struct timeval disktv = { BOUNDARYD_DISK_RETRY_MS / 1000,
+	    (BOUNDARYD_DISK_RETRY_MS % 1000) * 1000 };
+	if (diskev == NULL || event_add(diskev, &disktv) != 0)
+		fatalx("cannot arm the state disk retry");
 	struct event *sigterm = evsignal_new(bd.bd_base, SIGTERM, boundaryd_signal_cb, &bd);
 	struct event *sigint = evsignal_new(bd.bd_base, SIGINT, boundaryd_signal_cb, &bd);
 	if (sigterm == NULL || sigint == NULL || event_add(sigterm, NULL) != 0 ||
@@ -375,6 +435,15 @@ main(int argc, char **argv)
 	control_close_all(&bd);
 	operation_free_all(&bd);
 	netop_shutdown(&bd);
+	/* A last try: what the disk still refuses now is lost with this process. */
+	if (record_flush(bd.bd_state_fd) != 0) {
+		struct record_disk rd;
+		record_disk_status(&rd);
+		log_warnx("stopping with %zu record(s) and %zu evidence line(s) the state disk "
+		    "did not take (%s)", rd.rd_pending_records, rd.rd_pending_lines,
+		    record_disk_state_name(rd.rd_state));
+	}
+	event_free(diskev);
 	event_free(sigterm);
 	event_free(sigint);
 	event_base_free(bd.bd_base);

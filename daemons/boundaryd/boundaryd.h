@@ -30,6 +30,8 @@ struct evconnlistener;
 #define BOUNDARYD_NAME "gensee-boundaryd"
 #define BOUNDARYD_LOCK "boundaryd.lock"	/* in the state root and the runtime dir */
 #define BOUNDARYD_EXIT_LOCKED 3		/* another instance holds the lock */
+/* Retry of what the state disk refused (records kept in memory, queued evidence). */
+#define BOUNDARYD_DISK_RETRY_MS 1000
 #define SENSOR_NFT_TRACE 0x01
 #define SENSOR_PROC_CONNECTOR 0x02
 #define SENSOR_FANOTIFY 0x04

@@ -1,0 +1,146 @@
+"""Faults of the host under boundaryd: a state disk that fills up or turns
+read-only, and a boundaryd killed half way through a create. Each case's
+disk is a small tmpfs of its own over its private state dir; each case uses
+a cgroup base of its own, so what it counts there is its own."""
+
+import errno
+import json
+import os
+import tempfile
+
+from harness import check, main
+
+
+def status(env):
+    return env.root_call("system.status")["result"]
+
+
+def disk_record(env, opid):
+    with open(os.path.join(env.state, "operations", opid, "record.json")) as f:
+        return json.load(f)
+
+
+def held_run(env):
+    """A gensee run whose command waits, without forking, for a line on a
+    fifo (so the lineage does not change while the disk is full)."""
+    d = tempfile.mkdtemp(prefix="gensee-it-fifo.", dir="/var/tmp")
+    env.cleanup_dirs.append(d)
+    os.chmod(d, 0o755)
+    fifo = os.path.join(d, "go")
+    os.mkfifo(fifo)
+    os.chmod(fifo, 0o666)
+    p = env.gensee_bg("run", "--", "/bin/sh", "-c", "read x < %s; exit 7" % fifo)
+    opid = env.wait_for("operation", lambda: env.running_ops())[0]
+    return p, opid, fifo
+
+
+def release(fifo):
+    with open(fifo, "w") as f:
+        f.write("go\n")
+
+
+def fill(path):
+    """Write path until the file system is full (ENOSPC)."""
+    chunk = b"\0" * 65536
+    with open(path, "wb", buffering=0) as f:
+        while True:
+            try:
+                f.write(chunk)
+            except OSError as e:
+                check(e.errno == errno.ENOSPC, "filling: %s" % e)
+                return
+
+
+def no_debris(env, ops_before, cgs_before, what):
+    ops = set(os.listdir(os.path.join(env.state, "operations")))
+    check(ops == ops_before, "%s left operation directories: %r" % (what, ops - ops_before))
+    base = os.path.join(env.cgmount, env.cgroup_base)
+    cgs = {d for d in os.listdir(base) if d.startswith("op_")}
+    check(cgs == cgs_before, "%s left cgroups: %r" % (what, cgs - cgs_before))
+
+
+def refused_create(env, what):
+    """A create on the broken disk: refused with the stable code, nothing left."""
+    ops = set(os.listdir(os.path.join(env.state, "operations")))
+    base = os.path.join(env.cgmount, env.cgroup_base)
+    cgs = {d for d in os.listdir(base) if d.startswith("op_")}
+    r = env.gensee("run", "--", "/bin/echo", "must-not-run")
+    check(r.returncode == 125, "%s: create on a broken disk exited %d: %s" % (
+        what, r.returncode, r.stderr))
+    check("state_disk_unavailable" in r.stderr, "%s: stderr %r" % (what, r.stderr))
+    check("must-not-run" not in r.stdout, "%s: the command ran" % what)
+    no_debris(env, ops, cgs, what)
+
+
+def check_truth(rec, where):
+    life = rec["lifecycle"]
+    check(life["state"] == "exited" and life["end_reason"] == "root_exited",
+          "%s: %r" % (where, life))
+    check(life["exit"] is not None and life["exit"]["code"] == 7, "%s: exit %r" % (where, life))
+    check(rec["counts"]["violations"] == 0, "%s: a violation that never happened: %r" % (
+        where, rec["counts"]))
+    check(rec["cgroup"]["cleanup"]["state"] == "removed", "%s: %r" % (where, rec["cgroup"]))
+
+
+def disk_fault_case(env, break_disk, repair, expect):
+    env.use_private_cgroup_base()
+    env.mount_tmpfs(env.state, "4m")
+    env.start()
+    check(status(env)["state_disk"]["status"] == "ok", "%r" % status(env)["state_disk"])
+    p, opid, fifo = held_run(env)
+    env.wait_for("running on disk",
+                 lambda: disk_record(env, opid)["lifecycle"]["state"] == "running")
+    break_disk()
+    # The first create after the disk broke finds out by trying (its status
+    # was still ok): refused, its directory, cgroup and records taken back.
+    refused_create(env, "first create")
+    # The run ends while the disk refuses writes: its truth is kept in memory.
+    release(fifo)
+    rc, out, err = env.finish(p)
+    check(rc == 7, "gensee run exited %d: %s" % (rc, err))
+    sd = status(env)["state_disk"]
+    check(sd["status"] == expect and sd["pending_records"] >= 1 and sd["since"],
+          "state_disk %r" % sd)
+    check_truth(env.record(opid), "inspect while the disk is %s" % expect)
+    check(disk_record(env, opid)["lifecycle"]["state"] == "running",
+          "the disk took a write it should not have")
+    summary = [o for o in env.root_call("operation.list")["result"]["operations"]
+               if o["operation_id"] == opid]
+    check(summary and summary[0]["state"] == "exited", "list: %r" % summary)
+    # Known bad: refused at once.
+    refused_create(env, "create on a known-bad disk")
+    # The disk comes back: the truth is written, creates work again.
+    repair()
+    env.wait_for("state disk ok", lambda: (lambda s: s["status"] == "ok" and
+                                           s["pending_records"] == 0 and
+                                           s["pending_lines"] == 0)(status(env)["state_disk"]),
+                 timeout=30)
+    check_truth(disk_record(env, opid), "on disk after repair")
+    r = env.gensee("run", "--", "/bin/true")
+    check(r.returncode == 0, "create after repair: %d %s" % (r.returncode, r.stderr))
+    # And a restart reads the truth from the disk: nothing to recover.
+    env.stop()
+    env.start()
+    st = status(env)
+    check(st["recovery_health"]["status"] == "ok", "%r" % st["recovery_health"])
+    check_truth(env.record(opid), "after restart")
+
+
+def disk_full_keeps_truth(env):
+    filler = []
+
+    def break_disk():
+        path = os.path.join(env.state, "fill")
+        fill(path)
+        filler.append(path)
+
+    disk_fault_case(env, break_disk, lambda: os.unlink(filler[0]), "full")
+
+
+def disk_read_only_keeps_truth(env):
+    disk_fault_case(env, lambda: env.remount(env.state, "ro"),
+                    lambda: env.remount(env.state, "rw"), "read_only")
+
+
+if __name__ == "__main__":
+    main({f.__name__: f for f in (disk_full_keeps_truth, disk_read_only_keeps_truth)})
