@@ -157,6 +157,7 @@ boundaryd_status(struct boundaryd *bd, struct op_reply *r)
 	json_object_object_add(rh, "status", json_object_new_string(
 	    json_object_array_length(bd->bd_recovery) ? "degraded" : "ok"));
 	json_object_object_add(rh, "entries", json_object_get(bd->bd_recovery));
+	json_object_object_add(rh, "cleaned", json_object_get(bd->bd_recovery_cleaned));
 	json_object_object_add(o, "recovery_health", rh);
 	json_object_object_add(o, "connections", json_object_new_int(bd->bd_nconns));
 	struct json_object *cl = json_object_new_object();
@@ -386,6 +387,7 @@ main(int argc, char **argv)
 	bd.bd_started_ms = util_monotonic_ms();
 	util_now_rfc3339(bd.bd_started_at, sizeof(bd.bd_started_at));
 	bd.bd_recovery = json_object_new_array();
+	bd.bd_recovery_cleaned = json_object_new_array();
 
 	if (!foreground)
 		boundaryd_background(&ready_fd);
@@ -448,6 +450,7 @@ main(int argc, char **argv)
 	event_free(sigint);
 	event_base_free(bd.bd_base);
 	json_object_put(bd.bd_recovery);
+	json_object_put(bd.bd_recovery_cleaned);
 	close(bd.bd_ops_fd);
 	close(bd.bd_state_fd);
 	close(bd.bd_runtime_fd);

@@ -270,6 +270,7 @@ struct boundaryd {
 	struct conn_list bd_conns;
 	struct operation_list bd_ops;
 	struct json_object *bd_recovery; /* array: what startup could not validate */
+	struct json_object *bd_recovery_cleaned; /* array: half-created operations taken back */
 	struct nft_ctx *bd_nft;		/* NULL: no nftables, network operations refused */
 	unsigned char bd_table_key[32];	/* keys table names: not guessable from outside */
 	int bd_netops_fd;		/* STATE/network-operations */

@@ -6,9 +6,12 @@ a cgroup base of its own, so what it counts there is its own."""
 import errno
 import json
 import os
+import secrets
+import signal
+import subprocess
 import tempfile
 
-from harness import check, main
+from harness import check, main, pids_with_cmdline
 
 
 def status(env):
@@ -142,5 +145,69 @@ def disk_read_only_keeps_truth(env):
                     lambda: env.remount(env.state, "rw"), "read_only")
 
 
+def half_created_taken_back(env):
+    """boundaryd SIGKILLed between making an operation's directory (and
+    cgroup) and writing its first record leaves exactly this: the directory
+    with the record's lock file (and maybe a temporary first record), and
+    the cgroup. It is built here on disk, deterministically, before the next
+    instance starts: that instance removes both, kills anything found in
+    such a cgroup, and its health is ok (the take-back is listed under
+    recovery_health.cleaned, not as degraded)."""
+    base = env.use_private_cgroup_base()
+    os.mkdir(base, 0o755)
+    ops = os.path.join(env.state, "operations")
+    os.mkdir(ops, 0o700)
+    made = []
+    sleeper = None
+    try:
+        ids = ["op_" + secrets.token_hex(16) for _ in range(2)]
+        for i, opid in enumerate(ids):
+            d = os.path.join(ops, opid)
+            os.mkdir(d, 0o700)
+            open(os.path.join(d, "record.json.lock"), "w").close()
+            if i == 1:
+                with open(os.path.join(d, "record.json.tmp"), "w") as f:
+                    f.write('{"schema_version": 1, "operation_id": "%s", "rev' % opid)
+            cg = os.path.join(base, opid)
+            os.mkdir(cg)
+            made.append(cg)
+        # Something in the second one's cgroup: nothing may run there unsupervised.
+        sleeper = subprocess.Popen(["sleep", "3131"])
+        with open(os.path.join(made[1], "cgroup.procs"), "w") as f:
+            f.write(str(sleeper.pid))
+        env.start()
+        st = status(env)
+        rh = st["recovery_health"]
+        check(rh["status"] == "ok" and rh["entries"] == [], "health %r" % rh)
+        cleaned = {e["operation_id"]: e for e in rh["cleaned"]}
+        check(set(cleaned) == set(ids) and all(e["reason"] == "half_created"
+                                               for e in cleaned.values()), "cleaned %r" % rh)
+        check("killed" in cleaned[ids[1]]["detail"], "%r" % cleaned[ids[1]])
+        for opid, cg in zip(ids, made):
+            check(not os.path.exists(os.path.join(ops, opid)), "%s: directory left" % opid)
+            check(not os.path.exists(cg), "%s: cgroup left" % opid)
+        check(sleeper.wait(timeout=10) == -signal.SIGKILL, "the stray process was not killed")
+        check(not pids_with_cmdline(b"sleep 3131"), "sleep 3131 survived")
+        # The daemon serves normally.
+        r = env.gensee("run", "--", "/bin/true")
+        check(r.returncode == 0, "run after recovery: %d %s" % (r.returncode, r.stderr))
+        # A restart does not bring anything back.
+        env.stop()
+        env.start()
+        rh = status(env)["recovery_health"]
+        check(rh["status"] == "ok" and rh["cleaned"] == [], "after restart %r" % rh)
+    finally:
+        if sleeper is not None and sleeper.poll() is None:
+            sleeper.kill()
+            sleeper.wait()
+        for cg in made:
+            if os.path.isdir(cg):
+                try:
+                    os.rmdir(cg)
+                except OSError as e:
+                    print("cleanup %s: %s" % (cg, e))
+
+
 if __name__ == "__main__":
-    main({f.__name__: f for f in (disk_full_keeps_truth, disk_read_only_keeps_truth)})
+    main({f.__name__: f for f in (disk_full_keeps_truth, disk_read_only_keeps_truth,
+                                  half_created_taken_back)})
