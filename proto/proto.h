@@ -61,6 +61,7 @@ enum proto_method {
 	PM_LINEAGE_REPORT,
 	PM_FILE_DECISION,
 	PM_SENSOR_HEARTBEAT,
+	PM_OPERATION_PRUNE,
 	PM__COUNT
 };
 
@@ -135,6 +136,8 @@ struct json_object *proto_event_new(const char *event, struct json_object *param
 #define PROTO_ARGV_MAX 256
 #define PROTO_ARG_LEN_MAX 4096
 #define PROTO_TIMEOUT_MAX (7 * 24 * 3600)
+#define PROTO_PRUNE_AGE_MAX ((int64_t)100 * 365 * 24 * 3600)	/* seconds */
+#define PROTO_PRUNE_KEEP_MAX 1000000
 
 struct proto_operation_create {
 	pid_t oc_pid;

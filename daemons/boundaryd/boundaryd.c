@@ -34,6 +34,7 @@ usage_to(int help)
 	fprintf(help ? stdout : stderr, "usage: " BOUNDARYD_NAME
 	    " --state-root DIR --runtime-dir DIR [--cgroup-base NAME] [--foreground] [--debug]\n"
 	    "       [--ocsf] [--idle-timeout-seconds N] [--sensor-heartbeat-ms N]\n"
+	    "       [--retain-days N] [--retain-count N]\n"
 	    "       " BOUNDARYD_NAME " --help | --version\n");
 	exit(help ? 0 : 2);
 }
@@ -196,6 +197,18 @@ boundaryd_status(struct boundaryd *bd, struct op_reply *r)
 	    json_object_new_int64((int64_t)rd.rd_dropped_lines));
 	json_object_object_add(dk, "failures", json_object_new_int64((int64_t)rd.rd_failures));
 	json_object_object_add(o, "state_disk", dk);
+	struct json_object *ix = json_object_new_object();
+	json_object_object_add(ix, "operations",
+	    json_object_new_int64((int64_t)json_object_object_length(bd->bd_index)));
+	json_object_object_add(ix, "lines", json_object_new_int64((int64_t)bd->bd_index_lines));
+	json_object_object_add(ix, "rebuilt", json_object_new_int64((int64_t)bd->bd_index_rebuilt));
+	json_object_object_add(o, "index", ix);
+	struct json_object *rt = json_object_new_object();
+	json_object_object_add(rt, "days", bd->bd_retain_days > 0 ?
+	    json_object_new_int64(bd->bd_retain_days) : NULL);
+	json_object_object_add(rt, "count", bd->bd_retain_count > 0 ?
+	    json_object_new_int64(bd->bd_retain_count) : NULL);
+	json_object_object_add(o, "retention", rt);
 	r->or_result = o;
 }
 
@@ -279,6 +292,8 @@ main(int argc, char **argv)
 		/* Shorter intervals let tests cover several of them. */
 		{ "idle-timeout-seconds", required_argument, NULL, 'i' },
 		{ "sensor-heartbeat-ms", required_argument, NULL, 'H' },
+		{ "retain-days", required_argument, NULL, 'D' },
+		{ "retain-count", required_argument, NULL, 'C' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
@@ -288,7 +303,7 @@ main(int argc, char **argv)
 	int lock_state, lock_runtime;
 	int foreground = 0, logflags = LOG_F_ASYNC, ch, ready_fd = -1;
 	int idle_sec = CONTROL_IDLE_SEC, hb_ms = SENSOR_HEARTBEAT_MS;
-	int64_t v;
+	int64_t v, retain_days = 0, retain_count = 0;
 	char *cause = NULL;
 
 	while ((ch = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
@@ -321,6 +336,16 @@ main(int argc, char **argv)
 				usage();
 			hb_ms = (int)v;
 			break;
+		case 'D':
+			if (util_parse_i64(optarg, 1, 36500, &v) != 0)
+				usage();
+			retain_days = v;
+			break;
+		case 'C':
+			if (util_parse_i64(optarg, 1, 1000000, &v) != 0)
+				usage();
+			retain_count = v;
+			break;
 		case 'h':
 			usage_to(1);
 		case 'V':
@@ -349,6 +374,9 @@ main(int argc, char **argv)
 	TAILQ_INIT(&bd.bd_conns);
 	bd.bd_idle_sec = idle_sec;
 	bd.bd_sensor_hb_ms = hb_ms;
+	bd.bd_retain_days = retain_days;
+	bd.bd_retain_count = retain_count;
+	bd.bd_index_dirfd = -1;
 	if (ids_init() != 0)
 		fatalx("libsodium initialisation failed");
 	/* Paths are checked as given: a symlink anywhere in them is refused. */
@@ -401,6 +429,10 @@ main(int argc, char **argv)
 
 	recover_operations(&bd);
 	netop_recover_tables(&bd);
+	index_init(&bd);
+	retain_apply(&bd);
+	if (retain_arm(&bd) != 0)
+		fatalx("cannot arm the retention timer");
 	if (control_listen(&bd, &bd.bd_boundary, bd.bd_runtime_fd, runtime_dir, "boundary.sock",
 		PS_BOUNDARY, 0600) != 0 ||
 	    control_listen(&bd, &bd.bd_client, bd.bd_runtime_fd, runtime_dir, "client.sock",
@@ -446,6 +478,9 @@ main(int argc, char **argv)
 		    record_disk_state_name(rd.rd_state));
 	}
 	event_free(diskev);
+	if (bd.bd_retain_ev != NULL)
+		event_free(bd.bd_retain_ev);
+	index_free(&bd);
 	event_free(sigterm);
 	event_free(sigint);
 	event_base_free(bd.bd_base);

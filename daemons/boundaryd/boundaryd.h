@@ -30,6 +30,8 @@ struct evconnlistener;
 #define BOUNDARYD_NAME "gensee-boundaryd"
 #define BOUNDARYD_LOCK "boundaryd.lock"	/* in the state root and the runtime dir */
 #define BOUNDARYD_EXIT_LOCKED 3		/* another instance holds the lock */
+/* The host's retention (--retain-days, --retain-count) runs at start and this often. */
+#define RETAIN_INTERVAL_SEC 3600
 /* Retry of what the state disk refused (records kept in memory, queued evidence). */
 #define BOUNDARYD_DISK_RETRY_MS 1000
 #define SENSOR_NFT_TRACE 0x01
@@ -282,6 +284,13 @@ struct boundaryd {
 	int bd_idle_sec;		/* idle timeout of other connections */
 	int bd_shutdown;
 	uint64_t bd_cgroup_base_recreated; /* times the base was found missing and made again */
+	struct json_object *bd_index;	/* operation id -> summary (retain.c) */
+	int bd_index_dirfd;		/* the state root, opened for reading (fsync) */
+	size_t bd_index_lines;		/* lines in operations.index.jsonl */
+	uint64_t bd_index_rebuilt;	/* times it was rebuilt from the records */
+	int64_t bd_retain_days;		/* 0: keep ended operations whatever their age */
+	int64_t bd_retain_count;	/* 0: keep any number */
+	struct event *bd_retain_ev;
 };
 
 /* control.c */
@@ -315,8 +324,6 @@ void operation_create(struct boundaryd *bd, struct conn *c, const struct peer *p
 void operation_observe(struct boundaryd *bd, const struct peer *p, struct json_object *params,
     struct op_reply *r);
 void operation_inspect(struct boundaryd *bd, const struct peer *p, struct json_object *params,
-    struct op_reply *r);
-void operation_list(struct boundaryd *bd, const struct peer *p, struct json_object *params,
     struct op_reply *r);
 int operation_visible(const struct operation *op, const struct peer *p);
 void operation_end(struct boundaryd *bd, struct conn *c, const struct peer *p,
@@ -387,6 +394,21 @@ void operation_sensor_state(struct operation *op, const char *sensor, const char
 struct oprecord_proc;
 void operation_merge_lineage(struct operation *op, const struct oprecord_proc *v, size_t n,
     const char *source);
+
+/* The summary of a record that operation.list returns (and the index keeps). */
+struct json_object *operation_summary(struct json_object *rec);
+
+/* retain.c: the operations index, operation.list, retention */
+void index_init(struct boundaryd *bd);
+void index_free(struct boundaryd *bd);
+/* (Re)index id from its record (after it ended, or failed to start). */
+void index_put(struct boundaryd *bd, int dirfd, const char *id);
+void operation_list(struct boundaryd *bd, const struct peer *p, struct json_object *params,
+    struct op_reply *r);
+void operation_prune(struct boundaryd *bd, const struct peer *p, struct json_object *params,
+    struct op_reply *r);
+void retain_apply(struct boundaryd *bd);
+int retain_arm(struct boundaryd *bd);
 
 /* recover.c */
 void recover_operations(struct boundaryd *bd);

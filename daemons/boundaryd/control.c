@@ -213,6 +213,9 @@ control_dispatch(struct conn *c, struct json_object *msg)
 	case PM_OPERATION_LIST:
 		operation_list(bd, &c->c_peer, req.pr_params, &r);
 		break;
+	case PM_OPERATION_PRUNE:
+		operation_prune(bd, &c->c_peer, req.pr_params, &r);
+		break;
 	case PM_OPERATION_END:
 		operation_end(bd, c, &c->c_peer, req.pr_id, req.pr_params, &r);
 		break;

@@ -611,6 +611,7 @@ op_reap_cb(evutil_socket_t fd, short what, void *arg)
 	if (op->op_has_exit_report)
 		op_batch_add(&b, oprecord_mut_lifecycle, &op->op_exit_report);
 	op_batch_write(op, &b, "cleanup");
+	index_put(bd, op->op_dirfd, op->op_id);
 	if (collected >= 0)
 		lineage_batch_free(&lb);
 	if (c.ocg_detail != NULL)
@@ -923,6 +924,8 @@ op_fail_create(struct operation *op, const char *reason)
 	}
 	if (op->op_net != NULL)
 		netop_end(op->op_net);
+	if (op->op_dirfd >= 0)
+		index_put(op->op_bd, op->op_dirfd, op->op_id);
 	op_free(op);
 }
 
@@ -1669,8 +1672,8 @@ operation_inspect(struct boundaryd *bd, const struct peer *p, struct json_object
 	json_object_object_add(r->or_result, "record", rec);
 }
 
-static struct json_object *
-op_summary(struct json_object *rec)
+struct json_object *
+operation_summary(struct json_object *rec)
 {
 	struct json_object *s = json_object_new_object();
 	struct json_object *life = schema_child(rec, "lifecycle");
@@ -1696,54 +1699,6 @@ op_summary(struct json_object *rec)
 	return s;
 }
 
-static int
-op_summary_cmp(const void *a, const void *b)
-{
-	struct json_object *const *x = a, *const *y = b;
-	const char *sx = schema_string(*x, "created_at"), *sy = schema_string(*y, "created_at");
-	return strcmp(sx ? sx : "", sy ? sy : "");
-}
-
-void
-operation_list(struct boundaryd *bd, const struct peer *p, struct json_object *params,
-    struct op_reply *r)
-{
-	const char *state = schema_string(params, "state");
-	int64_t limit = schema_int(params, "limit", 1000);
-	struct json_object *arr = json_object_new_array();
-	int fd = dup(bd->bd_ops_fd);
-	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-	struct dirent *de;
-
-	if (d == NULL) {
-		if (fd >= 0)
-			close(fd);
-		json_object_put(arr);
-		reply_error(r, PE_STATE, "cannot read operations: %s", strerror(errno));
-		return;
-	}
-	rewinddir(d);
-	while ((de = readdir(d)) != NULL) {
-		struct op_reply ignore = { 0 };
-		if (!ids_valid_operation(de->d_name))
-			continue;
-		struct json_object *rec = op_load_visible(bd, p, de->d_name, NULL, &ignore);
-		free(ignore.or_msg);
-		if (rec == NULL)
-			continue;
-		if (state == NULL ||
-		    strcmp(schema_string(schema_child(rec, "lifecycle"), "state"), state) == 0)
-			json_object_array_add(arr, op_summary(rec));
-		json_object_put(rec);
-	}
-	closedir(d);
-	json_object_array_sort(arr, op_summary_cmp);
-	while ((int64_t)json_object_array_length(arr) > limit)
-		json_object_array_del_idx(arr, 0, 1); /* keep the newest */
-	r->or_result = json_object_new_object();
-	json_object_object_add(r->or_result, "operations", arr);
-}
-
 /* The reply to operation.end: a summary plus the whole record. */
 static struct json_object *
 op_end_result(int dirfd, const char *id, char **cause)
@@ -1751,7 +1706,7 @@ op_end_result(int dirfd, const char *id, char **cause)
 	struct json_object *rec, *res;
 	if (oprecord_read(dirfd, id, &rec, cause) != 0)
 		return NULL;
-	res = op_summary(rec);
+	res = operation_summary(rec);
 	json_object_object_add(res, "record", rec);
 	return res;
 }
