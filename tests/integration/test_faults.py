@@ -62,12 +62,20 @@ def no_debris(env, ops_before, cgs_before, what):
     check(cgs == cgs_before, "%s left cgroups: %r" % (what, cgs - cgs_before))
 
 
-def refused_create(env, what):
-    """A create on the broken disk: refused with the stable code, nothing left."""
+def nft_tables(env):
+    r = env.ns_run(env.netns, ["nft", "list", "tables", "inet"])
+    return [l.split()[-1] for l in r.stdout.splitlines() if "gensee_" in l]
+
+
+def refused_create(env, what, *run_args):
+    """A create on the broken disk: refused with the stable code, nothing left
+    (no directory, no cgroup, no nftables table)."""
     ops = set(os.listdir(os.path.join(env.state, "operations")))
     base = os.path.join(env.cgmount, env.cgroup_base)
     cgs = {d for d in os.listdir(base) if d.startswith("op_")}
-    r = env.gensee("run", "--", "/bin/echo", "must-not-run")
+    tables = nft_tables(env)
+    r = env.gensee("run", *run_args, "--", "/bin/echo", "must-not-run")
+    check(nft_tables(env) == tables, "%s left a table: %r" % (what, nft_tables(env)))
     check(r.returncode == 125, "%s: create on a broken disk exited %d: %s" % (
         what, r.returncode, r.stderr))
     check("state_disk_unavailable" in r.stderr, "%s: stderr %r" % (what, r.stderr))
@@ -86,6 +94,8 @@ def check_truth(rec, where):
 
 
 def disk_fault_case(env, break_disk, repair, expect):
+    # A namespace of its own: the nftables tables boundaryd sees are its own.
+    env.use_netns()
     env.use_private_cgroup_base()
     env.mount_tmpfs(env.state, "4m")
     env.start()
@@ -96,7 +106,7 @@ def disk_fault_case(env, break_disk, repair, expect):
     break_disk()
     # The first create after the disk broke finds out by trying (its status
     # was still ok): refused, its directory, cgroup and records taken back.
-    refused_create(env, "first create")
+    refused_create(env, "first create", "--sandbox", "linux", "--deny-all")
     # The run ends while the disk refuses writes: its truth is kept in memory.
     release(fifo)
     rc, out, err = env.finish(p)
@@ -153,6 +163,7 @@ def half_created_taken_back(env):
     instance starts: that instance removes both, kills anything found in
     such a cgroup, and its health is ok (the take-back is listed under
     recovery_health.cleaned, not as degraded)."""
+    env.use_netns()  # the nftables tables boundaryd sees are its own
     base = env.use_private_cgroup_base()
     os.mkdir(base, 0o755)
     ops = os.path.join(env.state, "operations")
