@@ -24,15 +24,17 @@ def disk_record(env, opid):
 
 
 def held_run(env):
-    """A gensee run whose command waits, without forking, for a line on a
-    fifo (so the lineage does not change while the disk is full)."""
+    """A sandboxed gensee run with a network table (deny all) whose command
+    waits, without forking, for a line on a fifo (so the lineage does not
+    change while the disk is full)."""
     d = tempfile.mkdtemp(prefix="gensee-it-fifo.", dir="/var/tmp")
     env.cleanup_dirs.append(d)
     os.chmod(d, 0o755)
     fifo = os.path.join(d, "go")
     os.mkfifo(fifo)
     os.chmod(fifo, 0o666)
-    p = env.gensee_bg("run", "--", "/bin/sh", "-c", "read x < %s; exit 7" % fifo)
+    p = env.gensee_bg("run", "--sandbox", "linux", "--deny-all", "--", "/bin/sh", "-c",
+                      "read x < %s; exit 7" % fifo)
     opid = env.wait_for("operation", lambda: env.running_ops())[0]
     return p, opid, fifo
 
@@ -103,6 +105,7 @@ def disk_fault_case(env, break_disk, repair, expect):
     p, opid, fifo = held_run(env)
     env.wait_for("running on disk",
                  lambda: disk_record(env, opid)["lifecycle"]["state"] == "running")
+    check(len(nft_tables(env)) == 1, "no table for the run: %r" % nft_tables(env))
     break_disk()
     # The first create after the disk broke finds out by trying (its status
     # was still ok): refused, its directory, cgroup and records taken back.
@@ -129,6 +132,13 @@ def disk_fault_case(env, break_disk, repair, expect):
                                            s["pending_lines"] == 0)(status(env)["state_disk"]),
                  timeout=30)
     check_truth(disk_record(env, opid), "on disk after repair")
+    check(nft_tables(env) == [], "table left: %r" % nft_tables(env))
+    with open(os.path.join(env.state, "network-operations", opid, "record.json")) as f:
+        net = json.load(f)
+    check(net["state"] == "ended", "network record %r" % net["state"])
+    with open(os.path.join(env.state, "network-operations", opid, "counters.jsonl")) as f:
+        finals = [json.loads(l) for l in f if l.strip()]
+    check(finals and finals[-1].get("final") is True, "final counters lost: %r" % finals)
     r = env.gensee("run", "--", "/bin/true")
     check(r.returncode == 0, "create after repair: %d %s" % (r.returncode, r.stderr))
     # And a restart reads the truth from the disk: nothing to recover.
