@@ -130,6 +130,18 @@ def list_survives_index_loss(env):
     env.finish(p)
     env.wait_for("ended", lambda: all(o["state"] != "running" for o in listed(env)))
     before = listed(env)
+    # The list of ended operations does not read their records: a record
+    # made unreadable under it changes nothing in the list (inspect, which
+    # reads it, says so).
+    path = os.path.join(ops_dir(env), ids[2], "record.json")
+    saved = open(path).read()
+    with open(path, "w") as f:
+        f.write("\x00garbage{")
+    check(listed(env) == before, "list read the records")
+    reply = env.root_call("operation.inspect", {"operation_id": ids[2]})
+    check(reply["error"]["code"] == "state_error", "%r" % reply)
+    with open(path, "w") as f:
+        f.write(saved)
     for damage in ("missing", "garbage", "torn", "stale"):
         env.stop()
         if damage == "missing":
