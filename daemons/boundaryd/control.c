@@ -294,7 +294,13 @@ control_read_cb(struct bufferevent *bev, void *arg)
 
 	for (;;) {
 		struct json_object *msg = NULL;
-		if (evbuffer_get_length(bufferevent_get_output(bev)) > CONTROL_OUTPUT_PAUSE) {
+		/*
+		 * Only client.sock peers are paused: root's channels (sensord
+		 * above all, which may write while boundaryd's pushes wait for
+		 * it) keep being read, bounded by CONTROL_OUTPUT_MAX alone.
+		 */
+		if (c->c_kind == PS_CLIENT &&
+		    evbuffer_get_length(bufferevent_get_output(bev)) > CONTROL_OUTPUT_PAUSE) {
 			control_pause(c);
 			return;
 		}
