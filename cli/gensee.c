@@ -34,6 +34,7 @@ usage(FILE *f)
 	    "  run fault (--socket PATH | --operation ID) --fault FILE\n"
 	    "  operation inspect ID [--json]\n"
 	    "  operation list [--json]\n"
+	    "  operation prune [--older-than DURATION] [--keep N] [--dry-run] [--json]   (root)\n"
 	    "  timeline [--operation ID] [--json] [--ocsf]\n"
 	    "  policy setup [--force] | show [--json] | get KEY [--json] | set KEY VALUE [--json]\n"
 	    "                            $GENSEE_HOME/policy.json (gensee policy help: the keys)\n"
