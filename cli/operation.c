@@ -1,10 +1,11 @@
 /*
- * operation.c: `gensee operation inspect ID`, `gensee operation list` and
- * `gensee operation prune` (root).
+ * operation.c: `gensee operation inspect ID`, `list`, `end ID [--kill]` and
+ * `prune` (root).
  */
+#include <errno.h>
 #include <getopt.h>
-#include <stdio.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <json-c/json.h>
@@ -52,6 +53,8 @@ print_record(struct json_object *rec)
 	printf("ended       %s\n", str_or(life, "ended_at", "-"));
 	printf("root        pid %lld start %lld %s\n", (long long)schema_int(root, "pid", 0),
 	    (long long)schema_int(root, "start_time_ticks", 0), str_or(root, "executable", "?"));
+	if (schema_string(root, "command") != NULL)
+		printf("command     %s\n", schema_string(root, "command"));
 	printf("cgroup      %s (id %lld) %s, cleanup %s\n", str_or(cg, "path", "?"),
 	    (long long)schema_int(cg, "id", 0), str_or(cg, "attachment", "?"),
 	    str_or(schema_child(cg, "cleanup"), "state", "?"));
@@ -150,8 +153,80 @@ op_list(int argc, char **argv)
 			printf("%-35s %-10s %-24s ", str_or(o, "operation_id", "?"),
 			    str_or(o, "state", "?"), str_or(o, "created_at", "-"));
 			print_exit(schema_child(o, "exit"));
-			printf("  %s\n", str_or(o, "executable", "?"));
+			/* The command line as launched, else what the root executes. */
+			printf("  %s\n", str_or(o, "command", str_or(o, "executable", "?")));
 		}
+	}
+	json_object_put(res);
+	return 0;
+}
+
+static const char op_end_usage[] =
+    "usage: gensee operation end ID [--kill | --grace SECONDS] [--json]\n"
+    "  Ends a running operation: SIGTERM to every process of its tree, then\n"
+    "  SIGKILL to what is left after the grace (default 3 s, at most 30);\n"
+    "  --kill kills at once. Waits until the tree is gone and prints its state.\n";
+
+static int
+op_end(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "kill", no_argument, NULL, 'k' },
+		{ "grace", required_argument, NULL, 'g' },
+		{ "json", no_argument, NULL, 'j' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct client_error err;
+	struct json_object *p, *res;
+	int json = 0, kill = 0, ch;
+	long long grace = -1;
+	char *end;
+
+	if (cli_help_asked(argc, argv))
+		return cli_usage(1, op_end_usage);
+	optind = 1;
+	while ((ch = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+		switch (ch) {
+		case 'k':
+			kill = 1;
+			break;
+		case 'g':
+			errno = 0;
+			grace = strtoll(optarg, &end, 10);
+			if (errno != 0 || *end != '\0' || grace < 0 || grace > 30)
+				return cli_usage(0, op_end_usage);
+			break;
+		case 'j':
+			json = 1;
+			break;
+		default:
+			return cli_usage(0, op_end_usage);
+		}
+	}
+	if (optind != argc - 1 || (kill && grace >= 0))
+		return cli_usage(0, op_end_usage);
+	p = json_object_new_object();
+	json_object_object_add(p, "operation_id", json_object_new_string(argv[optind]));
+	if (kill)
+		json_object_object_add(p, "kill", json_object_new_boolean(1));
+	if (grace >= 0)
+		json_object_object_add(p, "grace_seconds", json_object_new_int64(grace));
+	/* The reply waits for the grace and then the cleanup (at most about 5 s). */
+	client_set_timeout_ms((int)((grace >= 0 ? grace : 30) * 1000 + 15000));
+	if (client_call("client.sock", "operation.end", p, &res, &err) != 0)
+		return report_error("end", &err);
+	if (json) {
+		cli_print_json(res);
+	} else {
+		struct json_object *t = schema_child(schema_child(res, "record"), "termination");
+		printf("%s: %s", argv[optind], str_or(res, "state", "?"));
+		if (schema_string(res, "end_reason") != NULL)
+			printf(" (%s)", schema_string(res, "end_reason"));
+		if (t != NULL)
+			printf(", %s to %lld process(es)%s", str_or(t, "signal", "?"),
+			    (long long)schema_int(t, "processes_signaled", 0),
+			    schema_bool(t, "killed_after_grace", 0) ? ", killed after the grace" : "");
+		printf("\n");
 	}
 	json_object_put(res);
 	return 0;
@@ -260,6 +335,8 @@ op_prune(int argc, char **argv)
 int
 cmd_operation(int argc, char **argv)
 {
+	if (argc >= 2 && strcmp(argv[1], "end") == 0)
+		return op_end(argc - 1, argv + 1);
 	if (argc >= 2 && strcmp(argv[1], "inspect") == 0)
 		return op_inspect(argc - 1, argv + 1);
 	if (argc >= 2 && strcmp(argv[1], "list") == 0)
@@ -267,6 +344,7 @@ cmd_operation(int argc, char **argv)
 	if (argc >= 2 && strcmp(argv[1], "prune") == 0)
 		return op_prune(argc - 1, argv + 1);
 	return cli_usage(cli_help_asked(argc, argv),
-	    "usage: gensee operation inspect ID [--json] | list [--json] | prune [--older-than "
-	    "DURATION] [--keep N] [--dry-run] [--json]\n");
+	    "usage: gensee operation inspect ID [--json] | list [--json] |\n"
+	    "       end ID [--kill | --grace SECONDS] [--json] |\n"
+	    "       prune [--older-than DURATION] [--keep N] [--dry-run] [--json]\n");
 }

@@ -16,6 +16,7 @@
 #include "frame.h"
 #include "record.h"
 #include "safefs.h"
+#include "syncq.h"
 #include "util.h"
 
 /*
@@ -228,7 +229,11 @@ record_load(int dirfd, const char *name, struct json_object **out, char **cause)
 	return 0;
 }
 
-/* Write tmp, fsync, rename over name, fsync the directory. */
+/*
+ * Write tmp, fsync, rename over name, fsync the directory. With the sync
+ * thread running (syncq.c) the two fsyncs happen after the rename, off the
+ * caller's path: readers see the new record as soon as rename returns.
+ */
 static int
 record_replace(int dirfd, const char *name, struct json_object *rec, char **cause)
 {
@@ -237,9 +242,7 @@ record_replace(int dirfd, const char *name, struct json_object *rec, char **caus
 	const char *s = json_object_to_json_string_length(rec,
 	    JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED | JSON_C_TO_STRING_NOSLASHESCAPE,
 	    &len);
-	int fd;
-
-	int e;
+	int fd, e, deferred = syncq_active();
 
 	if (s == NULL || len > RECORD_MAX_BYTES) {
 		util_cause(cause, "%s: record too large to write", name);
@@ -260,7 +263,7 @@ record_replace(int dirfd, const char *name, struct json_object *rec, char **caus
 		return -1;
 	}
 	if (util_write_all(fd, s, len) != 0 || util_write_all(fd, "\n", 1) != 0 ||
-	    fsync(fd) != 0) {
+	    (!deferred && fsync(fd) != 0)) {
 		e = errno;
 		util_cause(cause, "write %s: %s", tname, strerror(e));
 		close(fd);
@@ -268,15 +271,29 @@ record_replace(int dirfd, const char *name, struct json_object *rec, char **caus
 		errno = e;
 		return -1;
 	}
-	close(fd);
 	/* renameat does not follow symlinks in either name. */
 	if (renameat(dirfd, tname, dirfd, name) != 0) {
 		e = errno;
 		util_cause(cause, "rename %s: %s", tname, strerror(e));
+		close(fd);
 		unlinkat(dirfd, tname, 0);
 		errno = e;
 		return -1;
 	}
+	if (deferred) {
+		int dfd = fcntl(dirfd, F_DUPFD_CLOEXEC, 0);
+		if (dfd < 0 && fsync(dirfd) != 0) {
+			e = errno;
+			util_cause(cause, "fsync dir: %s", strerror(e));
+			close(fd);
+			errno = e;
+			return -1;
+		}
+		/* Failures after this point are counted in syncq's stats. */
+		syncq_push(fd, dfd);
+		return 0;
+	}
+	close(fd);
 	if (fsync(dirfd) != 0) {
 		e = errno;
 		util_cause(cause, "fsync dir: %s", strerror(e));

@@ -340,12 +340,27 @@ fail:
 	return -1;
 }
 
+/* API level 5: SCMP_ACT_NOTIFY and the notify calls (kernel 5.0). */
+int
+seccomp_profile_notify_available(void)
+{
+	return seccomp_api_get() >= 5;
+}
+
 /* Parse the policy, apply the override, select the rules and compile them. */
 int
 seccomp_profile_build(struct json_object *policy, int force, struct seccomp_profile *sp,
     char **cause)
 {
+	return seccomp_profile_build_notify(policy, force, 0, sp, cause);
+}
+
+int
+seccomp_profile_build_notify(struct json_object *policy, int force, int notify,
+    struct seccomp_profile *sp, char **cause)
+{
 	memset(sp, 0, sizeof(*sp));
+	sp->sp_notify = notify;
 	sp->sp_notify_fd = -1;
 	sp->sp_enabled = 1;
 	sp->sp_enabled_source = "default";
@@ -360,8 +375,10 @@ seccomp_profile_build(struct json_object *policy, int force, struct seccomp_prof
 		sp->sp_enabled = 0;
 		sp->sp_enabled_source = "--no-linux-seccomp";
 	}
-	if (!sp->sp_enabled)
+	if (!sp->sp_enabled) {
+		sp->sp_notify = 0;
 		return 0;
+	}
 	for (size_t i = 0; i < nitems(seccomp_profile_default); i++) {
 		if (!sp->sp_keys[seccomp_profile_default[i].spr_key])
 			continue;
@@ -422,8 +439,7 @@ seccomp_profile_notify(struct seccomp_profile *sp, char **cause)
 
 	if (!sp->sp_enabled || old == NULL)
 		return 0;
-	/* API level 5: SCMP_ACT_NOTIFY and the notify calls (kernel 5.0). */
-	if (seccomp_api_get() < 5) {
+	if (!seccomp_profile_notify_available()) {
 		util_cause(cause, "seccomp: this kernel or libseccomp has no user notification");
 		return -1;
 	}

@@ -25,6 +25,7 @@
 #include "record.h"
 #include "safefs.h"
 #include "sandbox.h"
+#include "syncq.h"
 #include "util.h"
 
 /* Print the usage to stdout and exit 0 (--help), or to stderr and exit 2 (LSB: bad arguments). */
@@ -142,6 +143,18 @@ boundaryd_status(struct boundaryd *bd, struct op_reply *r)
 	json_object_object_add(cg, "base_recreated",
 	    json_object_new_int64((int64_t)bd->bd_cgroup_base_recreated));
 	json_object_object_add(o, "cgroup", cg);
+	/* Record durability (syncq.c): fsyncs after the reply, and any that failed. */
+	struct syncq_stats ss;
+	struct json_object *recs = json_object_new_object();
+	syncq_get_stats(&ss);
+	json_object_object_add(recs, "sync", json_object_new_string(syncq_active() ?
+	    "after_reply" : "before_reply"));
+	json_object_object_add(recs, "syncs_pending", json_object_new_int64((int64_t)ss.ss_pending));
+	json_object_object_add(recs, "syncs_inline", json_object_new_int64((int64_t)ss.ss_inline));
+	json_object_object_add(recs, "sync_errors", json_object_new_int64((int64_t)ss.ss_errors));
+	json_object_object_add(recs, "last_sync_error", ss.ss_errors == 0 ? NULL :
+	    json_object_new_string(strerror(ss.ss_last_errno)));
+	json_object_object_add(o, "records", recs);
 	struct json_object *sen = json_object_new_object(), *list = json_object_new_array();
 	if (bd->bd_sensor_caps & SENSOR_NFT_TRACE)
 		json_object_array_add(list, json_object_new_string("nft_trace"));
@@ -150,6 +163,8 @@ boundaryd_status(struct boundaryd *bd, struct op_reply *r)
 	if (bd->bd_sensor_caps & SENSOR_FANOTIFY)
 		json_object_array_add(list, json_object_new_string("fanotify"));
 	json_object_object_add(sen, "connected", json_object_new_boolean(bd->bd_sensor != NULL));
+	json_object_object_add(sen, "pid", bd->bd_sensor == NULL ? NULL :
+	    json_object_new_int((int)control_peer_pid(bd->bd_sensor)));
 	json_object_object_add(sen, "sensors", list);
 	json_object_object_add(o, "sensord", sen);
 	struct json_object *nft = json_object_new_object();
@@ -422,7 +437,6 @@ main(int argc, char **argv)
 	boundaryd_lock_owner(bd.bd_state_fd);
 	boundaryd_lock_owner(bd.bd_runtime_fd);
 	signal(SIGPIPE, SIG_IGN);
-	log_init(BOUNDARYD_NAME, logflags);
 	bd.bd_base = event_base_new();
 	if (bd.bd_base == NULL)
 		fatalx("event_base_new failed");
@@ -440,6 +454,13 @@ main(int argc, char **argv)
 		fatalx("cannot open sockets in %s", runtime_dir);
 	if (sandbox_boundaryd(&cause) != 0)
 		fatalx("sandbox: %s", cause);
+	/*
+	 * Threads start only now: capabilities and the seccomp filter are
+	 * per thread, and one started earlier would keep what was dropped.
+	 */
+	log_init(BOUNDARYD_NAME, logflags);
+	if (syncq_start() != 0)
+		log_warnx("no sync thread: records are synced before each reply (slower)");
 
 	struct event *diskev = event_new(bd.bd_base, -1, EV_PERSIST, boundaryd_disk_cb, &bd);
 	struct timeval disktv = { BOUNDARYD_DISK_RETRY_MS / 1000,
@@ -481,6 +502,7 @@ main(int argc, char **argv)
 	if (bd.bd_retain_ev != NULL)
 		event_free(bd.bd_retain_ev);
 	index_free(&bd);
+	syncq_stop();
 	event_free(sigterm);
 	event_free(sigint);
 	event_base_free(bd.bd_base);

@@ -92,6 +92,11 @@ struct evconnlistener;
  */
 #define OP_LAUNCHER_GRACE_MS 2000
 /*
+ * A timeout or a plain operation.end asks the tree to stop (SIGTERM to
+ * every member), then kills what is left after this grace (cgroup.kill).
+ */
+#define OP_KILL_GRACE_DEFAULT_S PROTO_KILL_GRACE_DEFAULT
+/*
  * The held child confines itself (seccomp, Landlock) just before exec, and
  * it is released right after operation.create's reply (held at most
  * SENSOR_ACK_MS for sensord): after this long without a visible exec the
@@ -197,6 +202,15 @@ struct operation {
 	/* fanotify coverage: lost until a sensord acknowledges the config again */
 	int op_cov_lost;
 	int op_frozen;		/* cgroup.freeze written for the loss */
+	/* Graceful end: SIGTERM sent, the kill follows at op_term_ev. */
+	int64_t op_kill_grace_s;	/* for the timeout (operation.create) */
+	int op_terminating;
+	int op_term_escalated;	/* the grace ran out: killed */
+	const char *op_term_state, *op_term_reason;
+	struct event *op_term_ev;
+	int64_t op_term_grace_s;
+	int op_term_signaled;	/* members sent SIGTERM */
+	char op_term_at[40];
 };
 TAILQ_HEAD(operation_list, operation);
 struct conn;
@@ -332,6 +346,13 @@ void operation_forget_conn(struct boundaryd *bd, struct conn *c);
 struct operation *operation_adopt(struct boundaryd *bd, const char *id, int dirfd,
     struct json_object *rec, char **cause);
 void operation_finish(struct operation *op, const char *state, const char *reason);
+/*
+ * End a running operation gracefully: SIGTERM to every member, then
+ * operation_finish (the kill) when the root exits or after grace_s; at once
+ * with grace_s 0.
+ */
+void operation_terminate(struct operation *op, const char *state, const char *reason,
+    int64_t grace_s);
 int operation_count(struct boundaryd *bd);
 void operation_free_all(struct boundaryd *bd);
 

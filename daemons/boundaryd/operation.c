@@ -30,6 +30,14 @@
 #include "sandbox.h"
 #include "util.h"
 
+/* Set a portion of the record once (host_controls, fanotify): never overwritten. */
+struct op_portion_arg {
+	const char *pa_key;
+	struct json_object *pa_value;
+};
+static int op_mut_portion_once(struct json_object *rec, void *arg, char **cause);
+static struct json_object *op_term_json(struct operation *op, int populated);
+
 static void op_reap_cb(evutil_socket_t, short, void *);
 static void op_answer_waiters(struct operation *);
 static void op_hc_check(struct operation *, int);
@@ -87,6 +95,8 @@ op_free(struct operation *op)
 		event_free(op->op_poll_ev);
 	if (op->op_timeout_ev != NULL)
 		event_free(op->op_timeout_ev);
+	if (op->op_term_ev != NULL)
+		event_free(op->op_term_ev);
 	if (op->op_reap_ev != NULL)
 		event_free(op->op_reap_ev);
 	if (op->op_launcher_ev != NULL)
@@ -496,6 +506,8 @@ operation_finish(struct operation *op, const char *state, const char *reason)
 		event_del(op->op_poll_ev);
 	if (op->op_timeout_ev != NULL)
 		event_del(op->op_timeout_ev);
+	if (op->op_term_ev != NULL)
+		event_del(op->op_term_ev);
 	if (op->op_launcher_ev != NULL)
 		event_del(op->op_launcher_ev);
 	if (op->op_launcher_grace_ev != NULL)
@@ -509,11 +521,16 @@ operation_finish(struct operation *op, const char *state, const char *reason)
 		op_batch_add(&b, oprecord_mut_lineage, &lin);
 	}
 	op_batch_add(&b, oprecord_mut_lifecycle, &l);
+	struct json_object *term = op->op_terminating ? op_term_json(op, populated) : NULL;
+	struct op_portion_arg ta = { "termination", term };
+	if (term != NULL)
+		op_batch_add(&b, op_mut_portion_once, &ta);
 	if (populated != 0 && members > 0 && !op->op_detach) {
 		c.ocg_killed_leftovers = members;
 		op_batch_add(&b, oprecord_mut_cgroup, &c);
 	}
 	op_batch_write(op, &b, state);
+	json_object_put(term);
 	if (members >= 0)
 		lineage_batch_free(&lb);
 	log_info("%s: %s (%s)", op->op_id, state, reason);
@@ -629,15 +646,120 @@ op_pidfd_cb(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	op->op_root_gone = 1;
-	operation_finish(op, OPSTATE_EXITED, "root_exited");
+	/* A root that stops when asked ends the operation for the asker's reason. */
+	if (op->op_terminating)
+		operation_finish(op, op->op_term_state, op->op_term_reason);
+	else
+		operation_finish(op, OPSTATE_EXITED, "root_exited");
 }
 
 static void
 op_timeout_cb(evutil_socket_t fd, short what, void *arg)
 {
+	struct operation *op = arg;
 	(void)fd;
 	(void)what;
-	operation_finish(arg, OPSTATE_TIMED_OUT, "timeout");
+	operation_terminate(op, OPSTATE_TIMED_OUT, "timeout", op->op_kill_grace_s);
+}
+
+/* The grace ran out: what is left is killed (operation_finish, cgroup.kill). */
+static void
+op_term_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct operation *op = arg;
+	(void)fd;
+	(void)what;
+	op->op_term_escalated = 1;
+	log_info("%s: still running %lld s after SIGTERM: killing", op->op_id,
+	    (long long)op->op_term_grace_s);
+	operation_finish(op, op->op_term_state, op->op_term_reason);
+}
+
+/* The record's "termination": how the tree was asked to stop, and whether it did. */
+static struct json_object *
+op_term_json(struct operation *op, int populated)
+{
+	struct json_object *t = json_object_new_object();
+
+	json_object_object_add(t, "reason", json_object_new_string(op->op_term_reason));
+	json_object_object_add(t, "signal", json_object_new_string("SIGTERM"));
+	json_object_object_add(t, "signaled_at", json_object_new_string(op->op_term_at));
+	json_object_object_add(t, "grace_seconds", json_object_new_int64(op->op_term_grace_s));
+	json_object_object_add(t, "processes_signaled", json_object_new_int(op->op_term_signaled));
+	json_object_object_add(t, "escalated", json_object_new_boolean(op->op_term_escalated));
+	json_object_object_add(t, "killed_after_grace",
+	    json_object_new_boolean(op->op_term_escalated && populated != 0));
+	return t;
+}
+
+/*
+ * SIGTERM to every member, through a pidfd opened first and checked to be
+ * in the operation's cgroup after: a pid reused by another process between
+ * the read of cgroup.procs and the signal is never signalled. Threat: the
+ * supervisor killing something outside the operation it ends.
+ */
+static int
+op_signal_members(struct operation *op, int sig)
+{
+	pid_t *pids = NULL;
+	size_t n = 0;
+	int sent = 0;
+	char cg[256];
+
+	if (!op->op_cg_valid || cgroup_members(&op->op_cg, &pids, &n, NULL) != 0)
+		return 0;
+	for (size_t i = 0; i < n; i++) {
+		int pfd = proc_pidfd_open(pids[i]);
+		if (pfd < 0)
+			continue; /* exited */
+		if (cgroup_of_pid(pids[i], cg, sizeof(cg)) == 0 &&
+		    strcmp(cg, op->op_cg.cg_rel) == 0 && proc_pidfd_signal(pfd, sig) == 0)
+			sent++;
+		close(pfd);
+	}
+	free(pids);
+	return sent;
+}
+
+void
+operation_terminate(struct operation *op, const char *state, const char *reason,
+    int64_t grace_s)
+{
+	if (op->op_phase != OP_RUNNING)
+		return;
+	if (op->op_terminating) {
+		/* Already asked: only a kill (no grace) changes anything, and at once. */
+		if (grace_s == 0) {
+			op->op_term_escalated = 1;
+			operation_finish(op, op->op_term_state, op->op_term_reason);
+		}
+		return;
+	}
+	/*
+	 * No grace, a frozen tree (it could not handle the signal) or a tree
+	 * this instance cannot signal: the kill, as before.
+	 */
+	if (grace_s <= 0 || op->op_frozen || op->op_detach || !op->op_cg_valid ||
+	    op->op_kind != OP_KIND_PROCESS) {
+		operation_finish(op, state, reason);
+		return;
+	}
+	if (op->op_term_ev == NULL &&
+	    (op->op_term_ev = evtimer_new(op->op_bd->bd_base, op_term_cb, op)) == NULL) {
+		operation_finish(op, state, reason);
+		return;
+	}
+	op->op_terminating = 1;
+	op->op_term_state = state;
+	op->op_term_reason = reason;
+	op->op_term_grace_s = grace_s;
+	util_now_rfc3339(op->op_term_at, sizeof(op->op_term_at));
+	op->op_term_signaled = op_signal_members(op, SIGTERM);
+	log_info("%s: %s: SIGTERM to %d process(es), kill in %lld s", op->op_id, reason,
+	    op->op_term_signaled, (long long)grace_s);
+	struct timeval tv = { grace_s, 0 };
+	if (evtimer_add(op->op_term_ev, &tv) != 0)
+		operation_finish(op, state, reason);
 }
 
 static void
@@ -710,11 +832,6 @@ op_watch_launcher(struct operation *op)
 	return 0;
 }
 
-/* Set a portion of the record once (host_controls, fanotify): never overwritten. */
-struct op_portion_arg {
-	const char *pa_key;
-	struct json_object *pa_value;
-};
 
 static int
 op_mut_portion_once(struct json_object *rec, void *arg, char **cause)
@@ -1408,13 +1525,17 @@ operation_create(struct boundaryd *bd, struct conn *conn, const struct peer *p, 
 		.oi_root_start = c.oc_start_ticks,
 		.oi_root_exe = exe,
 		.oi_root_argv_digest = dig,
+		.oi_command = c.oc_command,
 		.oi_timeout_seconds = c.oc_timeout_seconds,
+		.oi_kill_grace_seconds = c.oc_kill_grace_seconds,
 		.oi_cgroup_path = op->op_cg.cg_path,
 		.oi_cgroup_id = op->op_cg.cg_id,
 		.oi_instance = bd->bd_instance,
 	};
 	struct json_object *rec = oprecord_new(&in);
 	op->op_deadline_ms = schema_int(schema_child(rec, "lifecycle"), "deadline_unix_ms", 0);
+	op->op_kill_grace_s = schema_int(schema_child(rec, "lifecycle"), "kill_grace_seconds",
+	    OP_KILL_GRACE_DEFAULT_S);
 	if (record_create(op->op_dirfd, OPRECORD_FILE, rec, &cause) != 0) {
 		json_object_put(rec);
 		if (record_disk_errno(errno)) {
@@ -1690,6 +1811,7 @@ operation_summary(struct json_object *rec)
 	json_object_object_add(s, "root_pid", json_object_get(schema_child(root, "pid")));
 	json_object_object_add(s, "executable",
 	    json_object_get(schema_child(root, "executable")));
+	json_object_object_add(s, "command", json_object_get(schema_child(root, "command")));
 	json_object_object_add(s, "processes",
 	    json_object_new_int64((int64_t)json_object_array_length(schema_child(rec, "lineage"))));
 	json_object_object_add(s, "network",
@@ -1801,7 +1923,9 @@ operation_end(struct boundaryd *bd, struct conn *c, const struct peer *p, int64_
 			}
 			operation_finish(op, OPSTATE_EXITED, "root_exited");
 		} else {
-			operation_finish(op, OPSTATE_ENDED, "ended_by_request");
+			/* SIGTERM first, the kill after the grace (none with kill). */
+			operation_terminate(op, OPSTATE_ENDED, "ended_by_request",
+			    e.oe_grace_seconds);
 		}
 	}
 	struct oprecord_lifecycle l = {
@@ -1820,8 +1944,11 @@ operation_end(struct boundaryd *bd, struct conn *c, const struct peer *p, int64_
 			l.ol_denials[l.ol_ndenials++].od_count = json_object_get_int64(v);
 		}
 	}
-	/* Reply once the tree is gone and the cgroup released (bounded by the reap). */
-	if (op != NULL && op->op_phase == OP_FINISHING) {
+	/*
+	 * Reply once the tree is gone and the cgroup released (bounded by the
+	 * grace, then the reap).
+	 */
+	if (op != NULL && (op->op_phase == OP_FINISHING || op->op_terminating)) {
 		struct op_waiter *w = calloc(1, sizeof(*w));
 		if (w != NULL) {
 			/*
@@ -1940,6 +2067,8 @@ operation_adopt(struct boundaryd *bd, const char *id, int dirfd, struct json_obj
 	op->op_root_pid = (pid_t)schema_int(root, "pid", 0);
 	op->op_root_start = (uint64_t)schema_int(root, "start_time_ticks", 0);
 	op->op_deadline_ms = schema_int(schema_child(rec, "lifecycle"), "deadline_unix_ms", 0);
+	op->op_kill_grace_s = schema_int(schema_child(rec, "lifecycle"), "kill_grace_seconds",
+	    OP_KILL_GRACE_DEFAULT_S);
 	/* The cgroup name comes from the validated id, never from the file. */
 	snprintf(rel, sizeof(rel), "%s/%s", bd->bd_cgroup_base, id);
 	/* A `gensee run` (not a watch or an adopted tree): its launcher is watched again. */

@@ -86,6 +86,13 @@ def allowlist_tcp_udp_v4_v6(env):
     bd = rec["counts"]["network"]["blocked_destinations"]
     check(bd["destinations"] == len(want_blocked) and len(bd["top"]) == len(want_blocked), "%r" % bd)
     check("tcp/8081" in err and "192.0.2.1" in err, "run end names the destinations: %s" % err)
+    # ...and says how to allow each; the option it gives does allow it.
+    hint = "to allow it: --allow-net 192.0.2.1,tcp,8081"
+    check(hint in err, "no --allow-net hint: %s" % err)
+    rc, lines, summary, err = run_sandboxed(env, args + hint.split(": ")[1].split(" "),
+                                            probe_cmd(env, "tcp,192.0.2.1,8081"))
+    check(rc == 0 and json.loads(lines[0])["tcp,192.0.2.1,8081"] == "ok",
+          "the hinted option did not allow it: %r %s" % (lines, err))
 
 
 def grants_are_tuples(env):

@@ -14,6 +14,7 @@
 #include "ids.h"
 #include "oprecord.h"
 #include "record.h"
+#include "syncq.h"
 #include "unit.h"
 
 #define NAME "rec.json"
@@ -517,7 +518,6 @@ START_TEST(test_hammer)
 }
 END_TEST
 
-
 /* Read NAME straight from the disk, bypassing what is pending in memory. */
 static int64_t
 disk_n(int dfd)
@@ -622,6 +622,66 @@ START_TEST(test_disk_failure_kept_in_memory)
 }
 END_TEST
 
+/*
+ * With the sync thread (boundaryd's case) an update is whole on disk when
+ * record_update returns, and its fsyncs are done once drained.
+ */
+START_TEST(test_deferred_sync)
+{
+	int dfd = setup_simple();
+	struct json_object *out = NULL;
+	struct syncq_stats st;
+	char *cause = NULL;
+
+	ck_assert_int_eq(syncq_start(), 0);
+	ck_assert(syncq_active());
+	for (int i = 1; i <= 20; i++) {
+		ck_assert_msg(record_update(dfd, NAME, "A", simple_validate, mut_incr, NULL, NULL,
+		    &cause) == 0, "update %d: %s", i, cause);
+		ck_assert_int_eq(record_read(dfd, NAME, "A", simple_validate, &out, &cause), 0);
+		ck_assert_int_eq(get_int(out, "n"), i);
+		json_object_put(out);
+	}
+	syncq_drain();
+	syncq_get_stats(&st);
+	ck_assert_int_eq(st.ss_pending, 0);
+	ck_assert_int_eq(st.ss_synced, st.ss_deferred + st.ss_inline);
+	ck_assert_uint_ge(st.ss_deferred + st.ss_inline, 20);
+	ck_assert_int_eq(st.ss_errors, 0);
+	syncq_stop();
+	ck_assert(!syncq_active());
+	close(dfd);
+}
+END_TEST
+
+/* A sync that fails is counted with its errno; without the thread a push syncs inline. */
+START_TEST(test_sync_errors_counted)
+{
+	struct syncq_stats st;
+	int p[2];
+
+	ck_assert_int_eq(pipe(p), 0);
+	/* Not started: inline, and fsync of a pipe fails with EINVAL. */
+	ck_assert_int_eq(syncq_push(p[0], -1), -1);
+	ck_assert_int_eq(errno, EINVAL);
+	syncq_get_stats(&st);
+	ck_assert_int_eq(st.ss_inline, 1);
+	ck_assert_int_eq(st.ss_errors, 1);
+	ck_assert_int_eq(st.ss_last_errno, EINVAL);
+	/* Started: deferred, and counted once drained. */
+	ck_assert_int_eq(syncq_start(), 0);
+	ck_assert_int_eq(syncq_push(p[1], -1), 0);
+	syncq_drain();
+	syncq_get_stats(&st);
+	ck_assert_int_eq(st.ss_deferred, 1);
+	ck_assert_int_eq(st.ss_errors, 2);
+	syncq_stop();
+	/* Both fds were closed by syncq. */
+	ck_assert_int_eq(fcntl(p[0], F_GETFD), -1);
+	ck_assert_int_eq(fcntl(p[1], F_GETFD), -1);
+}
+END_TEST
+
 static Suite *
 record_suite(void)
 {
@@ -637,6 +697,8 @@ record_suite(void)
 	tcase_add_test(tc, test_tmp_and_lock_symlinks);
 	tcase_add_test(tc, test_append_jsonl);
 	tcase_add_test(tc, test_disk_failure_kept_in_memory);
+	tcase_add_test(tc, test_deferred_sync);
+	tcase_add_test(tc, test_sync_errors_counted);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("concurrency");
