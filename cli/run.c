@@ -279,7 +279,7 @@ run_confine(struct run_controls *ctl, char **cause)
  * sandboxed), then exec. Never returns.
  */
 static void __attribute__((noreturn))
-run_child(int go_fd, int status_fd, char **cmd, struct run_controls *ctl)
+run_child(int go_fd, int status_fd, char **cmd, struct run_controls *ctl, int json)
 {
 	char *cause = NULL;
 	struct run_status rs;
@@ -339,6 +339,12 @@ run_child(int go_fd, int status_fd, char **cmd, struct run_controls *ctl)
 	signal(SIGTERM, SIG_DFL);
 	signal(SIGHUP, SIG_DFL);
 	prctl(PR_SET_PDEATHSIG, 0);
+	/*
+	 * --json: stdout carries the run's JSON alone, so a script can parse
+	 * it whatever the agent prints; the agent's stdout goes to stderr.
+	 */
+	if (json && dup2(STDERR_FILENO, STDOUT_FILENO) < 0)
+		run_child_fail(status_fd, "dup2: cannot move stdout to stderr for --json");
 	execvp(cmd[0], cmd);
 	memset(&rs, 0, sizeof(rs));
 	rs.rs_kind = RUN_STATUS_EXEC;
@@ -361,6 +367,8 @@ static const char run_usage_text[] =
 	    "       gensee run fault (--socket PATH | --operation ID) --fault FILE\n"
 	    "At the timeout the tree gets SIGTERM, and SIGKILL after the kill grace\n"
 	    "(default 3 s).\n"
+	    "--json prints the run's JSON on stdout, alone: the command's stdout goes to\n"
+	    "stderr.\n"
 	    "Exit status: the command's own; 128+N if it died of signal N; 124 on timeout;\n"
 	    "125 if gensee could not supervise it or was called wrongly (it did not run);\n"
 	    "126/127 if it could not be executed or found.\n";
@@ -923,7 +931,7 @@ cmd_run(int argc, char **argv)
 	if (child == 0) {
 		close(go[1]);
 		close(st[0]);
-		run_child(go[0], st[1], cmd, sandbox ? &ctl : NULL);
+		run_child(go[0], st[1], cmd, sandbox ? &ctl : NULL, json);
 	}
 	close(go[0]);
 	close(st[1]);

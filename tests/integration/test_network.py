@@ -17,16 +17,13 @@ def run_sandboxed(env, net_args, cmd, as_root=False, timeout=120, extra_env=None
     """gensee run --sandbox linux ... --json -- cmd: (rc, child stdout lines, run json, stderr)."""
     r = env.gensee("run", "--sandbox", "linux", *net_args, "--json", "--", *cmd,
                    as_root=as_root, timeout=timeout, env=extra_env)
-    out = r.stdout
-    i = out.find("\n{")  # the run's own JSON follows the child's output
-    if out.startswith("{\n"):
-        i = -1
-    child, summary = (out[:i], out[i + 1:]) if i >= 0 else ("", out)
+    # With --json stdout is the run's JSON alone; the child's stdout is on stderr.
     try:
-        summary = json.loads(summary)
+        summary = json.loads(r.stdout)
     except ValueError:
-        raise Failure("no run summary (rc %d): %r %s" % (r.returncode, out, r.stderr))
-    return r.returncode, [l for l in child.splitlines() if l.strip()], summary, r.stderr
+        raise Failure("no run summary (rc %d): %r %s" % (r.returncode, r.stdout, r.stderr))
+    child = [l for l in r.stderr.splitlines() if l.strip() and not l.startswith("gensee")]
+    return r.returncode, child, summary, r.stderr
 
 
 def probe_cmd(env, *targets):
@@ -284,7 +281,8 @@ def atomic_generation_swaps(env):
         gens.add(r["result"]["generation"])
     open(stop, "w").close()
     rc, out, err = env.finish(p, timeout=120)
-    got = json.loads(out.split("\n{", 1)[0] if not out.startswith("{\n") else out)
+    # The probe's line is on stderr (stdout is the run's JSON alone).
+    got = json.loads([l for l in err.splitlines() if l.startswith("{")][-1])
     check(len(gens) == 1000, "generations %d" % len(gens))
     check(got["rounds"] > 50, "too few rounds while swapping: %r" % got)
     check(got["allowed_failed"] == [], "allowed connections failed during swaps: %r" % got)
