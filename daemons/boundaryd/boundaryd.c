@@ -240,6 +240,20 @@ boundaryd_disk_cb(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
+	/*
+	 * An fsync the sync thread could not do (a disk that reports ENOSPC
+	 * or EIO only at writeback) is a disk that does not keep what it was
+	 * given: the state disk is not ok, so nothing new starts, until a
+	 * probe write is synced again.
+	 */
+	struct syncq_stats ss;
+	syncq_get_stats(&ss);
+	if (ss.ss_errors != bd->bd_sync_errors_seen) {
+		bd->bd_sync_errors_seen = ss.ss_errors;
+		log_warnx("a record sync failed (%s): the state disk is not ok",
+		    strerror(ss.ss_last_errno));
+		record_disk_failed(record_disk_errno(ss.ss_last_errno) ? ss.ss_last_errno : EIO);
+	}
 	record_disk_status(&rd);
 	if (rd.rd_state == RECORD_DISK_OK && rd.rd_pending_records == 0 &&
 	    rd.rd_pending_lines == 0)

@@ -305,6 +305,7 @@ struct boundaryd {
 	int64_t bd_retain_days;		/* 0: keep ended operations whatever their age */
 	int64_t bd_retain_count;	/* 0: keep any number */
 	struct event *bd_retain_ev;
+	uint64_t bd_sync_errors_seen;	/* syncq errors already turned into disk state */
 };
 
 /* control.c */
