@@ -277,7 +277,9 @@ def unread_replies_bounded(env):
     check(flood.stdout.readline().strip() == "connected", "flood did not connect")
     per_uid = 96  # CONTROL_MAX_PER_UID
 
-    # Every connection of the flood that was accepted ends up either paused
+    # (How many of the 130 the per-uid cap refused depends on how many were
+    # dropped before the last ones were accepted: connection_flood_per_uid
+    # tests the cap.) Every connection of the flood that was accepted ends up either paused
     # (boundaryd stopped reading it) or closed for the uid's budget; none can
     # drain, since the flood never reads.
     def settled():
@@ -287,7 +289,6 @@ def unread_replies_bounded(env):
     check(cb["queued_bytes"] <= cb["queue_max_per_uid"] + 2 * 1024 * 1024,
           "queued %d bytes, over the per-uid budget %d" % (cb["queued_bytes"],
                                                           cb["queue_max_per_uid"]))
-    check(cb["refused"] >= 130 - per_uid, "per-uid cap did not refuse: %r" % cb)
     # Root (both sockets) and another uid are answered while the flood holds on.
     for sock in (env.client_sock, env.boundary_sock):
         reply = call(sock, "system.status")
