@@ -36,6 +36,7 @@ usage(FILE *f)
 	    "  operation list [--json]\n"
 	    "  operation end ID [--kill | --grace SECONDS] [--json]\n"
 	    "                            SIGTERM to the tree, SIGKILL after the grace\n"
+	    "  operation prune [--older-than DURATION] [--keep N] [--dry-run] [--json]   (root)\n"
 	    "  timeline [--operation ID [--follow]] [--json] [--ocsf]\n"
 	    "  policy setup [--force] | show [--json] | get KEY [--json] | set KEY VALUE [--json]\n"
 	    "                            $GENSEE_HOME/policy.json (gensee policy help: the keys)\n"

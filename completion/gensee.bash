@@ -32,7 +32,7 @@ _gensee()
 				--max-lease-ttl | --network-config | --linux-landlock-ro | \
 				--linux-landlock-rw | --allow-unix | --pid | --duration-seconds | \
 				--operation | --session-id | --allow | --deny | --seconds | --events | \
-				--socket | --event | --lease | --fault) ;;
+				--socket | --event | --lease | --fault | --older-than | --keep) ;;
 				*) sub=${words[i]} ;;
 				esac
 			fi
@@ -65,7 +65,7 @@ _gensee()
 		;;
 	--timeout | --kill-grace | --grace | --allow-net | --deny-net | --lease-scope | --max-lease-ttl | \
 	--duration-seconds | --operation | --session-id | --allow | --deny | --seconds | \
-	--events | --lease)
+	--events | --lease | --older-than | --keep)
 		return 0
 		;;
 	esac
@@ -89,8 +89,9 @@ _gensee()
 	watch) words_list='--pid --duration-seconds --json --linux-fanotify --help' ;;
 	operation)
 		case $sub in
-		'') words_list='inspect list end --help' ;;
+		'') words_list='inspect list end prune --help' ;;
 		end) words_list='--kill --grace --json --help' ;;
+		prune) words_list='--older-than --keep --dry-run --json --help' ;;
 		*) words_list='--json --help' ;;
 		esac
 		;;

@@ -102,6 +102,13 @@ static const struct schema_field operation_list_params[] = {
 	{ "limit", SCHEMA_INT, 0, 1, 10000, 0 },
 };
 
+/* At least one of older_than_seconds and keep (checked by the handler). */
+static const struct schema_field operation_prune_params[] = {
+	{ "older_than_seconds", SCHEMA_INT, 0, 0, PROTO_PRUNE_AGE_MAX, 0 },
+	{ "keep", SCHEMA_INT, 0, 0, PROTO_PRUNE_KEEP_MAX, 0 },
+	{ "dry_run", SCHEMA_BOOL, 0, 0, 0, 0 },
+};
+
 static const struct schema_field operation_end_params[] = {
 	{ "operation_id", SCHEMA_STRING, SCHEMA_REQUIRED, 1, 72, 0 },
 	{ "exit_code", SCHEMA_INT, 0, 0, 255, 0 },
@@ -182,6 +189,9 @@ static const struct proto_method_info proto_methods[PM__COUNT] = {
 	{ PM_FILE_DECISION, "file.decision", PS_BOUNDARY, PA_ROOT, file_decision_params,
 	    nitems(file_decision_params), PIO_DENY },
 	{ PM_SENSOR_HEARTBEAT, "sensor.heartbeat", PS_BOUNDARY, PA_ROOT, no_params, 0, PIO_DENY },
+	/* Removing evidence is the host's decision alone. */
+	{ PM_OPERATION_PRUNE, "operation.prune", PS_BOUNDARY, PA_ROOT, operation_prune_params,
+	    nitems(operation_prune_params), PIO_DENY },
 };
 
 const struct proto_method_info *

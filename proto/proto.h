@@ -37,6 +37,8 @@ struct json_object;
 #define PE_SHUTTING_DOWN "shutting_down"
 #define PE_NOT_LAUNCHER "not_launcher"
 #define PE_RATE_LIMITED "rate_limited"
+/* The state disk is full, read-only or failing: nothing new is started. */
+#define PE_STATE_DISK "state_disk_unavailable"
 
 enum proto_method {
 	PM_SYSTEM_STATUS,
@@ -59,6 +61,7 @@ enum proto_method {
 	PM_LINEAGE_REPORT,
 	PM_FILE_DECISION,
 	PM_SENSOR_HEARTBEAT,
+	PM_OPERATION_PRUNE,
 	PM__COUNT
 };
 
@@ -133,6 +136,8 @@ struct json_object *proto_event_new(const char *event, struct json_object *param
 #define PROTO_ARGV_MAX 256
 #define PROTO_ARG_LEN_MAX 4096
 #define PROTO_TIMEOUT_MAX (7 * 24 * 3600)
+#define PROTO_PRUNE_AGE_MAX ((int64_t)100 * 365 * 24 * 3600)	/* seconds */
+#define PROTO_PRUNE_KEEP_MAX 1000000
 #define PROTO_KILL_GRACE_DEFAULT 3	/* seconds: a timeout or an end asks first */
 #define PROTO_KILL_GRACE_MAX 30
 

@@ -628,6 +628,7 @@ op_reap_cb(evutil_socket_t fd, short what, void *arg)
 	if (op->op_has_exit_report)
 		op_batch_add(&b, oprecord_mut_lifecycle, &op->op_exit_report);
 	op_batch_write(op, &b, "cleanup");
+	index_put(bd, op->op_dirfd, op->op_id);
 	if (collected >= 0)
 		lineage_batch_free(&lb);
 	if (c.ocg_detail != NULL)
@@ -1040,6 +1041,8 @@ op_fail_create(struct operation *op, const char *reason)
 	}
 	if (op->op_net != NULL)
 		netop_end(op->op_net);
+	if (op->op_dirfd >= 0)
+		index_put(op->op_bd, op->op_dirfd, op->op_id);
 	op_free(op);
 }
 
@@ -1265,6 +1268,60 @@ op_mut_adoption(struct json_object *rec, void *arg, char **cause)
 	return 0;
 }
 
+/*
+ * The disk refused part of a create: take it all back. The held child
+ * never ran its command, so nothing happened that evidence must keep:
+ * the cgroup (with the child in it) is killed and removed, the network
+ * table deleted, and the operation's directories and anything pending for
+ * them removed, so a full or read-only disk leaves no half operation
+ * behind. Threat: an operation that runs without the record that
+ * accounts for it.
+ */
+static void
+op_abort_create_disk(struct operation *op, struct op_reply *r, const char *what)
+{
+	struct boundaryd *bd = op->op_bd;
+	struct record_disk rd;
+	char *cause = NULL;
+
+	record_disk_status(&rd);
+	reply_error(r, PE_STATE_DISK, "the state disk is %s (%s): %s; nothing was started",
+	    record_disk_state_name(rd.rd_state), strerror(rd.rd_errno ? rd.rd_errno : EIO),
+	    what);
+	log_warnx("%s: create refused: state disk %s (%s)", op->op_id,
+	    record_disk_state_name(rd.rd_state), what);
+	if (op->op_cg_valid) {
+		if (cgroup_populated(&op->op_cg) > 0)
+			cgroup_kill(&op->op_cg, NULL);
+		for (int i = 0; i < 250 && cgroup_populated(&op->op_cg) > 0; i++)
+			usleep(2000);
+		if (cgroup_remove(&op->op_cg, &cause) == 0) {
+			op->op_cg_valid = 0;
+		} else {
+			log_warnx("%s: %s", op->op_id, cause);
+			free(cause);
+			cause = NULL;
+		}
+	}
+	if (op->op_net != NULL) {
+		netop_end(op->op_net);
+		if (op->op_net->no_dirfd >= 0)
+			record_forget(op->op_net->no_dirfd, NULL);
+		netop_free(op->op_net);
+		op->op_net = NULL;
+		if (safefs_remove_dir(bd->bd_netops_fd, op->op_id) != 0 && errno != ENOENT)
+			log_warn("%s: remove network-operations/%s", op->op_id, op->op_id);
+	}
+	if (op->op_dirfd >= 0) {
+		record_forget(op->op_dirfd, NULL);
+		close(op->op_dirfd);
+		op->op_dirfd = -1;
+		if (safefs_remove_dir(bd->bd_ops_fd, op->op_id) != 0 && errno != ENOENT)
+			log_warn("%s: remove operations/%s", op->op_id, op->op_id);
+	}
+	op_free(op);
+}
+
 void
 operation_create(struct boundaryd *bd, struct conn *conn, const struct peer *p, int64_t reqid,
     struct json_object *params, struct op_reply *r)
@@ -1347,6 +1404,20 @@ operation_create(struct boundaryd *bd, struct conn *conn, const struct peer *p, 
 		return;
 		}
 	}
+	/*
+	 * Evidence first: while the state disk does not take writes, nothing
+	 * new is started (running operations keep their truth in memory).
+	 */
+	struct record_disk rd;
+	record_disk_status(&rd);
+	if (rd.rd_state != RECORD_DISK_OK) {
+		reply_error(r, PE_STATE_DISK, "the state disk is %s (%s); nothing was started",
+		    record_disk_state_name(rd.rd_state), strerror(rd.rd_errno ? rd.rd_errno : EIO));
+		if (want_net)
+			netop_spec_free(&spec);
+		return;
+	}
+	uint64_t disk_failures = record_disk_failures();
 	if (op_verify_child(p, &c, &pidfd, r) != 0) {
 		if (pidfd >= 0)
 			close(pidfd);
@@ -1398,11 +1469,23 @@ operation_create(struct boundaryd *bd, struct conn *conn, const struct peer *p, 
 	op->op_launcher_start = p->pr_start_ticks;
 	op->op_root_pid = c.oc_pid;
 	op->op_root_start = c.oc_start_ticks;
+	int made = 0;
 	if (ids_new("op_", op->op_id, sizeof(op->op_id)) != 0 ||
-	    mkdirat(bd->bd_ops_fd, op->op_id, 0700) != 0 ||
+	    (made = mkdirat(bd->bd_ops_fd, op->op_id, 0700) == 0) == 0 ||
 	    (op->op_dirfd = safefs_opendir(bd->bd_ops_fd, op->op_id)) < 0) {
-		reply_error(r, PE_STATE, "cannot create the operation directory: %s",
-		    strerror(errno));
+		int e = errno;
+		if (record_disk_errno(e)) {
+			record_disk_failed(e);
+			log_warnx("create refused: cannot make an operation directory: %s",
+			    strerror(e));
+			reply_error(r, PE_STATE_DISK, "cannot create the operation directory: %s; "
+			    "nothing was started", strerror(e));
+		} else {
+			reply_error(r, PE_STATE, "cannot create the operation directory: %s",
+			    strerror(e));
+		}
+		if (made)	/* ours and empty: no debris */
+			unlinkat(bd->bd_ops_fd, op->op_id, AT_REMOVEDIR);
 		op_free(op);
 		if (want_net)
 			netop_spec_free(&spec);
@@ -1455,6 +1538,13 @@ operation_create(struct boundaryd *bd, struct conn *conn, const struct peer *p, 
 	    OP_KILL_GRACE_DEFAULT_S);
 	if (record_create(op->op_dirfd, OPRECORD_FILE, rec, &cause) != 0) {
 		json_object_put(rec);
+		if (record_disk_errno(errno)) {
+			op_abort_create_disk(op, r, cause);
+			free(cause);
+			if (want_net)
+				netop_spec_free(&spec);
+			return;
+		}
 		reply_error(r, PE_STATE, "%s", cause);
 		free(cause);
 		op_fail_create(op, "record_create_failed");
@@ -1541,6 +1631,15 @@ operation_create(struct boundaryd *bd, struct conn *conn, const struct peer *p, 
 	int wr = oprecord_update(op->op_dirfd, op->op_id, op_mut_batch, &b, NULL, &cause);
 	if (collected >= 0)
 		lineage_batch_free(&lb);
+	/*
+	 * Any write of this create the disk did not take (the network record,
+	 * its evidence, this update kept only in memory): the child must not
+	 * run on a record that exists only here.
+	 */
+	if (wr == 0 && record_disk_failures() != disk_failures) {
+		op_abort_create_disk(op, r, "the operation's first records were not written");
+		return;
+	}
 	if (wr != 0 || op_arm(op) != 0) {
 		reply_error(r, PE_STATE, "%s", cause ? cause : "cannot arm supervision");
 		free(cause);
@@ -1694,8 +1793,8 @@ operation_inspect(struct boundaryd *bd, const struct peer *p, struct json_object
 	json_object_object_add(r->or_result, "record", rec);
 }
 
-static struct json_object *
-op_summary(struct json_object *rec)
+struct json_object *
+operation_summary(struct json_object *rec)
 {
 	struct json_object *s = json_object_new_object();
 	struct json_object *life = schema_child(rec, "lifecycle");
@@ -1722,54 +1821,6 @@ op_summary(struct json_object *rec)
 	return s;
 }
 
-static int
-op_summary_cmp(const void *a, const void *b)
-{
-	struct json_object *const *x = a, *const *y = b;
-	const char *sx = schema_string(*x, "created_at"), *sy = schema_string(*y, "created_at");
-	return strcmp(sx ? sx : "", sy ? sy : "");
-}
-
-void
-operation_list(struct boundaryd *bd, const struct peer *p, struct json_object *params,
-    struct op_reply *r)
-{
-	const char *state = schema_string(params, "state");
-	int64_t limit = schema_int(params, "limit", 1000);
-	struct json_object *arr = json_object_new_array();
-	int fd = dup(bd->bd_ops_fd);
-	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-	struct dirent *de;
-
-	if (d == NULL) {
-		if (fd >= 0)
-			close(fd);
-		json_object_put(arr);
-		reply_error(r, PE_STATE, "cannot read operations: %s", strerror(errno));
-		return;
-	}
-	rewinddir(d);
-	while ((de = readdir(d)) != NULL) {
-		struct op_reply ignore = { 0 };
-		if (!ids_valid_operation(de->d_name))
-			continue;
-		struct json_object *rec = op_load_visible(bd, p, de->d_name, NULL, &ignore);
-		free(ignore.or_msg);
-		if (rec == NULL)
-			continue;
-		if (state == NULL ||
-		    strcmp(schema_string(schema_child(rec, "lifecycle"), "state"), state) == 0)
-			json_object_array_add(arr, op_summary(rec));
-		json_object_put(rec);
-	}
-	closedir(d);
-	json_object_array_sort(arr, op_summary_cmp);
-	while ((int64_t)json_object_array_length(arr) > limit)
-		json_object_array_del_idx(arr, 0, 1); /* keep the newest */
-	r->or_result = json_object_new_object();
-	json_object_object_add(r->or_result, "operations", arr);
-}
-
 /* The reply to operation.end: a summary plus the whole record. */
 static struct json_object *
 op_end_result(int dirfd, const char *id, char **cause)
@@ -1777,7 +1828,7 @@ op_end_result(int dirfd, const char *id, char **cause)
 	struct json_object *rec, *res;
 	if (oprecord_read(dirfd, id, &rec, cause) != 0)
 		return NULL;
-	res = op_summary(rec);
+	res = operation_summary(rec);
 	json_object_object_add(res, "record", rec);
 	return res;
 }

@@ -84,7 +84,7 @@ def help_version_and_usage_codes(env):
     helps = [["--help"], ["run", "--help"], ["run", "network", "--help"], ["run", "fault", "--help"],
              ["status", "--help"], ["watch", "--help"], ["operation", "--help"],
              ["operation", "list", "--help"], ["operation", "inspect", "--help"],
-             ["operation", "end", "--help"],
+             ["operation", "end", "--help"], ["operation", "prune", "--help"],
              ["timeline", "--help"], ["policy", "--help"], ["debug", "--help"],
              ["debug", "plan", "--help"]]
     for args in helps:
@@ -100,7 +100,8 @@ def help_version_and_usage_codes(env):
         check(p.returncode == 0 and "usage" in p.stdout, p.stdout)
     for args in (["run", "--bogus", "--", "true"], ["run"], ["nonsense"], ["operation"],
                  ["timeline", "--bogus"], ["status", "--bogus"], ["debug", "nonsense"],
-                 ["policy", "get", "linux.nope"]):
+                 ["policy", "get", "linux.nope"], ["operation", "prune"],
+                 ["operation", "prune", "--older-than", "3x"], ["operation", "prune", "--keep", "-1"]):
         r = env.gensee(*args)
         check(r.returncode == 125 and r.stderr, "%r: rc %d %s" % (args, r.returncode, r.stderr))
     # --help after the command is the command's, not gensee's.
