@@ -95,32 +95,54 @@ client_fail(struct client_error *err, const char *code, char *msg)
 }
 
 int
-client_call(const char *name, const char *method, struct json_object *params,
-    struct json_object **result, struct client_error *err)
+client_send(const char *name, const char *method, struct json_object *params, int64_t *id,
+    struct client_error *err)
 {
 	static int64_t next_id = 1;
-	struct json_object *req, *reply = NULL, *v;
+	struct json_object *req;
 	char *cause = NULL;
 	int fd;
 
 	memset(err, 0, sizeof(*err));
-	*result = NULL;
 	fd = name[0] == '/' ? client_connect_path(name, &cause) : client_connect(name, &cause);
 	if (fd < 0) {
 		json_object_put(params);
 		client_fail(err, "unavailable", cause);
 		return -1;
 	}
-	int64_t id = next_id++;
-	req = proto_request_new(id, method, params);
-	if (frame_write_fd(fd, req, &cause) != 0 ||
-	    frame_read_fd(fd, FRAME_MAX_DEFAULT, CLIENT_TIMEOUT_MS, &reply, &cause) != 0) {
+	*id = next_id++;
+	req = proto_request_new(*id, method, params);
+	if (frame_write_fd(fd, req, &cause) != 0) {
 		json_object_put(req);
 		close(fd);
 		client_fail(err, "unavailable", cause);
 		return -1;
 	}
 	json_object_put(req);
+	return fd;
+}
+
+static int client_timeout_ms = CLIENT_TIMEOUT_MS;
+
+void
+client_set_timeout_ms(int ms)
+{
+	client_timeout_ms = ms;
+}
+
+int
+client_recv(int fd, int64_t id, struct json_object **result, struct client_error *err)
+{
+	struct json_object *reply = NULL, *v;
+	char *cause = NULL;
+
+	memset(err, 0, sizeof(*err));
+	*result = NULL;
+	if (frame_read_fd(fd, FRAME_MAX_DEFAULT, client_timeout_ms, &reply, &cause) != 0) {
+		close(fd);
+		client_fail(err, "unavailable", cause);
+		return -1;
+	}
 	close(fd);
 	if (json_object_object_get_ex(reply, "error", &v) && v != NULL) {
 		const char *code = json_object_get_string(json_object_object_get(v, "code"));
@@ -140,6 +162,19 @@ client_call(const char *name, const char *method, struct json_object *params,
 	*result = json_object_get(v);
 	json_object_put(reply);
 	return 0;
+}
+
+int
+client_call(const char *name, const char *method, struct json_object *params,
+    struct json_object **result, struct client_error *err)
+{
+	int64_t id;
+	int fd = client_send(name, method, params, &id, err);
+
+	*result = NULL;
+	if (fd < 0)
+		return -1;
+	return client_recv(fd, id, result, err);
 }
 
 void

@@ -5,6 +5,8 @@
 #ifndef GENSEE_CLIENT_H
 #define GENSEE_CLIENT_H
 
+#include <stdint.h>
+
 struct json_object;
 
 #define CLIENT_TIMEOUT_MS 10000
@@ -29,6 +31,16 @@ int client_connect_path(const char *path, char **cause);
  */
 int client_call(const char *name, const char *method, struct json_object *params,
     struct json_object **result, struct client_error *err);
+/*
+ * client_call in two halves, for a caller with something to do meanwhile:
+ * send returns the connection (or -1 with err), recv reads its reply and
+ * closes it.
+ */
+int client_send(const char *name, const char *method, struct json_object *params, int64_t *id,
+    struct client_error *err);
+int client_recv(int fd, int64_t id, struct json_object **result, struct client_error *err);
 void client_error_clear(struct client_error *err);
+/* How long a reply may take (default CLIENT_TIMEOUT_MS). */
+void client_set_timeout_ms(int ms);
 
 #endif

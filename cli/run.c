@@ -48,6 +48,7 @@
 #include "mountview.h"
 #include "netspec.h"
 #include "policy.h"
+#include "proto.h"
 #include "proc.h"
 #include "schema.h"
 #include "util.h"
@@ -278,7 +279,7 @@ run_confine(struct run_controls *ctl, char **cause)
  * sandboxed), then exec. Never returns.
  */
 static void __attribute__((noreturn))
-run_child(int go_fd, int status_fd, char **cmd, struct run_controls *ctl)
+run_child(int go_fd, int status_fd, char **cmd, struct run_controls *ctl, int json)
 {
 	char *cause = NULL;
 	struct run_status rs;
@@ -288,6 +289,33 @@ run_child(int go_fd, int status_fd, char **cmd, struct run_controls *ctl)
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	if (getppid() == 1)
 		_exit(RUN_EXIT_GENSEE);
+	/*
+	 * Sockets are matched by the cgroup they were created in: one
+	 * inherited from before the move would escape the operation's network
+	 * policy, so a sandboxed agent gets only stdin, stdout and stderr.
+	 */
+	if (ctl != NULL && syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC) != 0) {
+		util_cause(&cause, "close_range: %s", strerror(errno));
+		run_child_fail(status_fd, cause);
+	}
+	/*
+	 * Confine now, while boundaryd creates the operation: the two take
+	 * about as long, and the child runs nothing of the agent's before the
+	 * go below (it only waits on the pipe), so confining before the move
+	 * into the operation's cgroup gives the agent nothing.
+	 */
+	if (ctl != NULL && run_confine(ctl, &cause) != 0)
+		run_child_fail(status_fd, cause);
+	/*
+	 * Threat: whoever holds the listener answers the filter's
+	 * notifications, and could let a refused syscall through. It goes to
+	 * the launcher and is closed here, before anything of the agent runs.
+	 */
+	if (ctl != NULL && ctl->rc_seccomp.sp_notify_fd >= 0) {
+		if (run_send_fd(ctl->rc_notify_sock[1], ctl->rc_seccomp.sp_notify_fd) != 0)
+			run_child_fail(status_fd, "seccomp: cannot hand the listener to the launcher");
+		close(ctl->rc_seccomp.sp_notify_fd);
+	}
 	while (got < sizeof(buf) - 1) {
 		ssize_t n = read(go_fd, buf + got, sizeof(buf) - 1 - got);
 		if (n < 0 && errno == EINTR)
@@ -312,26 +340,11 @@ run_child(int go_fd, int status_fd, char **cmd, struct run_controls *ctl)
 	signal(SIGHUP, SIG_DFL);
 	prctl(PR_SET_PDEATHSIG, 0);
 	/*
-	 * Sockets are matched by the cgroup they were created in: one
-	 * inherited from before the move would escape the operation's network
-	 * policy, so a sandboxed agent gets only stdin, stdout and stderr.
+	 * --json: stdout carries the run's JSON alone, so a script can parse
+	 * it whatever the agent prints; the agent's stdout goes to stderr.
 	 */
-	if (ctl != NULL && syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC) != 0) {
-		util_cause(&cause, "close_range: %s", strerror(errno));
-		run_child_fail(status_fd, cause);
-	}
-	if (ctl != NULL && run_confine(ctl, &cause) != 0)
-		run_child_fail(status_fd, cause);
-	/*
-	 * Threat: whoever holds the listener answers the filter's
-	 * notifications, and could let a refused syscall through. It goes to
-	 * the launcher and is closed here, before anything of the agent runs.
-	 */
-	if (ctl != NULL && ctl->rc_seccomp.sp_notify_fd >= 0) {
-		if (run_send_fd(ctl->rc_notify_sock[1], ctl->rc_seccomp.sp_notify_fd) != 0)
-			run_child_fail(status_fd, "seccomp: cannot hand the listener to the launcher");
-		close(ctl->rc_seccomp.sp_notify_fd);
-	}
+	if (json && dup2(STDERR_FILENO, STDOUT_FILENO) < 0)
+		run_child_fail(status_fd, "dup2: cannot move stdout to stderr for --json");
 	execvp(cmd[0], cmd);
 	memset(&rs, 0, sizeof(rs));
 	rs.rs_kind = RUN_STATUS_EXEC;
@@ -342,8 +355,9 @@ run_child(int go_fd, int status_fd, char **cmd, struct run_controls *ctl)
 }
 
 static const char run_usage_text[] =
-	    "usage: gensee run [--timeout SECONDS] [--json] [--quiet] [--sandbox linux\n"
-	    "                  [--allow-net CIDR[,PROTO[,PORTS]]]... [--deny-net ...]...\n"
+	    "usage: gensee run [--timeout SECONDS [--kill-grace SECONDS]] [--json] [--quiet]\n"
+	    "                  [--sandbox linux [--allow-net CIDR[,PROTO[,PORTS]]]...\n"
+	    "                  [--deny-net ...]...\n"
 	    "                  [--deny-all] [--monitor] [--lease-scope ...]... [--max-lease-ttl S]\n"
 	    "                  [--network-config FILE] [--linux-seccomp | --no-linux-seccomp]\n"
 	    "                  [--linux-landlock-ro PATH]... [--linux-landlock-rw PATH]...\n"
@@ -351,6 +365,10 @@ static const char run_usage_text[] =
 	    "                  -- CMD [ARGS...]\n"
 	    "       gensee run network inspect|event|revoke ... (see gensee run network --help)\n"
 	    "       gensee run fault (--socket PATH | --operation ID) --fault FILE\n"
+	    "At the timeout the tree gets SIGTERM, and SIGKILL after the kill grace\n"
+	    "(default 3 s).\n"
+	    "--json prints the run's JSON on stdout, alone: the command's stdout goes to\n"
+	    "stderr.\n"
 	    "Exit status: the command's own; 128+N if it died of signal N; 124 on timeout;\n"
 	    "125 if gensee could not supervise it or was called wrongly (it did not run);\n"
 	    "126/127 if it could not be executed or found.\n";
@@ -412,7 +430,17 @@ run_plan(struct json_object *policy, int seccomp_force, struct landlock_opts *ll
 		return -1;
 	if (mountview_plan_build(policy, mvo, &ctl->rc_mountview, cause) != 0)
 		return -1;
-	if (seccomp_profile_build(policy, seccomp_force, &ctl->rc_seccomp, cause) != 0) {
+	/*
+	 * Refusals go to the launcher, which answers them with the same errno
+	 * and lists them at the end: the kernel tells no one else. Where the
+	 * kernel cannot, the filter answers them itself.
+	 */
+	int notify = seccomp_profile_notify_available();
+	if (!notify)
+		fprintf(stderr, "gensee run: warning: seccomp refusals will not be listed: "
+		    "this kernel or libseccomp has no user notification\n");
+	if (seccomp_profile_build_notify(policy, seccomp_force, notify, &ctl->rc_seccomp,
+	    cause) != 0) {
 		mountview_plan_free(&ctl->rc_mountview);
 		return -1;
 	}
@@ -489,7 +517,6 @@ run_host_controls(const struct run_controls *ctl)
 	return o;
 }
 
-/* Tell boundaryd how the child ended; retried while it restarts. */
 /*
  * Once the child has exec'd (its close-on-exec status pipe ends without a
  * word), ask boundaryd to look at the tree now: a command that exits
@@ -497,22 +524,93 @@ run_host_controls(const struct run_controls *ctl)
  * A failure report on the pipe is left for the end; errors are ignored
  * (boundaryd's own polls still run). Bounded: at most RUN_OBSERVE_WAIT_MS.
  */
-static void
-run_observe_exec(const char *opid, int status_fd)
+static int
+run_observe_exec(const char *opid, int status_fd, int64_t *id)
 {
 	struct pollfd pfd = { .fd = status_fd, .events = POLLIN };
-	struct json_object *params, *res = NULL;
+	struct json_object *params;
 	struct client_error err = { 0 };
-	int avail = 0;
+	int avail = 0, fd;
 
 	if (poll(&pfd, 1, RUN_OBSERVE_WAIT_MS) != 1 || (pfd.revents & POLLHUP) == 0 ||
 	    ioctl(status_fd, FIONREAD, &avail) != 0 || avail != 0)
-		return;
+		return -1;
 	params = json_object_new_object();
 	json_object_object_add(params, "operation_id", json_object_new_string(opid));
-	if (client_call("client.sock", "operation.observe", params, &res, &err) != 0)
+	/* The reply is read after the wait: boundaryd looks while the child runs. */
+	if ((fd = client_send("client.sock", "operation.observe", params, id, &err)) < 0)
+		client_error_clear(&err);
+	return fd;
+}
+
+/* Collect the reply of run_observe_exec (its content is not needed). */
+static void
+run_observe_done(int fd, int64_t id)
+{
+	struct json_object *res = NULL;
+	struct client_error err = { 0 };
+
+	if (fd < 0)
+		return;
+	if (client_recv(fd, id, &res, &err) != 0)
 		client_error_clear(&err);
 	json_object_put(res);
+}
+
+/*
+ * How a blocked destination could be allowed, if the user wants it: the
+ * option for one outside the envelope, the list to edit for a denied one,
+ * and for a restricted one (loopback, link-local, metadata ...) that only
+ * an exact single-address grant reaches it (network.md).
+ */
+static void
+run_print_hint(const char *dst, const char *proto, long long port, const char *why)
+{
+	if (dst == NULL || proto == NULL || why == NULL)
+		return;
+	/* A destination gensee prints is an address; anything else gets no hint. */
+	if (strspn(dst, "0123456789abcdefABCDEF.:/") != strlen(dst))
+		return;
+	int ported = strcmp(proto, "tcp") == 0 || strcmp(proto, "udp") == 0;
+	char opt[160];
+	if (ported)
+		snprintf(opt, sizeof(opt), "--allow-net %s,%s,%lld", dst, proto, port);
+	else
+		snprintf(opt, sizeof(opt), "--allow-net %s", dst);
+	if (strcmp(why, "outside_envelope") == 0)
+		fprintf(stderr, "gensee:     to allow it: %s\n", opt);
+	else if (strcmp(why, "deny_list") == 0)
+		fprintf(stderr, "gensee:     it is denied (--deny-net or linux.network.deny); "
+		    "to allow it, remove that entry\n");
+	else if (strcmp(why, "restricted_destination") == 0)
+		fprintf(stderr, "gensee:     restricted; only an exact grant reaches it: %s\n", opt);
+}
+
+/*
+ * A --monitor run let everything but its deny list through and counted
+ * what its grants do not cover: the options that would allow it, i.e. the
+ * allowlist this run needed.
+ */
+static void
+run_print_would_block(const char *opid, struct json_object *net)
+{
+	struct json_object *top = schema_child(schema_child(net, "blocked_destinations"), "top");
+	size_t n = top != NULL && json_object_is_type(top, json_type_array) ?
+	    json_object_array_length(top) : 0, count = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		struct json_object *d = json_object_array_get_idx(top, i);
+		const char *dst = schema_string(d, "destination"), *proto = schema_string(d, "protocol");
+		if (strcmp(schema_string(d, "reason") ? schema_string(d, "reason") : "",
+		    "monitor_would_block") != 0 || dst == NULL || proto == NULL)
+			continue;
+		if (count++ == 0)
+			fprintf(stderr, "gensee: operation %s: monitor: an allowlist of these grants "
+			    "would have blocked (see gensee timeline --operation %s):\n", opid, opid);
+		fprintf(stderr, "gensee:   %s %s/%lld: %lld packet(s)\n", dst, proto,
+		    (long long)schema_int(d, "port", 0), (long long)schema_int(d, "packets", 0));
+		run_print_hint(dst, proto, (long long)schema_int(d, "port", 0), "outside_envelope");
+	}
 }
 
 /* The NetworkBlocked summary at run end: totals, then the top destinations. */
@@ -530,16 +628,94 @@ run_print_blocked(const char *opid, struct json_object *net)
 	if (bd != NULL)
 		fprintf(stderr, ", %lld destination(s)", (long long)schema_int(bd, "destinations", 0));
 	fprintf(stderr, " (see gensee timeline --operation %s)\n", opid);
-	for (size_t i = 0; i < n && i < 5; i++) {
+	for (size_t i = 0, shown = 0; i < n && shown < 5; i++) {
 		struct json_object *d = json_object_array_get_idx(top, i);
 		const char *dst = schema_string(d, "destination"), *proto = schema_string(d, "protocol");
 		const char *why = schema_string(d, "reason");
+		long long port = (long long)schema_int(d, "port", 0);
+		if (why != NULL && strcmp(why, "monitor_would_block") == 0)
+			continue; /* let through: run_print_would_block */
+		shown++;
 		fprintf(stderr, "gensee:   %s %s/%lld: %lld packet(s) (%s)\n", dst ? dst : "?",
-		    proto ? proto : "?", (long long)schema_int(d, "port", 0),
-		    (long long)schema_int(d, "packets", 0), why ? why : "?");
+		    proto ? proto : "?", port, (long long)schema_int(d, "packets", 0),
+		    why ? why : "?");
+		run_print_hint(dst, proto, port, why);
 	}
 }
 
+/*
+ * What the held child wrote on its status pipe before it exited: a setup
+ * failure or an exec error. Returns 1 when it reported one (printed).
+ */
+static int
+run_child_report(int st_fd, const char *cmd)
+{
+	struct run_status rs;
+
+	if (read(st_fd, &rs, sizeof(rs)) != (ssize_t)sizeof(rs))
+		return 0;
+	rs.rs_reason[sizeof(rs.rs_reason) - 1] = '\0';
+	if (rs.rs_kind == RUN_STATUS_EXEC)
+		fprintf(stderr, "gensee run: %s: %s\n", cmd, strerror(rs.rs_errno));
+	else if (rs.rs_kind == RUN_STATUS_SETUP)
+		fprintf(stderr, "gensee run: %s not run: %s\n", cmd, rs.rs_reason);
+	else
+		return 0;
+	return 1;
+}
+
+/*
+ * The command line for `operation list`: arguments joined by spaces, each
+ * one with anything but [A-Za-z0-9_./:=@%+,-] in single quotes, ASCII
+ * only, cut at RUN_COMMAND_MAX bytes. Display only: the record keeps it as the
+ * launcher's claim beside what boundaryd saw (executable, argv digest).
+ */
+#define RUN_COMMAND_MAX 1024
+static char *
+run_command_line(char **cmd)
+{
+	char *out = malloc(RUN_COMMAND_MAX + 8);
+	size_t n = 0;
+
+	if (out == NULL)
+		return NULL;
+	for (size_t i = 0; cmd[i] != NULL && n < RUN_COMMAND_MAX; i++) {
+		const char *a = cmd[i];
+		int plain = a[0] != '\0' && strspn(a, "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+		    "abcdefghijklmnopqrstuvwxyz0123456789_./:=@%+,-") == strlen(a);
+		if (i > 0)
+			out[n++] = ' ';
+		if (!plain)
+			out[n++] = '\'';
+		for (; *a != '\0' && n < RUN_COMMAND_MAX; a++) {
+			if (*a == '\'' && !plain) {
+				if (n + 4 > RUN_COMMAND_MAX)
+					break;
+				memcpy(out + n, "'\\''", 4);
+				n += 4;
+			} else {
+				/*
+				 * Control characters would let a name rewrite the
+				 * terminal, and bytes that are not UTF-8 would make the
+				 * request invalid: both are shown as '?' (non-ASCII too).
+				 */
+				unsigned char ch = (unsigned char)*a;
+				out[n++] = ch < 0x20 || ch >= 0x7f ? '?' : *a;
+			}
+		}
+		if (!plain && n < RUN_COMMAND_MAX)
+			out[n++] = '\'';
+	}
+	if (n >= RUN_COMMAND_MAX) {
+		n = RUN_COMMAND_MAX;
+		memcpy(out + n, "...", 3);
+		n += 3;
+	}
+	out[n] = '\0';
+	return out;
+}
+
+/* Tell boundaryd how the child ended; retried while it restarts. */
 static struct json_object *
 run_report_end(const char *opid, int status, struct json_object *denied)
 {
@@ -575,6 +751,7 @@ cmd_run(int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{ "timeout", required_argument, NULL, 't' },
+		{ "kill-grace", required_argument, NULL, 'G' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "sandbox", required_argument, NULL, 's' },
 		{ "network-config", required_argument, NULL, 'c' },
@@ -595,7 +772,7 @@ cmd_run(int argc, char **argv)
 		{ "quiet", no_argument, NULL, 'q' },
 		{ NULL, 0, NULL, 0 },
 	};
-	int64_t timeout = 0;
+	int64_t timeout = 0, kill_grace = -1;
 	int json = 0, quiet = 0, ch, go[2], st[2], status, sandbox = 0, net_opts = 0, idx;
 	int fanotify = 0;
 	int seccomp_force = SECCOMP_PROFILE_FROM_POLICY, host_opts = 0;
@@ -696,6 +873,12 @@ cmd_run(int argc, char **argv)
 				return CLI_EXIT_USAGE;
 			}
 			break;
+		case 'G':
+			if (util_parse_i64(optarg, 0, 30, &kill_grace) != 0) {
+				fprintf(stderr, "gensee run: --kill-grace: expected 0..30 seconds\n");
+				return CLI_EXIT_USAGE;
+			}
+			break;
 		case 'j':
 			json = 1;
 			break;
@@ -755,18 +938,11 @@ cmd_run(int argc, char **argv)
 		for (size_t i = 0; i < json_object_array_length(skipped); i++)
 			fprintf(stderr, "gensee run: warning: mount view: not applied: %s\n",
 			    json_object_get_string(json_object_array_get_idx(skipped, i)));
-		/*
-		 * Refusals go to the launcher, which answers them with the same
-		 * errno and lists them at the end: the kernel tells no one else.
-		 * Where the kernel cannot, the filter answers them itself.
-		 */
-		if (ctl.rc_seccomp.sp_enabled &&
-		    (seccomp_profile_notify(&ctl.rc_seccomp, &cause) != 0 ||
-		    socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ctl.rc_notify_sock) != 0)) {
+		/* No listener socket: the kernel answers ENOSYS, still a refusal. */
+		if (ctl.rc_seccomp.sp_notify &&
+		    socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ctl.rc_notify_sock) != 0) {
 			fprintf(stderr, "gensee run: warning: seccomp refusals will not be listed: "
-			    "%s\n", cause != NULL ? cause : strerror(errno));
-			free(cause);
-			cause = NULL;
+			    "%s\n", strerror(errno));
 			ctl.rc_seccomp.sp_notify = 0;
 		}
 		hostctl = run_host_controls(&ctl);
@@ -785,7 +961,7 @@ cmd_run(int argc, char **argv)
 	if (child == 0) {
 		close(go[1]);
 		close(st[0]);
-		run_child(go[0], st[1], cmd, sandbox ? &ctl : NULL);
+		run_child(go[0], st[1], cmd, sandbox ? &ctl : NULL, json);
 	}
 	close(go[0]);
 	close(st[1]);
@@ -811,6 +987,12 @@ cmd_run(int argc, char **argv)
 	    json_object_new_int64((int64_t)ps.ps_start_ticks));
 	if (timeout > 0)
 		json_object_object_add(params, "timeout_seconds", json_object_new_int64(timeout));
+	if (kill_grace >= 0)
+		json_object_object_add(params, "kill_grace_seconds", json_object_new_int64(kill_grace));
+	char *cmdline = run_command_line(cmd);
+	if (cmdline != NULL)
+		json_object_object_add(params, "command", json_object_new_string(cmdline));
+	free(cmdline);
 	if (netspec != NULL)
 		json_object_object_add(params, "network", netspec);
 	if (fanspec != NULL && schema_bool(fanspec, "enabled", 0))
@@ -824,11 +1006,13 @@ cmd_run(int argc, char **argv)
 	else
 		json_object_put(hostctl);
 	if (client_call("client.sock", "operation.create", params, &res, &err) != 0) {
-		fprintf(stderr, "gensee run: cannot create the operation: %s: %s\n", err.ce_code,
-		    err.ce_message);
-		client_error_clear(&err);
 		close(go[1]); /* the child sees EOF and exits without running cmd */
 		waitpid(child, NULL, 0);
+		/* A child that failed its own setup is why: say that, not the symptom. */
+		if (!run_child_report(st[0], cmd[0]))
+			fprintf(stderr, "gensee run: cannot create the operation: %s: %s\n",
+			    err.ce_code, err.ce_message);
+		client_error_clear(&err);
 		if (sandbox)
 			run_controls_free(&ctl);
 		return RUN_EXIT_GENSEE;
@@ -858,9 +1042,13 @@ cmd_run(int argc, char **argv)
 		kill(child, SIGKILL);
 	}
 	close(go[1]);
-	run_observe_exec(opid, st[0]);
+	int64_t observe_id = 0;
+	int observe_fd = run_observe_exec(opid, st[0], &observe_id);
 
-	int64_t fallback = timeout > 0 ? util_monotonic_ms() + timeout * 1000 + RUN_FALLBACK_GRACE_MS : 0;
+	/* boundaryd asks with SIGTERM at the timeout and kills after the grace. */
+	int64_t grace_ms = (kill_grace >= 0 ? kill_grace : PROTO_KILL_GRACE_DEFAULT) * 1000;
+	int64_t fallback = timeout > 0 ?
+	    util_monotonic_ms() + timeout * 1000 + grace_ms + RUN_FALLBACK_GRACE_MS : 0;
 	int fallback_fired = 0;
 	for (;;) {
 		pid_t w = waitpid(child, &status, fallback ? WNOHANG : 0);
@@ -884,19 +1072,13 @@ cmd_run(int argc, char **argv)
 		if (fallback)
 			usleep(20000);
 	}
-	struct run_status rs;
-	if (read(st[0], &rs, sizeof(rs)) == (ssize_t)sizeof(rs)) {
-		rs.rs_reason[sizeof(rs.rs_reason) - 1] = '\0';
-		if (rs.rs_kind == RUN_STATUS_EXEC)
-			fprintf(stderr, "gensee run: %s: %s\n", cmd[0], strerror(rs.rs_errno));
-		else if (rs.rs_kind == RUN_STATUS_SETUP)
-			fprintf(stderr, "gensee run: %s not run: %s\n", cmd[0], rs.rs_reason);
-	}
+	run_child_report(st[0], cmd[0]);
 	close(st[0]);
 	struct json_object *denied = sandbox ? run_denials() : NULL;
 	if (sandbox)
 		run_controls_free(&ctl);
 
+	run_observe_done(observe_fd, observe_id);
 	res = run_report_end(opid, status, denied);
 	const char *state = res ? schema_string(res, "state") : NULL;
 	int rc;
@@ -911,6 +1093,8 @@ cmd_run(int argc, char **argv)
 	struct json_object *net = res ? schema_child(res, "network") : NULL;
 	if (!quiet && net != NULL && schema_int(net, "blocked_packets", 0) > 0)
 		run_print_blocked(opid, net);
+	if (!quiet && net != NULL)
+		run_print_would_block(opid, net);
 	if (json) {
 		struct json_object *out = json_object_new_object();
 		json_object_object_add(out, "operation_id", json_object_new_string(opid));

@@ -58,8 +58,71 @@ status_sensord(struct json_object *boundaryd)
 		json_object_object_add(e, "answering", json_object_new_boolean(1));
 		json_object_object_add(e, "detail", json_object_new_string(buf));
 		json_object_object_add(e, "sensors", json_object_get(list));
+		/* Its own pid, as boundaryd saw it connect (SO_PEERCRED). */
+		struct json_object *st = json_object_new_object();
+		json_object_object_add(st, "pid", json_object_get(schema_child(sd, "pid")));
+		json_object_object_add(st, "sensors", json_object_get(list));
+		json_object_object_add(e, "status", st);
 	}
 	return e;
+}
+
+/* Whether boundaryd's status lists sensor name among sensord's. */
+static int
+status_has_sensor(struct json_object *sd, const char *name)
+{
+	struct json_object *list = schema_child(sd, "sensors");
+	for (size_t i = 0; list != NULL && i < json_object_array_length(list); i++)
+		if (strcmp(json_object_get_string(json_object_array_get_idx(list, i)), name) == 0)
+			return 1;
+	return 0;
+}
+
+/*
+ * What matters for enforcement is what the daemons can do, not the caller:
+ * a normal user's own probe of fanotify, nftables or the proc connector
+ * only says "requires root". When boundaryd answers, those rows show the
+ * daemons' view (the caller's own probe stays under "caller").
+ */
+static void
+status_daemon_view(struct json_object *host, struct json_object *daemons)
+{
+	struct json_object *bs = schema_child(schema_child(daemons, "gensee-boundaryd"), "status");
+	struct json_object *sd = schema_child(bs, "sensord");
+	static const struct {
+		const char *key, *sensor;
+	} rows[] = {
+		{ "fanotify_permission_events", "fanotify" },
+		{ "proc_connector", "proc_connector" },
+		{ "nftables", NULL },
+	};
+
+	if (bs == NULL)
+		return;
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		struct json_object *old = schema_child(host, rows[i].key), *e;
+		char buf[200];
+		int avail;
+
+		if (rows[i].sensor == NULL) {
+			avail = schema_bool(schema_child(bs, "nftables"), "available", 0);
+			snprintf(buf, sizeof(buf), "gensee-boundaryd %s nftables",
+			    avail ? "manages" : "cannot manage");
+		} else if (!schema_bool(sd, "connected", 0)) {
+			avail = 0;
+			snprintf(buf, sizeof(buf), "gensee-sensord is not connected");
+		} else {
+			avail = status_has_sensor(sd, rows[i].sensor);
+			snprintf(buf, sizeof(buf), "gensee-sensord (pid %lld) %s", (long long)schema_int(
+			    sd, "pid", 0), avail ? "has it" : "does not have it");
+		}
+		e = json_object_new_object();
+		json_object_object_add(e, "available", json_object_new_boolean(avail));
+		json_object_object_add(e, "detail", json_object_new_string(buf));
+		json_object_object_add(e, "source", json_object_new_string("daemons"));
+		json_object_object_add(e, "caller", json_object_get(old));
+		json_object_object_add(host, rows[i].key, e);
+	}
 }
 
 /* gensee status: boundaryd does not answer (the report is still printed). */
@@ -225,6 +288,7 @@ cmd_status(int argc, char **argv)
 		    status_daemon(status_daemons[i].socket));
 	json_object_object_add(daemons, "gensee-sensord",
 	    status_sensord(schema_child(daemons, "gensee-boundaryd")));
+	status_daemon_view(host, daemons);
 	struct json_object *tc = json_object_new_object();
 	status_down(tc, "not built yet");
 	json_object_object_add(daemons, "gensee-tcloned", tc);

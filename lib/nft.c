@@ -1411,8 +1411,15 @@ nft_build_rules(struct nft_batch *b, const struct nft_policy *p, char **cause)
 	    NFT_R_ICMPX };
 	static const enum nft_rule_kind allowlist[] = { NFT_R_DENY4, NFT_R_DENY6,
 	    NFT_R_ALLOW4, NFT_R_ALLOW6, NFT_R_JUMP_BLOCKED };
+	/*
+	 * Monitor: the deny list is rejected; what the grants allow is
+	 * accepted; everything else is accepted too, after its destination is
+	 * counted in the blocked sets (the update is no verdict): what an
+	 * allowlist of these grants would have blocked, to learn a policy from.
+	 */
 	static const enum nft_rule_kind denylist[] = { NFT_R_DENY4, NFT_R_DENY6,
-	    NFT_R_COUNTER_ACCEPT };
+	    NFT_R_ALLOW4, NFT_R_ALLOW6, NFT_R_RECORD4_TCP, NFT_R_RECORD4_UDP,
+	    NFT_R_RECORD6_TCP, NFT_R_RECORD6_UDP, NFT_R_COUNTER_ACCEPT };
 	const enum nft_rule_kind *env;
 	size_t nenv;
 	const char *t = p->np_table;
@@ -2265,8 +2272,20 @@ nft_text(FILE *f, const struct nft_policy *p, const char *cgroup_path)
 		    "\t\tjump %s\n", match[0], NFT_COUNTER_ALLOWED, match[1],
 		    NFT_COUNTER_ALLOWED, NFT_CHAIN_BLOCKED) < 0)
 			return -1;
-	} else if (fprintf(f, "\t\tcounter name \"%s\" accept\n", NFT_COUNTER_ALLOWED) < 0)
-		return -1;
+	} else {
+		if (fprintf(f, "\t\t%s @allow4 counter name \"%s\" accept\n"
+		    "\t\t%s @allow6 counter name \"%s\" accept\n", match[0], NFT_COUNTER_ALLOWED,
+		    match[1], NFT_COUNTER_ALLOWED) < 0)
+			return -1;
+		for (int i = 0; i < 4; i++)
+			if (fprintf(f, "\t\tmeta nfproto %s meta l4proto %s update @%s "
+			    "{ %s daddr . meta l4proto . th dport counter }\n", i < 2 ? "ipv4" :
+			    "ipv6", i % 2 == 0 ? "tcp" : "udp", nft_evidence_sets[i / 2].sd_name,
+			    i < 2 ? "ip" : "ip6") < 0)
+				return -1;
+		if (fprintf(f, "\t\tcounter name \"%s\" accept\n", NFT_COUNTER_ALLOWED) < 0)
+			return -1;
+	}
 	if (fprintf(f, "\t}\n\tchain %s {\n\t\tmeta nftrace set 1\n", NFT_CHAIN_BLOCKED) < 0)
 		return -1;
 	for (int i = 0; i < 4; i++)

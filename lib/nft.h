@@ -27,10 +27,12 @@
  *     chain envelope {
  *       meta nfproto ipv4 ip daddr . meta l4proto . th dport @deny4 jump blocked
  *       meta nfproto ipv6 ip6 daddr . meta l4proto . th dport @deny6 jump blocked
- *       meta nfproto ipv4 ip daddr . meta l4proto . th dport @allow4 counter name "allowed" accept  (allowlist)
- *       meta nfproto ipv6 ip6 daddr . meta l4proto . th dport @allow6 counter name "allowed" accept (allowlist)
+ *       meta nfproto ipv4 ip daddr . meta l4proto . th dport @allow4 counter name "allowed" accept
+ *       meta nfproto ipv6 ip6 daddr . meta l4proto . th dport @allow6 counter name "allowed" accept
  *       jump blocked                                                                  (allowlist)
- *       counter name "allowed" accept                                                 (denylist)
+ *       meta nfproto ipv4 meta l4proto tcp update @blocked4 { ... counter }            (denylist:
+ *       ... the same for ipv4 udp, ipv6 tcp and ipv6 udp ...                            what would
+ *       counter name "allowed" accept                                                  be blocked)
  *     }
  *     chain blocked {
  *       meta nftrace set 1
@@ -91,7 +93,8 @@ enum nft_subject {
 
 enum nft_mode {
 	NFT_MODE_ALLOWLIST,	/* reject everything outside allow (deny checked first) */
-	NFT_MODE_DENYLIST,	/* monitor: reject only deny, accept the rest */
+	NFT_MODE_DENYLIST,	/* monitor: reject only deny, accept the rest, count what an
+				   allowlist would have blocked in the blocked sets */
 };
 
 struct nft_policy {

@@ -81,6 +81,8 @@ oprecord_new(const struct oprecord_init *in)
 	json_object_object_add(life, "ended_at", NULL);
 	json_object_object_add(life, "timeout_seconds",
 	    in->oi_timeout_seconds > 0 ? json_object_new_int64(in->oi_timeout_seconds) : NULL);
+	json_object_object_add(life, "kill_grace_seconds",
+	    json_object_new_int64(in->oi_kill_grace_seconds));
 	json_object_object_add(life, "deadline_unix_ms",
 	    in->oi_timeout_seconds > 0 ?
 		json_object_new_int64(util_now_ms() + in->oi_timeout_seconds * 1000) : NULL);
@@ -93,6 +95,8 @@ oprecord_new(const struct oprecord_init *in)
 	    json_object_new_int64((int64_t)in->oi_root_start));
 	json_object_object_add(root, "executable", jstr(in->oi_root_exe));
 	json_object_object_add(root, "argv_digest", jstr(in->oi_root_argv_digest));
+	if (in->oi_command != NULL)
+		json_object_object_add(root, "command", jstr(in->oi_command));
 	json_object_object_add(r, "root_process", root);
 
 	json_object_object_add(r, "lineage", json_object_new_array());

@@ -44,7 +44,9 @@ struct oprecord_init {
 	uint64_t oi_root_start;
 	const char *oi_root_exe;
 	const char *oi_root_argv_digest;
+	const char *oi_command;	/* the launcher's claim of the command line, or NULL */
 	int64_t oi_timeout_seconds; /* 0: none */
+	int64_t oi_kill_grace_seconds; /* SIGTERM to SIGKILL at the timeout */
 	const char *oi_cgroup_path;
 	uint64_t oi_cgroup_id;
 	const char *oi_instance;

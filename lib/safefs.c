@@ -1,6 +1,7 @@
 /*
  * safefs.c: symlink-free, beneath-root file access.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -202,4 +203,40 @@ safefs_open_root(const char *path, char **cause)
 	if (nfd < 0)
 		util_cause(cause, "%s: %s", path, strerror(errno));
 	return nfd;
+}
+
+int
+safefs_remove_dir(int parent, const char *name)
+{
+	int fd, e = 0;
+	DIR *d;
+	struct dirent *de;
+
+	if (strchr(name, '/') != NULL || strcmp(name, ".") == 0 || strcmp(name, "..") == 0) {
+		errno = EINVAL;
+		return -1;
+	}
+	if ((fd = safefs_opendir(parent, name)) < 0)
+		return -1;
+	if ((d = fdopendir(fd)) == NULL) {
+		e = errno;
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	while ((de = readdir(d)) != NULL) {
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		/* unlinkat without AT_REMOVEDIR never follows or removes a directory. */
+		if (unlinkat(dirfd(d), de->d_name, 0) != 0 && e == 0)
+			e = errno;
+	}
+	closedir(d);
+	if (unlinkat(parent, name, AT_REMOVEDIR) != 0)
+		return -1;
+	if (e != 0) {
+		errno = e;
+		return -1;
+	}
+	return 0;
 }

@@ -27,5 +27,12 @@ int safefs_openat(int dirfd, const char *rel, int flags, mode_t mode);
 int safefs_mkdirs(int dirfd, const char *rel, mode_t mode);
 /* Open an existing directory beneath dirfd (O_DIRECTORY, no symlinks). */
 int safefs_opendir(int dirfd, const char *rel);
+/*
+ * Remove the directory name (one component) beneath dirfd and the files
+ * and sockets directly in it, without following symlinks (a symlink is
+ * removed, not its target). A subdirectory makes it fail (ENOTEMPTY):
+ * it only removes what the daemon's own flat layout puts there.
+ */
+int safefs_remove_dir(int dirfd, const char *name);
 
 #endif

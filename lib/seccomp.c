@@ -28,6 +28,7 @@
  * CVE-2017-5226 follow-up).
  */
 #include <errno.h>
+#include <poll.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -340,12 +341,27 @@ fail:
 	return -1;
 }
 
+/* API level 5: SCMP_ACT_NOTIFY and the notify calls (kernel 5.0). */
+int
+seccomp_profile_notify_available(void)
+{
+	return seccomp_api_get() >= 5;
+}
+
 /* Parse the policy, apply the override, select the rules and compile them. */
 int
 seccomp_profile_build(struct json_object *policy, int force, struct seccomp_profile *sp,
     char **cause)
 {
+	return seccomp_profile_build_notify(policy, force, 0, sp, cause);
+}
+
+int
+seccomp_profile_build_notify(struct json_object *policy, int force, int notify,
+    struct seccomp_profile *sp, char **cause)
+{
 	memset(sp, 0, sizeof(*sp));
+	sp->sp_notify = notify;
 	sp->sp_notify_fd = -1;
 	sp->sp_enabled = 1;
 	sp->sp_enabled_source = "default";
@@ -360,8 +376,10 @@ seccomp_profile_build(struct json_object *policy, int force, struct seccomp_prof
 		sp->sp_enabled = 0;
 		sp->sp_enabled_source = "--no-linux-seccomp";
 	}
-	if (!sp->sp_enabled)
+	if (!sp->sp_enabled) {
+		sp->sp_notify = 0;
 		return 0;
+	}
 	for (size_t i = 0; i < nitems(seccomp_profile_default); i++) {
 		if (!sp->sp_keys[seccomp_profile_default[i].spr_key])
 			continue;
@@ -422,8 +440,7 @@ seccomp_profile_notify(struct seccomp_profile *sp, char **cause)
 
 	if (!sp->sp_enabled || old == NULL)
 		return 0;
-	/* API level 5: SCMP_ACT_NOTIFY and the notify calls (kernel 5.0). */
-	if (seccomp_api_get() < 5) {
+	if (!seccomp_profile_notify_available()) {
 		util_cause(cause, "seccomp: this kernel or libseccomp has no user notification");
 		return -1;
 	}
@@ -466,6 +483,20 @@ seccomp_profile_serve(const struct seccomp_profile *sp, int fd,
 		return;
 	}
 	for (;;) {
+		/*
+		 * Wait for a notification or for the last user of the filter to
+		 * go (POLLHUP). Once it has gone a receive fails at once with
+		 * ENOENT, so looping on the receive alone would spin a core
+		 * until the launcher exits.
+		 */
+		struct pollfd pfd = { .fd = fd, .events = POLLIN };
+		if (poll(&pfd, 1, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		if (!(pfd.revents & POLLIN))
+			break;			/* POLLHUP: no filter user left */
 		/* The kernel refuses a receive into a struct that is not zeroed. */
 		memset(req, 0, sizeof(*req));
 		if (seccomp_notify_receive(fd, req) != 0) {

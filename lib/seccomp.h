@@ -81,6 +81,14 @@ const char *seccomp_profile_key_name(enum seccomp_profile_key k);
  */
 int seccomp_profile_build(struct json_object *policy, int force, struct seccomp_profile *sp,
     char **cause);
+/*
+ * The same, compiled once with refusals sent to a listener when notify is
+ * set (check seccomp_profile_notify_available first): the launcher's path.
+ */
+int seccomp_profile_build_notify(struct json_object *policy, int force, int notify,
+    struct seccomp_profile *sp, char **cause);
+/* Whether this kernel and libseccomp have user notification. */
+int seccomp_profile_notify_available(void);
 void seccomp_profile_free(struct seccomp_profile *sp);
 
 /* Whether the profile refuses syscall name (in any form). */

@@ -210,3 +210,35 @@ util_path_below(const char *path, const char *dir)
 		return path[0] == '/';
 	return strncmp(path, dir, n) == 0 && (path[n] == '\0' || path[n] == '/');
 }
+
+int
+util_parse_rfc3339(const char *s, int64_t *ms)
+{
+	struct tm tm;
+	const char *end;
+	int64_t frac = 0;
+
+	if (s == NULL)
+		return -1;
+	memset(&tm, 0, sizeof(tm));
+	end = strptime(s, "%Y-%m-%dT%H:%M:%S", &tm);
+	if (end == NULL || strlen(s) != 19 + strlen(end))
+		return -1;
+	if (*end == '.') {
+		int digits = 0;
+		for (end++; *end >= '0' && *end <= '9'; end++, digits++)
+			if (digits < 3)
+				frac = frac * 10 + (*end - '0');
+		if (digits == 0)
+			return -1;
+		for (; digits < 3; digits++)
+			frac *= 10;
+	}
+	if (strcmp(end, "Z") != 0)
+		return -1;
+	time_t t = timegm(&tm);
+	if (t == (time_t)-1)
+		return -1;
+	*ms = (int64_t)t * 1000 + frac;
+	return 0;
+}

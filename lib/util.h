@@ -13,6 +13,11 @@
 /* Format the wall clock as 2026-12-02T14:50:00.123Z. */
 void util_now_rfc3339(char *buf, size_t len);
 int64_t util_now_ms(void);
+/*
+ * Parse what util_now_rfc3339 writes (YYYY-MM-DDTHH:MM:SS[.fff]Z, UTC only)
+ * into milliseconds since the epoch. Returns 0, or -1 for anything else.
+ */
+int util_parse_rfc3339(const char *s, int64_t *ms);
 int64_t util_monotonic_ms(void);
 
 /* Copy with truncation; returns strlen(src) like strlcpy(3). */

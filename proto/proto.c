@@ -25,6 +25,7 @@ static const struct schema_field operation_create_params[] = {
 	{ "pid", SCHEMA_INT, SCHEMA_REQUIRED, 1, 4194304, 0 },
 	{ "start_time_ticks", SCHEMA_INT, SCHEMA_REQUIRED, 0, INT64_MAX, 0 },
 	{ "timeout_seconds", SCHEMA_INT, 0, 0, PROTO_TIMEOUT_MAX, 0 },
+	{ "kill_grace_seconds", SCHEMA_INT, 0, 0, PROTO_KILL_GRACE_MAX, 0 },
 	{ "action_class", SCHEMA_STRING, 0, 1, 64, 0 },
 	{ "source_run", SCHEMA_STRING, 0, 1, 64, 0 },
 	{ "network", SCHEMA_OBJECT, 0, 0, 0, 0 },
@@ -32,6 +33,7 @@ static const struct schema_field operation_create_params[] = {
 	{ "adopt_existing", SCHEMA_BOOL, 0, 0, 0, 0 },
 	{ "fanotify", SCHEMA_OBJECT, 0, 0, 0, 0 },
 	{ "host_controls", SCHEMA_OBJECT, 0, 0, 0, 0 },
+	{ "command", SCHEMA_STRING, 0, 1, 4096, 0 },
 };
 
 static const struct schema_field sensor_register_params[] = {
@@ -102,11 +104,19 @@ static const struct schema_field operation_list_params[] = {
 	{ "limit", SCHEMA_INT, 0, 1, 10000, 0 },
 };
 
+/* At least one of older_than_seconds and keep (checked by the handler). */
+static const struct schema_field operation_prune_params[] = {
+	{ "older_than_seconds", SCHEMA_INT, 0, 0, PROTO_PRUNE_AGE_MAX, 0 },
+	{ "keep", SCHEMA_INT, 0, 0, PROTO_PRUNE_KEEP_MAX, 0 },
+	{ "dry_run", SCHEMA_BOOL, 0, 0, 0, 0 },
+};
+
 static const struct schema_field operation_end_params[] = {
 	{ "operation_id", SCHEMA_STRING, SCHEMA_REQUIRED, 1, 72, 0 },
 	{ "exit_code", SCHEMA_INT, 0, 0, 255, 0 },
 	{ "exit_signal", SCHEMA_INT, 0, 1, 64, 0 },
 	{ "kill", SCHEMA_BOOL, 0, 0, 0, 0 },
+	{ "grace_seconds", SCHEMA_INT, 0, 0, PROTO_KILL_GRACE_MAX, 0 },
 	{ "detach", SCHEMA_BOOL, 0, 0, 0, 0 },
 	{ "seccomp_denials", SCHEMA_OBJECT, 0, 0, 0, 0 },
 };
@@ -181,6 +191,9 @@ static const struct proto_method_info proto_methods[PM__COUNT] = {
 	{ PM_FILE_DECISION, "file.decision", PS_BOUNDARY, PA_ROOT, file_decision_params,
 	    nitems(file_decision_params), PIO_DENY },
 	{ PM_SENSOR_HEARTBEAT, "sensor.heartbeat", PS_BOUNDARY, PA_ROOT, no_params, 0, PIO_DENY },
+	/* Removing evidence is the host's decision alone. */
+	{ PM_OPERATION_PRUNE, "operation.prune", PS_BOUNDARY, PA_ROOT, operation_prune_params,
+	    nitems(operation_prune_params), PIO_DENY },
 };
 
 const struct proto_method_info *
@@ -284,6 +297,8 @@ proto_parse_operation_create(struct json_object *params, struct proto_operation_
 	out->oc_pid = (pid_t)schema_int(params, "pid", 0);
 	out->oc_start_ticks = (uint64_t)schema_int(params, "start_time_ticks", 0);
 	out->oc_timeout_seconds = schema_int(params, "timeout_seconds", 0);
+	out->oc_kill_grace_seconds = schema_int(params, "kill_grace_seconds",
+	    PROTO_KILL_GRACE_DEFAULT);
 	out->oc_action_class = schema_string(params, "action_class");
 	if (out->oc_action_class == NULL)
 		out->oc_action_class = "local_process";
@@ -293,6 +308,7 @@ proto_parse_operation_create(struct json_object *params, struct proto_operation_
 	out->oc_network = schema_child(params, "network");
 	out->oc_fanotify = schema_child(params, "fanotify");
 	out->oc_host_controls = schema_child(params, "host_controls");
+	out->oc_command = schema_string(params, "command");
 	out->oc_network_config = schema_string(params, "network_config");
 	out->oc_adopt_existing = schema_bool(params, "adopt_existing", 0);
 	if (out->oc_network != NULL && out->oc_network_config != NULL) {
@@ -333,6 +349,8 @@ proto_parse_operation_end(struct json_object *params, struct proto_operation_end
 		out->oe_exit_signal = (int)schema_int(params, "exit_signal", 0);
 	}
 	out->oe_kill = schema_bool(params, "kill", 0);
+	out->oe_grace_seconds = out->oe_kill ? 0 :
+	    schema_int(params, "grace_seconds", PROTO_KILL_GRACE_DEFAULT);
 	out->oe_detach = schema_bool(params, "detach", 0);
 	out->oe_denials = schema_child(params, "seccomp_denials");
 	if (out->oe_denials != NULL && proto_check_denials(out->oe_denials, err) != 0)

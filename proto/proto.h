@@ -37,6 +37,8 @@ struct json_object;
 #define PE_SHUTTING_DOWN "shutting_down"
 #define PE_NOT_LAUNCHER "not_launcher"
 #define PE_RATE_LIMITED "rate_limited"
+/* The state disk is full, read-only or failing: nothing new is started. */
+#define PE_STATE_DISK "state_disk_unavailable"
 
 enum proto_method {
 	PM_SYSTEM_STATUS,
@@ -59,6 +61,7 @@ enum proto_method {
 	PM_LINEAGE_REPORT,
 	PM_FILE_DECISION,
 	PM_SENSOR_HEARTBEAT,
+	PM_OPERATION_PRUNE,
 	PM__COUNT
 };
 
@@ -133,16 +136,22 @@ struct json_object *proto_event_new(const char *event, struct json_object *param
 #define PROTO_ARGV_MAX 256
 #define PROTO_ARG_LEN_MAX 4096
 #define PROTO_TIMEOUT_MAX (7 * 24 * 3600)
+#define PROTO_PRUNE_AGE_MAX ((int64_t)100 * 365 * 24 * 3600)	/* seconds */
+#define PROTO_PRUNE_KEEP_MAX 1000000
+#define PROTO_KILL_GRACE_DEFAULT 3	/* seconds: a timeout or an end asks first */
+#define PROTO_KILL_GRACE_MAX 30
 
 struct proto_operation_create {
 	pid_t oc_pid;
 	uint64_t oc_start_ticks;
 	int64_t oc_timeout_seconds;
+	int64_t oc_kill_grace_seconds;	/* SIGTERM, then SIGKILL after this, at the timeout */
 	const char *oc_action_class;
 	const char *oc_source_run;
 	struct json_object *oc_network;		/* network spec, or NULL */
 	struct json_object *oc_fanotify;	/* sensitive-path rules for sensord, or NULL */
 	struct json_object *oc_host_controls;	/* what the launcher applied (seccomp, Landlock) */
+	const char *oc_command;	/* the launcher's command line, for display (a claim) */
 	const char *oc_network_config;		/* root only: a schema-3 config file */
 	int oc_adopt_existing;			/* root only: supervise a running tree */
 };
@@ -154,7 +163,8 @@ struct proto_operation_end {
 	int oe_has_exit;
 	int oe_exit_code;
 	int oe_exit_signal;
-	int oe_kill;
+	int oe_kill;		/* at once: grace 0 */
+	int64_t oe_grace_seconds;	/* SIGTERM, then SIGKILL after this */
 	int oe_detach;	/* root: leave an adopted tree running, unsupervised */
 	struct json_object *oe_denials;	/* borrowed: {"syscall": count}, checked */
 };

@@ -23,8 +23,10 @@
 #include "boundaryd.h"
 #include "log.h"
 #include "ocsf.h"
+#include "record.h"
 #include "safefs.h"
 #include "sandbox.h"
+#include "syncq.h"
 #include "util.h"
 
 /* Print the usage to stdout and exit 0 (--help), or to stderr and exit 2 (LSB: bad arguments). */
@@ -34,6 +36,7 @@ usage_to(int help)
 	fprintf(help ? stdout : stderr, "usage: " BOUNDARYD_NAME
 	    " --state-root DIR --runtime-dir DIR [--cgroup-base NAME] [--foreground] [--debug]\n"
 	    "       [--ocsf] [--idle-timeout-seconds N] [--sensor-heartbeat-ms N]\n"
+	    "       [--retain-days N] [--retain-count N]\n"
 	    "       " BOUNDARYD_NAME " --help | --version\n");
 	exit(help ? 0 : 2);
 }
@@ -59,7 +62,17 @@ boundaryd_lock(int dirfd, const char *dirpath, const char *what)
 	char buf[32];
 	int fd;
 
-	fd = safefs_openat(dirfd, BOUNDARYD_LOCK, O_RDWR | O_CREAT, 0600);
+	/*
+	 * Created here, then held through a read-only fd: flock does not need
+	 * write access, and a file held open for writing would keep the state
+	 * file system from being remounted read-only (which boundaryd must
+	 * survive, not prevent).
+	 */
+	fd = safefs_openat(dirfd, BOUNDARYD_LOCK, O_WRONLY | O_CREAT, 0600);
+	if (fd < 0)
+		fatal("open %s/%s", dirpath, BOUNDARYD_LOCK);
+	close(fd);
+	fd = safefs_openat(dirfd, BOUNDARYD_LOCK, O_RDONLY, 0);
 	if (fd < 0)
 		fatal("open %s/%s", dirpath, BOUNDARYD_LOCK);
 	if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
@@ -77,13 +90,16 @@ boundaryd_lock(int dirfd, const char *dirpath, const char *what)
 
 /* Write our pid into a lock we hold, for the next instance's message. */
 static void
-boundaryd_lock_owner(int fd)
+boundaryd_lock_owner(int dirfd)
 {
 	char buf[32];
 	int n = snprintf(buf, sizeof(buf), "%d\n", (int)getpid());
+	int fd = safefs_openat(dirfd, BOUNDARYD_LOCK, O_WRONLY, 0);
 
-	if (ftruncate(fd, 0) != 0 || pwrite(fd, buf, (size_t)n, 0) != n)
+	if (fd < 0 || ftruncate(fd, 0) != 0 || pwrite(fd, buf, (size_t)n, 0) != n)
 		log_warn("lock file");
+	if (fd >= 0)
+		close(fd);
 }
 
 /* A cgroup base name is one plain path component below the v2 root. */
@@ -128,6 +144,18 @@ boundaryd_status(struct boundaryd *bd, struct op_reply *r)
 	json_object_object_add(cg, "base_recreated",
 	    json_object_new_int64((int64_t)bd->bd_cgroup_base_recreated));
 	json_object_object_add(o, "cgroup", cg);
+	/* Record durability (syncq.c): fsyncs after the reply, and any that failed. */
+	struct syncq_stats ss;
+	struct json_object *recs = json_object_new_object();
+	syncq_get_stats(&ss);
+	json_object_object_add(recs, "sync", json_object_new_string(syncq_active() ?
+	    "after_reply" : "before_reply"));
+	json_object_object_add(recs, "syncs_pending", json_object_new_int64((int64_t)ss.ss_pending));
+	json_object_object_add(recs, "syncs_inline", json_object_new_int64((int64_t)ss.ss_inline));
+	json_object_object_add(recs, "sync_errors", json_object_new_int64((int64_t)ss.ss_errors));
+	json_object_object_add(recs, "last_sync_error", ss.ss_errors == 0 ? NULL :
+	    json_object_new_string(strerror(ss.ss_last_errno)));
+	json_object_object_add(o, "records", recs);
 	struct json_object *sen = json_object_new_object(), *list = json_object_new_array();
 	if (bd->bd_sensor_caps & SENSOR_NFT_TRACE)
 		json_object_array_add(list, json_object_new_string("nft_trace"));
@@ -136,6 +164,8 @@ boundaryd_status(struct boundaryd *bd, struct op_reply *r)
 	if (bd->bd_sensor_caps & SENSOR_FANOTIFY)
 		json_object_array_add(list, json_object_new_string("fanotify"));
 	json_object_object_add(sen, "connected", json_object_new_boolean(bd->bd_sensor != NULL));
+	json_object_object_add(sen, "pid", bd->bd_sensor == NULL ? NULL :
+	    json_object_new_int((int)control_peer_pid(bd->bd_sensor)));
 	json_object_object_add(sen, "sensors", list);
 	json_object_object_add(o, "sensord", sen);
 	struct json_object *nft = json_object_new_object();
@@ -144,6 +174,7 @@ boundaryd_status(struct boundaryd *bd, struct op_reply *r)
 	json_object_object_add(rh, "status", json_object_new_string(
 	    json_object_array_length(bd->bd_recovery) ? "degraded" : "ok"));
 	json_object_object_add(rh, "entries", json_object_get(bd->bd_recovery));
+	json_object_object_add(rh, "cleaned", json_object_get(bd->bd_recovery_cleaned));
 	json_object_object_add(o, "recovery_health", rh);
 	json_object_object_add(o, "connections", json_object_new_int(bd->bd_nconns));
 	struct json_object *cl = json_object_new_object();
@@ -154,6 +185,13 @@ boundaryd_status(struct boundaryd *bd, struct op_reply *r)
 	json_object_object_add(cl, "boundary", json_object_new_int(bd->bd_nboundary));
 	json_object_object_add(cl, "boundary_max", json_object_new_int(CONTROL_MAX_BOUNDARY));
 	json_object_object_add(cl, "refused", json_object_new_int64((int64_t)bd->bd_conns_refused));
+	int paused;
+	uint64_t queued;
+	control_queue_stats(bd, &paused, &queued);
+	json_object_object_add(cl, "paused", json_object_new_int(paused));
+	json_object_object_add(cl, "dropped", json_object_new_int64((int64_t)bd->bd_conns_dropped));
+	json_object_object_add(cl, "queued_bytes", json_object_new_int64((int64_t)queued));
+	json_object_object_add(cl, "queue_max_per_uid", json_object_new_int64(CONTROL_UID_QUEUE_MAX));
 	json_object_object_add(o, "connection_budget", cl);
 	json_object_object_add(o, "log_dropped", json_object_new_int64((int64_t)log_dropped()));
 	/* Evidence that could not be kept is counted, never silently missing. */
@@ -166,7 +204,74 @@ boundaryd_status(struct boundaryd *bd, struct op_reply *r)
 	json_object_object_add(evd, "ocsf_emitted", json_object_new_int64((int64_t)ocsf_emitted()));
 	json_object_object_add(evd, "ocsf_dropped", json_object_new_int64((int64_t)ocsf_dropped()));
 	json_object_object_add(o, "evidence", evd);
+	struct record_disk rd;
+	struct json_object *dk = json_object_new_object();
+	record_disk_status(&rd);
+	json_object_object_add(dk, "status",
+	    json_object_new_string(record_disk_state_name(rd.rd_state)));
+	json_object_object_add(dk, "detail",
+	    rd.rd_errno ? json_object_new_string(strerror(rd.rd_errno)) : NULL);
+	json_object_object_add(dk, "since", rd.rd_since[0] ? json_object_new_string(rd.rd_since) :
+	    NULL);
+	json_object_object_add(dk, "pending_records",
+	    json_object_new_int64((int64_t)rd.rd_pending_records));
+	json_object_object_add(dk, "pending_lines",
+	    json_object_new_int64((int64_t)rd.rd_pending_lines));
+	json_object_object_add(dk, "pending_bytes",
+	    json_object_new_int64((int64_t)rd.rd_pending_bytes));
+	json_object_object_add(dk, "dropped_lines",
+	    json_object_new_int64((int64_t)rd.rd_dropped_lines));
+	json_object_object_add(dk, "failures", json_object_new_int64((int64_t)rd.rd_failures));
+	json_object_object_add(o, "state_disk", dk);
+	struct json_object *ix = json_object_new_object();
+	json_object_object_add(ix, "operations",
+	    json_object_new_int64((int64_t)json_object_object_length(bd->bd_index)));
+	json_object_object_add(ix, "lines", json_object_new_int64((int64_t)bd->bd_index_lines));
+	json_object_object_add(ix, "rebuilt", json_object_new_int64((int64_t)bd->bd_index_rebuilt));
+	json_object_object_add(o, "index", ix);
+	struct json_object *rt = json_object_new_object();
+	json_object_object_add(rt, "days", bd->bd_retain_days > 0 ?
+	    json_object_new_int64(bd->bd_retain_days) : NULL);
+	json_object_object_add(rt, "count", bd->bd_retain_count > 0 ?
+	    json_object_new_int64(bd->bd_retain_count) : NULL);
+	json_object_object_add(o, "retention", rt);
 	r->or_result = o;
+}
+
+/*
+ * Every BOUNDARYD_DISK_RETRY_MS while the state disk is not ok: write what
+ * it refused (records kept in memory, queued evidence) and probe it, so
+ * the truth reaches the disk as soon as it takes writes again.
+ */
+static void
+boundaryd_disk_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct boundaryd *bd = arg;
+	struct record_disk rd;
+
+	(void)fd;
+	(void)what;
+	/*
+	 * An fsync the sync thread could not do (a disk that reports ENOSPC
+	 * or EIO only at writeback) is a disk that does not keep what it was
+	 * given: the state disk is not ok, so nothing new starts, until a
+	 * probe write is synced again.
+	 */
+	struct syncq_stats ss;
+	syncq_get_stats(&ss);
+	if (ss.ss_errors != bd->bd_sync_errors_seen) {
+		bd->bd_sync_errors_seen = ss.ss_errors;
+		log_warnx("a record sync failed (%s): the state disk is not ok",
+		    strerror(ss.ss_last_errno));
+		record_disk_failed(record_disk_errno(ss.ss_last_errno) ? ss.ss_last_errno : EIO);
+	}
+	record_disk_status(&rd);
+	if (rd.rd_state == RECORD_DISK_OK && rd.rd_pending_records == 0 &&
+	    rd.rd_pending_lines == 0)
+		return;
+	if (record_flush(bd->bd_state_fd) == 0)
+		log_info("state disk takes writes again: %zu record(s) and %zu evidence line(s) "
+		    "written", rd.rd_pending_records, rd.rd_pending_lines);
 }
 
 void
@@ -227,6 +332,8 @@ main(int argc, char **argv)
 		/* Shorter intervals let tests cover several of them. */
 		{ "idle-timeout-seconds", required_argument, NULL, 'i' },
 		{ "sensor-heartbeat-ms", required_argument, NULL, 'H' },
+		{ "retain-days", required_argument, NULL, 'D' },
+		{ "retain-count", required_argument, NULL, 'C' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
@@ -236,7 +343,7 @@ main(int argc, char **argv)
 	int lock_state, lock_runtime;
 	int foreground = 0, logflags = LOG_F_ASYNC, ch, ready_fd = -1, ocsf = 0;
 	int idle_sec = CONTROL_IDLE_SEC, hb_ms = SENSOR_HEARTBEAT_MS;
-	int64_t v;
+	int64_t v, retain_days = 0, retain_count = 0;
 	char *cause = NULL;
 
 	while ((ch = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
@@ -269,6 +376,16 @@ main(int argc, char **argv)
 				usage();
 			hb_ms = (int)v;
 			break;
+		case 'D':
+			if (util_parse_i64(optarg, 1, 36500, &v) != 0)
+				usage();
+			retain_days = v;
+			break;
+		case 'C':
+			if (util_parse_i64(optarg, 1, 1000000, &v) != 0)
+				usage();
+			retain_count = v;
+			break;
 		case 'h':
 			usage_to(1);
 		case 'V':
@@ -297,6 +414,9 @@ main(int argc, char **argv)
 	TAILQ_INIT(&bd.bd_conns);
 	bd.bd_idle_sec = idle_sec;
 	bd.bd_sensor_hb_ms = hb_ms;
+	bd.bd_retain_days = retain_days;
+	bd.bd_retain_count = retain_count;
+	bd.bd_index_dirfd = -1;
 	if (ids_init() != 0)
 		fatalx("libsodium initialisation failed");
 	/* Paths are checked as given: a symlink anywhere in them is refused. */
@@ -335,13 +455,13 @@ main(int argc, char **argv)
 	bd.bd_started_ms = util_monotonic_ms();
 	util_now_rfc3339(bd.bd_started_at, sizeof(bd.bd_started_at));
 	bd.bd_recovery = json_object_new_array();
+	bd.bd_recovery_cleaned = json_object_new_array();
 
 	if (!foreground)
 		boundaryd_background(&ready_fd);
-	boundaryd_lock_owner(lock_state);
-	boundaryd_lock_owner(lock_runtime);
+	boundaryd_lock_owner(bd.bd_state_fd);
+	boundaryd_lock_owner(bd.bd_runtime_fd);
 	signal(SIGPIPE, SIG_IGN);
-	log_init(BOUNDARYD_NAME, logflags);
 	bd.bd_base = event_base_new();
 	if (bd.bd_base == NULL)
 		fatalx("event_base_new failed");
@@ -354,6 +474,10 @@ main(int argc, char **argv)
 
 	recover_operations(&bd);
 	netop_recover_tables(&bd);
+	index_init(&bd);
+	retain_apply(&bd);
+	if (retain_arm(&bd) != 0)
+		fatalx("cannot arm the retention timer");
 	if (control_listen(&bd, &bd.bd_boundary, bd.bd_runtime_fd, runtime_dir, "boundary.sock",
 		PS_BOUNDARY, 0600) != 0 ||
 	    control_listen(&bd, &bd.bd_client, bd.bd_runtime_fd, runtime_dir, "client.sock",
@@ -361,9 +485,21 @@ main(int argc, char **argv)
 		fatalx("cannot open sockets in %s", runtime_dir);
 	if (sandbox_boundaryd(&cause) != 0)
 		fatalx("sandbox: %s", cause);
+	/*
+	 * Threads start only now: capabilities and the seccomp filter are
+	 * per thread, and one started earlier would keep what was dropped.
+	 */
+	log_init(BOUNDARYD_NAME, logflags);
+	if (syncq_start() != 0)
+		log_warnx("no sync thread: records are synced before each reply (slower)");
 	if (ocsf_sink_start(&cause) != 0)
 		fatalx("--ocsf: %s", cause);
 
+	struct event *diskev = event_new(bd.bd_base, -1, EV_PERSIST, boundaryd_disk_cb, &bd);
+	struct timeval disktv = { BOUNDARYD_DISK_RETRY_MS / 1000,
+	    (BOUNDARYD_DISK_RETRY_MS % 1000) * 1000 };
+	if (diskev == NULL || event_add(diskev, &disktv) != 0)
+		fatalx("cannot arm the state disk retry");
 	struct event *sigterm = evsignal_new(bd.bd_base, SIGTERM, boundaryd_signal_cb, &bd);
 	struct event *sigint = evsignal_new(bd.bd_base, SIGINT, boundaryd_signal_cb, &bd);
 	if (sigterm == NULL || sigint == NULL || event_add(sigterm, NULL) != 0 ||
@@ -387,10 +523,24 @@ main(int argc, char **argv)
 	control_close_all(&bd);
 	operation_free_all(&bd);
 	netop_shutdown(&bd);
+	/* A last try: what the disk still refuses now is lost with this process. */
+	if (record_flush(bd.bd_state_fd) != 0) {
+		struct record_disk rd;
+		record_disk_status(&rd);
+		log_warnx("stopping with %zu record(s) and %zu evidence line(s) the state disk "
+		    "did not take (%s)", rd.rd_pending_records, rd.rd_pending_lines,
+		    record_disk_state_name(rd.rd_state));
+	}
+	event_free(diskev);
+	if (bd.bd_retain_ev != NULL)
+		event_free(bd.bd_retain_ev);
+	index_free(&bd);
+	syncq_stop();
 	event_free(sigterm);
 	event_free(sigint);
 	event_base_free(bd.bd_base);
 	json_object_put(bd.bd_recovery);
+	json_object_put(bd.bd_recovery_cleaned);
 	close(bd.bd_ops_fd);
 	close(bd.bd_state_fd);
 	close(bd.bd_runtime_fd);

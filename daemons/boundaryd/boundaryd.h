@@ -30,6 +30,10 @@ struct evconnlistener;
 #define BOUNDARYD_NAME "gensee-boundaryd"
 #define BOUNDARYD_LOCK "boundaryd.lock"	/* in the state root and the runtime dir */
 #define BOUNDARYD_EXIT_LOCKED 3		/* another instance holds the lock */
+/* The host's retention (--retain-days, --retain-count) runs at start and this often. */
+#define RETAIN_INTERVAL_SEC 3600
+/* Retry of what the state disk refused (records kept in memory, queued evidence). */
+#define BOUNDARYD_DISK_RETRY_MS 1000
 #define SENSOR_NFT_TRACE 0x01
 #define SENSOR_PROC_CONNECTOR 0x02
 #define SENSOR_FANOTIFY 0x04
@@ -56,7 +60,20 @@ struct evconnlistener;
 #define SENSOR_FANOTIFY_MAX (64u * 1024u)
 #define CONTROL_FRAME_DEADLINE_SEC 5
 #define CONTROL_IDLE_SEC 60
+/*
+ * Queued bytes. A client that sends requests and never reads the replies
+ * makes boundaryd buffer them: a connection with more than
+ * CONTROL_OUTPUT_PAUSE of output queued is no longer read from (its
+ * requests wait in its own socket) until the peer has taken its replies;
+ * one reply can still exceed that, up to CONTROL_OUTPUT_MAX, over which the
+ * connection is closed. A non-root uid's connections together may hold
+ * CONTROL_UID_QUEUE_MAX (input and output): past it the uid's connections
+ * with the most queued are closed until it fits, so one user's unread
+ * replies never cost the other users (or root) their answers.
+ */
+#define CONTROL_OUTPUT_PAUSE (256u * 1024u)
 #define CONTROL_OUTPUT_MAX (8u * 1024u * 1024u)
+#define CONTROL_UID_QUEUE_MAX (16u * 1024u * 1024u)
 /* Active operations one non-root uid may hold: bounds cgroups and records. */
 #define OP_MAX_PER_UID 64
 #define OP_POLL_MS 100
@@ -80,6 +97,11 @@ struct evconnlistener;
  * not run on unattended.
  */
 #define OP_LAUNCHER_GRACE_MS 2000
+/*
+ * A timeout or a plain operation.end asks the tree to stop (SIGTERM to
+ * every member), then kills what is left after this grace (cgroup.kill).
+ */
+#define OP_KILL_GRACE_DEFAULT_S PROTO_KILL_GRACE_DEFAULT
 /*
  * The held child confines itself (seccomp, Landlock) just before exec, and
  * it is released right after operation.create's reply (held at most
@@ -190,6 +212,15 @@ struct operation {
 	int64_t op_live_ms;		/* monotonic */
 	size_t op_live_recovery_n;
 	char op_live_fan_state[16];
+	/* Graceful end: SIGTERM sent, the kill follows at op_term_ev. */
+	int64_t op_kill_grace_s;	/* for the timeout (operation.create) */
+	int op_terminating;
+	int op_term_escalated;	/* the grace ran out: killed */
+	const char *op_term_state, *op_term_reason;
+	struct event *op_term_ev;
+	int64_t op_term_grace_s;
+	int op_term_signaled;	/* members sent SIGTERM */
+	char op_term_at[40];
 };
 TAILQ_HEAD(operation_list, operation);
 struct conn;
@@ -282,9 +313,11 @@ struct boundaryd {
 	int bd_nclient;		/* ... on client.sock */
 	int bd_nboundary;	/* ... on boundary.sock and supervisor sockets */
 	uint64_t bd_conns_refused; /* over a budget */
+	uint64_t bd_conns_dropped; /* closed: replies not read (queue bounds) */
 	struct conn_list bd_conns;
 	struct operation_list bd_ops;
 	struct json_object *bd_recovery; /* array: what startup could not validate */
+	struct json_object *bd_recovery_cleaned; /* array: half-created operations taken back */
 	struct nft_ctx *bd_nft;		/* NULL: no nftables, network operations refused */
 	unsigned char bd_table_key[32];	/* keys table names: not guessable from outside */
 	int bd_netops_fd;		/* STATE/network-operations */
@@ -296,6 +329,14 @@ struct boundaryd {
 	int bd_idle_sec;		/* idle timeout of other connections */
 	int bd_shutdown;
 	uint64_t bd_cgroup_base_recreated; /* times the base was found missing and made again */
+	struct json_object *bd_index;	/* operation id -> summary (retain.c) */
+	int bd_index_dirfd;		/* the state root, opened for reading (fsync) */
+	size_t bd_index_lines;		/* lines in operations.index.jsonl */
+	uint64_t bd_index_rebuilt;	/* times it was rebuilt from the records */
+	int64_t bd_retain_days;		/* 0: keep ended operations whatever their age */
+	int64_t bd_retain_count;	/* 0: keep any number */
+	struct event *bd_retain_ev;
+	uint64_t bd_sync_errors_seen;	/* syncq errors already turned into disk state */
 };
 
 /* control.c */
@@ -311,6 +352,8 @@ pid_t control_peer_pid(struct conn *c);
 void control_keepalive(struct conn *c);
 /* Close one connection now (its owners are told as on EOF). */
 void control_drop(struct conn *c);
+/* Connections not read from now (output over CONTROL_OUTPUT_PAUSE), bytes queued in all. */
+void control_queue_stats(struct boundaryd *bd, int *paused, uint64_t *queued);
 
 /* operation.c: method handlers fill *result or (*code, *msg). */
 struct op_reply {
@@ -328,8 +371,6 @@ void operation_observe(struct boundaryd *bd, const struct peer *p, struct json_o
     struct op_reply *r);
 void operation_inspect(struct boundaryd *bd, const struct peer *p, struct json_object *params,
     struct op_reply *r);
-void operation_list(struct boundaryd *bd, const struct peer *p, struct json_object *params,
-    struct op_reply *r);
 int operation_visible(const struct operation *op, const struct peer *p);
 void operation_end(struct boundaryd *bd, struct conn *c, const struct peer *p,
     int64_t reqid, struct json_object *params, struct op_reply *r);
@@ -337,6 +378,13 @@ void operation_forget_conn(struct boundaryd *bd, struct conn *c);
 struct operation *operation_adopt(struct boundaryd *bd, const char *id, int dirfd,
     struct json_object *rec, char **cause);
 void operation_finish(struct operation *op, const char *state, const char *reason);
+/*
+ * End a running operation gracefully: SIGTERM to every member, then
+ * operation_finish (the kill) when the root exits or after grace_s; at once
+ * with grace_s 0.
+ */
+void operation_terminate(struct operation *op, const char *state, const char *reason,
+    int64_t grace_s);
 int operation_count(struct boundaryd *bd);
 void operation_free_all(struct boundaryd *bd);
 
@@ -406,6 +454,21 @@ void operation_sensor_state(struct operation *op, const char *sensor, const char
 struct oprecord_proc;
 void operation_merge_lineage(struct operation *op, const struct oprecord_proc *v, size_t n,
     const char *source);
+
+/* The summary of a record that operation.list returns (and the index keeps). */
+struct json_object *operation_summary(struct json_object *rec);
+
+/* retain.c: the operations index, operation.list, retention */
+void index_init(struct boundaryd *bd);
+void index_free(struct boundaryd *bd);
+/* (Re)index id from its record (after it ended, or failed to start). */
+void index_put(struct boundaryd *bd, int dirfd, const char *id);
+void operation_list(struct boundaryd *bd, const struct peer *p, struct json_object *params,
+    struct op_reply *r);
+void operation_prune(struct boundaryd *bd, const struct peer *p, struct json_object *params,
+    struct op_reply *r);
+void retain_apply(struct boundaryd *bd);
+int retain_arm(struct boundaryd *bd);
 
 /* recover.c */
 void recover_operations(struct boundaryd *bd);

@@ -45,18 +45,110 @@ struct conn {
 	char c_scope[OP_ID_MAX]; /* supervisor.sock: its operation; "" elsewhere */
 	struct peer c_peer;
 	int c_deadline_armed;
+	int c_paused;		/* not read from: its output is over CONTROL_OUTPUT_PAUSE */
 };
 
 static void control_conn_free(struct conn *c);
+static void control_read_cb(struct bufferevent *bev, void *arg);
+
+/* Bytes queued for one connection: replies not yet taken, requests not yet handled. */
+static size_t
+control_queued(struct conn *c)
+{
+	return evbuffer_get_length(bufferevent_get_output(c->c_bev)) +
+	    evbuffer_get_length(bufferevent_get_input(c->c_bev));
+}
+
+void
+control_queue_stats(struct boundaryd *bd, int *paused, uint64_t *queued)
+{
+	struct conn *c;
+
+	*paused = 0;
+	*queued = 0;
+	TAILQ_FOREACH(c, &bd->bd_conns, c_entry) {
+		*paused += c->c_paused;
+		*queued += control_queued(c);
+	}
+}
+
+/*
+ * Keep a non-root uid within CONTROL_UID_QUEUE_MAX: close its connections
+ * with the most queued until it fits. Threat: one user opening its whole
+ * connection budget, pipelining requests and never reading, so boundaryd
+ * grows by hundreds of MB and stops answering everyone. Root is exempt
+ * (sensord and administration; they have budgets of their own). Returns 1
+ * when self was among the connections closed.
+ */
+static int
+control_uid_budget(struct boundaryd *bd, struct conn *self)
+{
+	uid_t uid = self->c_peer.pr_uid;
+	int closed_self = 0;
+
+	if (uid == 0)
+		return 0;
+	for (;;) {
+		struct conn *c, *big = NULL;
+		size_t total = 0, bigq = 0;
+
+		TAILQ_FOREACH(c, &bd->bd_conns, c_entry) {
+			if (c->c_peer.pr_uid != uid)
+				continue;
+			size_t q = control_queued(c);
+			total += q;
+			if (big == NULL || q > bigq) {
+				big = c;
+				bigq = q;
+			}
+		}
+		if (total <= CONTROL_UID_QUEUE_MAX || big == NULL)
+			return closed_self;
+		log_info("closing connection of pid %d: uid %u has %zu bytes queued "
+		    "(over %u), this one %zu", (int)big->c_peer.pr_pid, (unsigned)uid, total,
+		    CONTROL_UID_QUEUE_MAX, bigq);
+		closed_self |= big == self;
+		bd->bd_conns_dropped++;
+		control_conn_free(big);
+	}
+}
+
+/*
+ * Stop reading requests from c while the peer does not take its replies:
+ * they wait in the peer's own socket buffer, not in our memory. The frame
+ * deadline does not run meanwhile (the wait is ours, not the peer's); the
+ * write timeout closes a peer that takes nothing for the idle timeout.
+ */
+static void
+control_pause(struct conn *c)
+{
+	if (c->c_paused)
+		return;
+	c->c_paused = 1;
+	bufferevent_disable(c->c_bev, EV_READ);
+	if (c->c_deadline_armed) {
+		event_del(c->c_deadline);
+		c->c_deadline_armed = 0;
+	}
+}
 
 void
 control_send(struct conn *c, struct json_object *msg)
 {
 	struct evbuffer *out = bufferevent_get_output(c->c_bev);
+	size_t queued = evbuffer_get_length(out);
 
 	if (frame_encode_evbuffer(out, msg) != 0)
 		log_warnx("cannot encode reply for pid %d", (int)c->c_peer.pr_pid);
 	json_object_put(msg);
+	/*
+	 * With nothing queued before it, write the reply now rather than on
+	 * the next turn of the loop: the caller often has more work (a
+	 * cleanup, the next request) before the loop would. What the socket
+	 * does not take stays queued for the bufferevent, as before.
+	 */
+	if (queued == 0 && evbuffer_get_length(out) > 0)
+		(void)evbuffer_write(out, bufferevent_getfd(c->c_bev));
 }
 
 /* Send msg only if its payload is at most max bytes (the peer's frame limit); -1 if not. */
@@ -129,6 +221,9 @@ control_dispatch(struct conn *c, struct json_object *msg)
 		break;
 	case PM_OPERATION_LIST:
 		operation_list(bd, &c->c_peer, req.pr_params, &r);
+		break;
+	case PM_OPERATION_PRUNE:
+		operation_prune(bd, &c->c_peer, req.pr_params, &r);
 		break;
 	case PM_OPERATION_END:
 		operation_end(bd, c, &c->c_peer, req.pr_id, req.pr_params, &r);
@@ -208,6 +303,16 @@ control_read_cb(struct bufferevent *bev, void *arg)
 
 	for (;;) {
 		struct json_object *msg = NULL;
+		/*
+		 * Only client.sock peers are paused: root's channels (sensord
+		 * above all, which may write while boundaryd's pushes wait for
+		 * it) keep being read, bounded by CONTROL_OUTPUT_MAX alone.
+		 */
+		if (c->c_kind == PS_CLIENT &&
+		    evbuffer_get_length(bufferevent_get_output(bev)) > CONTROL_OUTPUT_PAUSE) {
+			control_pause(c);
+			return;
+		}
 		int st = frame_decode_evbuffer(in, FRAME_MAX_DEFAULT, &msg);
 		if (st == FRAME_NEED_MORE)
 			break;
@@ -226,10 +331,15 @@ control_read_cb(struct bufferevent *bev, void *arg)
 		if (evbuffer_get_length(bufferevent_get_output(bev)) > CONTROL_OUTPUT_MAX) {
 			log_info("closing connection of pid %d: not reading replies",
 			    (int)c->c_peer.pr_pid);
+			c->c_bd->bd_conns_dropped++;
 			control_conn_free(c);
 			return;
 		}
+		if (control_uid_budget(c->c_bd, c))
+			return;
 	}
+	if (control_uid_budget(c->c_bd, c))
+		return;
 	/* A started frame must complete within the deadline. */
 	if (evbuffer_get_length(in) > 0 && !c->c_deadline_armed) {
 		struct timeval tv = { CONTROL_FRAME_DEADLINE_SEC, 0 };
@@ -247,11 +357,18 @@ control_event_cb(struct bufferevent *bev, short what, void *arg)
 		control_conn_free(c);
 }
 
+/* The output has drained (the write low watermark is 0): read the requests that waited. */
 static void
 control_write_cb(struct bufferevent *bev, void *arg)
 {
-	(void)bev;
-	(void)arg;
+	struct conn *c = arg;
+
+	if (!c->c_paused)
+		return;
+	c->c_paused = 0;
+	bufferevent_enable(bev, EV_READ);
+	/* Frames already buffered raise no read event of their own. */
+	control_read_cb(bev, c);
 }
 
 static void
@@ -397,7 +514,8 @@ control_accept_cb(struct evconnlistener *lev, evutil_socket_t fd, struct sockadd
 		bd->bd_nboundary++;
 	TAILQ_INSERT_TAIL(&bd->bd_conns, c, c_entry);
 	struct timeval idle = { bd->bd_idle_sec, 0 };
-	bufferevent_set_timeouts(c->c_bev, &idle, NULL);
+	/* The write timeout only runs while replies wait: a peer that takes none is closed. */
+	bufferevent_set_timeouts(c->c_bev, &idle, &idle);
 	bufferevent_setcb(c->c_bev, control_read_cb, control_write_cb, control_event_cb, c);
 	bufferevent_setwatermark(c->c_bev, EV_READ, 0, FRAME_MAX_DEFAULT + FRAME_HEADER_LEN);
 	bufferevent_enable(c->c_bev, EV_READ | EV_WRITE);

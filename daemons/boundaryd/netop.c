@@ -887,6 +887,18 @@ netop_blocked_cmp(const void *a, const void *b)
 }
 
 /* {destination, protocol, port, packets, bytes, reason} of one rejected tuple. */
+static const char *
+netop_blocked_reason(const struct netop *no, const struct nft_blocked *d)
+{
+	if (np_grants_find(&no->no_spec.ns_deny, d->nb_family, d->nb_addr, d->nb_proto,
+	    d->nb_port) >= 0)
+		return "deny_list";
+	if (no->no_spec.ns_mode == NFT_MODE_DENYLIST)
+		return "monitor_would_block";
+	return np_grants_find(&no->no_spec.ns_allow, d->nb_family, d->nb_addr, d->nb_proto,
+	    d->nb_port) >= 0 ? "restricted_destination" : "outside_envelope";
+}
+
 static struct json_object *
 netop_blocked_json(const struct netop *no, const struct nft_blocked *d)
 {
@@ -902,12 +914,12 @@ netop_blocked_json(const struct netop *no, const struct nft_blocked *d)
 	json_object_object_add(o, "port", json_object_new_int(d->nb_port));
 	json_object_object_add(o, "packets", json_object_new_int64((int64_t)d->nb_packets));
 	json_object_object_add(o, "bytes", json_object_new_int64((int64_t)d->nb_bytes));
-	/* The deny list is checked first in the kernel too. */
-	json_object_object_add(o, "reason", json_object_new_string(
-	    no->no_spec.ns_mode == NFT_MODE_DENYLIST || np_grants_find(&no->no_spec.ns_deny,
-	    d->nb_family, d->nb_addr, d->nb_proto, d->nb_port) >= 0 ? "deny_list" :
-	    np_grants_find(&no->no_spec.ns_allow, d->nb_family, d->nb_addr, d->nb_proto,
-	    d->nb_port) >= 0 ? "restricted_destination" : "outside_envelope"));
+	/*
+	 * The deny list is checked first in the kernel too. In monitor mode
+	 * the sets also count what was let through but lies outside the
+	 * grants: what an allowlist would have blocked.
+	 */
+	json_object_object_add(o, "reason", json_object_new_string(netop_blocked_reason(no, d)));
 	return o;
 }
 
@@ -959,9 +971,14 @@ netop_record_blocked(struct netop *no, const struct nft_counters *c)
 	netop_blocked_sorted(no, &v, &n);
 	for (size_t i = 0; i < n; i++) {
 		struct json_object *b = netop_blocked_json(no, &v[i]);
-		pk += v[i].nb_packets;
-		by += v[i].nb_bytes;
-		json_object_object_add(b, "kind", json_object_new_string("NetworkBlocked"));
+		/* Monitor mode let these through: evidence of a policy, not of a block. */
+		int would = strcmp(netop_blocked_reason(no, &v[i]), "monitor_would_block") == 0;
+		if (!would) {
+			pk += v[i].nb_packets;
+			by += v[i].nb_bytes;
+		}
+		json_object_object_add(b, "kind", json_object_new_string(would ?
+		    "NetworkWouldBlock" : "NetworkBlocked"));
 		json_object_object_add(b, "generation", json_object_new_int64((int64_t)no->no_generation));
 		netop_append(no, "effects.jsonl", b);
 	}
@@ -1140,7 +1157,7 @@ netop_end(struct netop *no)
 		json_object_object_add(k, "blocked_bytes", json_object_new_int64((int64_t)c.nc_blocked_bytes));
 		json_object_object_add(k, "final", json_object_new_boolean(1));
 		netop_append(no, "counters.jsonl", k);
-		want_top = c.nc_blocked_packets > 0;
+		want_top = c.nc_blocked_packets > 0 || no->no_spec.ns_mode == NFT_MODE_DENYLIST;
 		if (want_top)
 			netop_record_blocked(no, &c);
 	} else {

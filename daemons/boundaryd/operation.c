@@ -31,6 +31,14 @@
 #include "sandbox.h"
 #include "util.h"
 
+/* Set a portion of the record once (host_controls, fanotify): never overwritten. */
+struct op_portion_arg {
+	const char *pa_key;
+	struct json_object *pa_value;
+};
+static int op_mut_portion_once(struct json_object *rec, void *arg, char **cause);
+static struct json_object *op_term_json(struct operation *op, int populated);
+
 static void op_reap_cb(evutil_socket_t, short, void *);
 static void op_answer_waiters(struct operation *);
 static void op_hc_check(struct operation *, int);
@@ -89,6 +97,8 @@ op_free(struct operation *op)
 		event_free(op->op_poll_ev);
 	if (op->op_timeout_ev != NULL)
 		event_free(op->op_timeout_ev);
+	if (op->op_term_ev != NULL)
+		event_free(op->op_term_ev);
 	if (op->op_reap_ev != NULL)
 		event_free(op->op_reap_ev);
 	if (op->op_launcher_ev != NULL)
@@ -558,6 +568,8 @@ operation_finish(struct operation *op, const char *state, const char *reason)
 		event_del(op->op_poll_ev);
 	if (op->op_timeout_ev != NULL)
 		event_del(op->op_timeout_ev);
+	if (op->op_term_ev != NULL)
+		event_del(op->op_term_ev);
 	if (op->op_launcher_ev != NULL)
 		event_del(op->op_launcher_ev);
 	if (op->op_launcher_grace_ev != NULL)
@@ -572,11 +584,16 @@ operation_finish(struct operation *op, const char *state, const char *reason)
 	}
 	op_batch_add(&b, oprecord_mut_lifecycle, &l);
 	op_batch_add(&b, live_mut_fanotify_ended, NULL);
+	struct json_object *term = op->op_terminating ? op_term_json(op, populated) : NULL;
+	struct op_portion_arg ta = { "termination", term };
+	if (term != NULL)
+		op_batch_add(&b, op_mut_portion_once, &ta);
 	if (populated != 0 && members > 0 && !op->op_detach) {
 		c.ocg_killed_leftovers = members;
 		op_batch_add(&b, oprecord_mut_cgroup, &c);
 	}
 	op_batch_write(op, &b, state);
+	json_object_put(term);
 	if (members >= 0) {
 		op_ocsf_lineage(op, lb.lb_procs, lb.lb_n);
 		lineage_batch_free(&lb);
@@ -676,6 +693,7 @@ op_reap_cb(evutil_socket_t fd, short what, void *arg)
 	if (op->op_has_exit_report)
 		op_batch_add(&b, oprecord_mut_lifecycle, &op->op_exit_report);
 	op_batch_write(op, &b, "cleanup");
+	index_put(bd, op->op_dirfd, op->op_id);
 	if (collected >= 0)
 		lineage_batch_free(&lb);
 	if (c.ocg_detail != NULL)
@@ -693,15 +711,120 @@ op_pidfd_cb(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	op->op_root_gone = 1;
-	operation_finish(op, OPSTATE_EXITED, "root_exited");
+	/* A root that stops when asked ends the operation for the asker's reason. */
+	if (op->op_terminating)
+		operation_finish(op, op->op_term_state, op->op_term_reason);
+	else
+		operation_finish(op, OPSTATE_EXITED, "root_exited");
 }
 
 static void
 op_timeout_cb(evutil_socket_t fd, short what, void *arg)
 {
+	struct operation *op = arg;
 	(void)fd;
 	(void)what;
-	operation_finish(arg, OPSTATE_TIMED_OUT, "timeout");
+	operation_terminate(op, OPSTATE_TIMED_OUT, "timeout", op->op_kill_grace_s);
+}
+
+/* The grace ran out: what is left is killed (operation_finish, cgroup.kill). */
+static void
+op_term_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct operation *op = arg;
+	(void)fd;
+	(void)what;
+	op->op_term_escalated = 1;
+	log_info("%s: still running %lld s after SIGTERM: killing", op->op_id,
+	    (long long)op->op_term_grace_s);
+	operation_finish(op, op->op_term_state, op->op_term_reason);
+}
+
+/* The record's "termination": how the tree was asked to stop, and whether it did. */
+static struct json_object *
+op_term_json(struct operation *op, int populated)
+{
+	struct json_object *t = json_object_new_object();
+
+	json_object_object_add(t, "reason", json_object_new_string(op->op_term_reason));
+	json_object_object_add(t, "signal", json_object_new_string("SIGTERM"));
+	json_object_object_add(t, "signaled_at", json_object_new_string(op->op_term_at));
+	json_object_object_add(t, "grace_seconds", json_object_new_int64(op->op_term_grace_s));
+	json_object_object_add(t, "processes_signaled", json_object_new_int(op->op_term_signaled));
+	json_object_object_add(t, "escalated", json_object_new_boolean(op->op_term_escalated));
+	json_object_object_add(t, "killed_after_grace",
+	    json_object_new_boolean(op->op_term_escalated && populated != 0));
+	return t;
+}
+
+/*
+ * SIGTERM to every member, through a pidfd opened first and checked to be
+ * in the operation's cgroup after: a pid reused by another process between
+ * the read of cgroup.procs and the signal is never signalled. Threat: the
+ * supervisor killing something outside the operation it ends.
+ */
+static int
+op_signal_members(struct operation *op, int sig)
+{
+	pid_t *pids = NULL;
+	size_t n = 0;
+	int sent = 0;
+	char cg[256];
+
+	if (!op->op_cg_valid || cgroup_members(&op->op_cg, &pids, &n, NULL) != 0)
+		return 0;
+	for (size_t i = 0; i < n; i++) {
+		int pfd = proc_pidfd_open(pids[i]);
+		if (pfd < 0)
+			continue; /* exited */
+		if (cgroup_of_pid(pids[i], cg, sizeof(cg)) == 0 &&
+		    strcmp(cg, op->op_cg.cg_rel) == 0 && proc_pidfd_signal(pfd, sig) == 0)
+			sent++;
+		close(pfd);
+	}
+	free(pids);
+	return sent;
+}
+
+void
+operation_terminate(struct operation *op, const char *state, const char *reason,
+    int64_t grace_s)
+{
+	if (op->op_phase != OP_RUNNING)
+		return;
+	if (op->op_terminating) {
+		/* Already asked: only a kill (no grace) changes anything, and at once. */
+		if (grace_s == 0) {
+			op->op_term_escalated = 1;
+			operation_finish(op, op->op_term_state, op->op_term_reason);
+		}
+		return;
+	}
+	/*
+	 * No grace, a frozen tree (it could not handle the signal) or a tree
+	 * this instance cannot signal: the kill, as before.
+	 */
+	if (grace_s <= 0 || op->op_frozen || op->op_detach || !op->op_cg_valid ||
+	    op->op_kind != OP_KIND_PROCESS) {
+		operation_finish(op, state, reason);
+		return;
+	}
+	if (op->op_term_ev == NULL &&
+	    (op->op_term_ev = evtimer_new(op->op_bd->bd_base, op_term_cb, op)) == NULL) {
+		operation_finish(op, state, reason);
+		return;
+	}
+	op->op_terminating = 1;
+	op->op_term_state = state;
+	op->op_term_reason = reason;
+	op->op_term_grace_s = grace_s;
+	util_now_rfc3339(op->op_term_at, sizeof(op->op_term_at));
+	op->op_term_signaled = op_signal_members(op, SIGTERM);
+	log_info("%s: %s: SIGTERM to %d process(es), kill in %lld s", op->op_id, reason,
+	    op->op_term_signaled, (long long)grace_s);
+	struct timeval tv = { grace_s, 0 };
+	if (evtimer_add(op->op_term_ev, &tv) != 0)
+		operation_finish(op, state, reason);
 }
 
 static void
@@ -775,11 +898,6 @@ op_watch_launcher(struct operation *op)
 	return 0;
 }
 
-/* Set a portion of the record once (host_controls, fanotify): never overwritten. */
-struct op_portion_arg {
-	const char *pa_key;
-	struct json_object *pa_value;
-};
 
 static int
 op_mut_portion_once(struct json_object *rec, void *arg, char **cause)
@@ -989,6 +1107,8 @@ op_fail_create(struct operation *op, const char *reason)
 	}
 	if (op->op_net != NULL)
 		netop_end(op->op_net);
+	if (op->op_dirfd >= 0)
+		index_put(op->op_bd, op->op_dirfd, op->op_id);
 	op_free(op);
 }
 
@@ -1224,6 +1344,60 @@ op_mut_adoption(struct json_object *rec, void *arg, char **cause)
 	return 0;
 }
 
+/*
+ * The disk refused part of a create: take it all back. The held child
+ * never ran its command, so nothing happened that evidence must keep:
+ * the cgroup (with the child in it) is killed and removed, the network
+ * table deleted, and the operation's directories and anything pending for
+ * them removed, so a full or read-only disk leaves no half operation
+ * behind. Threat: an operation that runs without the record that
+ * accounts for it.
+ */
+static void
+op_abort_create_disk(struct operation *op, struct op_reply *r, const char *what)
+{
+	struct boundaryd *bd = op->op_bd;
+	struct record_disk rd;
+	char *cause = NULL;
+
+	record_disk_status(&rd);
+	reply_error(r, PE_STATE_DISK, "the state disk is %s (%s): %s; nothing was started",
+	    record_disk_state_name(rd.rd_state), strerror(rd.rd_errno ? rd.rd_errno : EIO),
+	    what);
+	log_warnx("%s: create refused: state disk %s (%s)", op->op_id,
+	    record_disk_state_name(rd.rd_state), what);
+	if (op->op_cg_valid) {
+		if (cgroup_populated(&op->op_cg) > 0)
+			cgroup_kill(&op->op_cg, NULL);
+		for (int i = 0; i < 250 && cgroup_populated(&op->op_cg) > 0; i++)
+			usleep(2000);
+		if (cgroup_remove(&op->op_cg, &cause) == 0) {
+			op->op_cg_valid = 0;
+		} else {
+			log_warnx("%s: %s", op->op_id, cause);
+			free(cause);
+			cause = NULL;
+		}
+	}
+	if (op->op_net != NULL) {
+		netop_end(op->op_net);
+		if (op->op_net->no_dirfd >= 0)
+			record_forget(op->op_net->no_dirfd, NULL);
+		netop_free(op->op_net);
+		op->op_net = NULL;
+		if (safefs_remove_dir(bd->bd_netops_fd, op->op_id) != 0 && errno != ENOENT)
+			log_warn("%s: remove network-operations/%s", op->op_id, op->op_id);
+	}
+	if (op->op_dirfd >= 0) {
+		record_forget(op->op_dirfd, NULL);
+		close(op->op_dirfd);
+		op->op_dirfd = -1;
+		if (safefs_remove_dir(bd->bd_ops_fd, op->op_id) != 0 && errno != ENOENT)
+			log_warn("%s: remove operations/%s", op->op_id, op->op_id);
+	}
+	op_free(op);
+}
+
 void
 operation_create(struct boundaryd *bd, struct conn *conn, const struct peer *p, int64_t reqid,
     struct json_object *params, struct op_reply *r)
@@ -1306,6 +1480,20 @@ operation_create(struct boundaryd *bd, struct conn *conn, const struct peer *p, 
 		return;
 		}
 	}
+	/*
+	 * Evidence first: while the state disk does not take writes, nothing
+	 * new is started (running operations keep their truth in memory).
+	 */
+	struct record_disk rd;
+	record_disk_status(&rd);
+	if (rd.rd_state != RECORD_DISK_OK) {
+		reply_error(r, PE_STATE_DISK, "the state disk is %s (%s); nothing was started",
+		    record_disk_state_name(rd.rd_state), strerror(rd.rd_errno ? rd.rd_errno : EIO));
+		if (want_net)
+			netop_spec_free(&spec);
+		return;
+	}
+	uint64_t disk_failures = record_disk_failures();
 	if (op_verify_child(p, &c, &pidfd, r) != 0) {
 		if (pidfd >= 0)
 			close(pidfd);
@@ -1357,11 +1545,23 @@ operation_create(struct boundaryd *bd, struct conn *conn, const struct peer *p, 
 	op->op_launcher_start = p->pr_start_ticks;
 	op->op_root_pid = c.oc_pid;
 	op->op_root_start = c.oc_start_ticks;
+	int made = 0;
 	if (ids_new("op_", op->op_id, sizeof(op->op_id)) != 0 ||
-	    mkdirat(bd->bd_ops_fd, op->op_id, 0700) != 0 ||
+	    (made = mkdirat(bd->bd_ops_fd, op->op_id, 0700) == 0) == 0 ||
 	    (op->op_dirfd = safefs_opendir(bd->bd_ops_fd, op->op_id)) < 0) {
-		reply_error(r, PE_STATE, "cannot create the operation directory: %s",
-		    strerror(errno));
+		int e = errno;
+		if (record_disk_errno(e)) {
+			record_disk_failed(e);
+			log_warnx("create refused: cannot make an operation directory: %s",
+			    strerror(e));
+			reply_error(r, PE_STATE_DISK, "cannot create the operation directory: %s; "
+			    "nothing was started", strerror(e));
+		} else {
+			reply_error(r, PE_STATE, "cannot create the operation directory: %s",
+			    strerror(e));
+		}
+		if (made)	/* ours and empty: no debris */
+			unlinkat(bd->bd_ops_fd, op->op_id, AT_REMOVEDIR);
 		op_free(op);
 		if (want_net)
 			netop_spec_free(&spec);
@@ -1401,15 +1601,26 @@ operation_create(struct boundaryd *bd, struct conn *conn, const struct peer *p, 
 		.oi_root_start = c.oc_start_ticks,
 		.oi_root_exe = exe,
 		.oi_root_argv_digest = dig,
+		.oi_command = c.oc_command,
 		.oi_timeout_seconds = c.oc_timeout_seconds,
+		.oi_kill_grace_seconds = c.oc_kill_grace_seconds,
 		.oi_cgroup_path = op->op_cg.cg_path,
 		.oi_cgroup_id = op->op_cg.cg_id,
 		.oi_instance = bd->bd_instance,
 	};
 	struct json_object *rec = oprecord_new(&in);
 	op->op_deadline_ms = schema_int(schema_child(rec, "lifecycle"), "deadline_unix_ms", 0);
+	op->op_kill_grace_s = schema_int(schema_child(rec, "lifecycle"), "kill_grace_seconds",
+	    OP_KILL_GRACE_DEFAULT_S);
 	if (record_create(op->op_dirfd, OPRECORD_FILE, rec, &cause) != 0) {
 		json_object_put(rec);
+		if (record_disk_errno(errno)) {
+			op_abort_create_disk(op, r, cause);
+			free(cause);
+			if (want_net)
+				netop_spec_free(&spec);
+			return;
+		}
 		reply_error(r, PE_STATE, "%s", cause);
 		free(cause);
 		op_fail_create(op, "record_create_failed");
@@ -1496,6 +1707,15 @@ operation_create(struct boundaryd *bd, struct conn *conn, const struct peer *p, 
 	int wr = oprecord_update(op->op_dirfd, op->op_id, op_mut_batch, &b, NULL, &cause);
 	if (collected >= 0)
 		lineage_batch_free(&lb);
+	/*
+	 * Any write of this create the disk did not take (the network record,
+	 * its evidence, this update kept only in memory): the child must not
+	 * run on a record that exists only here.
+	 */
+	if (wr == 0 && record_disk_failures() != disk_failures) {
+		op_abort_create_disk(op, r, "the operation's first records were not written");
+		return;
+	}
 	if (wr != 0 || op_arm(op) != 0) {
 		reply_error(r, PE_STATE, "%s", cause ? cause : "cannot arm supervision");
 		free(cause);
@@ -1649,8 +1869,8 @@ operation_inspect(struct boundaryd *bd, const struct peer *p, struct json_object
 	json_object_object_add(r->or_result, "record", rec);
 }
 
-static struct json_object *
-op_summary(struct json_object *rec)
+struct json_object *
+operation_summary(struct json_object *rec)
 {
 	struct json_object *s = json_object_new_object();
 	struct json_object *life = schema_child(rec, "lifecycle");
@@ -1667,6 +1887,7 @@ op_summary(struct json_object *rec)
 	json_object_object_add(s, "root_pid", json_object_get(schema_child(root, "pid")));
 	json_object_object_add(s, "executable",
 	    json_object_get(schema_child(root, "executable")));
+	json_object_object_add(s, "command", json_object_get(schema_child(root, "command")));
 	json_object_object_add(s, "processes",
 	    json_object_new_int64((int64_t)json_object_array_length(schema_child(rec, "lineage"))));
 	json_object_object_add(s, "network",
@@ -1676,54 +1897,6 @@ op_summary(struct json_object *rec)
 	return s;
 }
 
-static int
-op_summary_cmp(const void *a, const void *b)
-{
-	struct json_object *const *x = a, *const *y = b;
-	const char *sx = schema_string(*x, "created_at"), *sy = schema_string(*y, "created_at");
-	return strcmp(sx ? sx : "", sy ? sy : "");
-}
-
-void
-operation_list(struct boundaryd *bd, const struct peer *p, struct json_object *params,
-    struct op_reply *r)
-{
-	const char *state = schema_string(params, "state");
-	int64_t limit = schema_int(params, "limit", 1000);
-	struct json_object *arr = json_object_new_array();
-	int fd = dup(bd->bd_ops_fd);
-	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-	struct dirent *de;
-
-	if (d == NULL) {
-		if (fd >= 0)
-			close(fd);
-		json_object_put(arr);
-		reply_error(r, PE_STATE, "cannot read operations: %s", strerror(errno));
-		return;
-	}
-	rewinddir(d);
-	while ((de = readdir(d)) != NULL) {
-		struct op_reply ignore = { 0 };
-		if (!ids_valid_operation(de->d_name))
-			continue;
-		struct json_object *rec = op_load_visible(bd, p, de->d_name, NULL, &ignore);
-		free(ignore.or_msg);
-		if (rec == NULL)
-			continue;
-		if (state == NULL ||
-		    strcmp(schema_string(schema_child(rec, "lifecycle"), "state"), state) == 0)
-			json_object_array_add(arr, op_summary(rec));
-		json_object_put(rec);
-	}
-	closedir(d);
-	json_object_array_sort(arr, op_summary_cmp);
-	while ((int64_t)json_object_array_length(arr) > limit)
-		json_object_array_del_idx(arr, 0, 1); /* keep the newest */
-	r->or_result = json_object_new_object();
-	json_object_object_add(r->or_result, "operations", arr);
-}
-
 /* The reply to operation.end: a summary plus the whole record. */
 static struct json_object *
 op_end_result(int dirfd, const char *id, char **cause)
@@ -1731,7 +1904,7 @@ op_end_result(int dirfd, const char *id, char **cause)
 	struct json_object *rec, *res;
 	if (oprecord_read(dirfd, id, &rec, cause) != 0)
 		return NULL;
-	res = op_summary(rec);
+	res = operation_summary(rec);
 	json_object_object_add(res, "record", rec);
 	return res;
 }
@@ -1826,7 +1999,9 @@ operation_end(struct boundaryd *bd, struct conn *c, const struct peer *p, int64_
 			}
 			operation_finish(op, OPSTATE_EXITED, "root_exited");
 		} else {
-			operation_finish(op, OPSTATE_ENDED, "ended_by_request");
+			/* SIGTERM first, the kill after the grace (none with kill). */
+			operation_terminate(op, OPSTATE_ENDED, "ended_by_request",
+			    e.oe_grace_seconds);
 		}
 	}
 	struct oprecord_lifecycle l = {
@@ -1845,8 +2020,11 @@ operation_end(struct boundaryd *bd, struct conn *c, const struct peer *p, int64_
 			l.ol_denials[l.ol_ndenials++].od_count = json_object_get_int64(v);
 		}
 	}
-	/* Reply once the tree is gone and the cgroup released (bounded by the reap). */
-	if (op != NULL && op->op_phase == OP_FINISHING) {
+	/*
+	 * Reply once the tree is gone and the cgroup released (bounded by the
+	 * grace, then the reap).
+	 */
+	if (op != NULL && (op->op_phase == OP_FINISHING || op->op_terminating)) {
 		struct op_waiter *w = calloc(1, sizeof(*w));
 		if (w != NULL) {
 			/*
@@ -1965,6 +2143,8 @@ operation_adopt(struct boundaryd *bd, const char *id, int dirfd, struct json_obj
 	op->op_root_pid = (pid_t)schema_int(root, "pid", 0);
 	op->op_root_start = (uint64_t)schema_int(root, "start_time_ticks", 0);
 	op->op_deadline_ms = schema_int(schema_child(rec, "lifecycle"), "deadline_unix_ms", 0);
+	op->op_kill_grace_s = schema_int(schema_child(rec, "lifecycle"), "kill_grace_seconds",
+	    OP_KILL_GRACE_DEFAULT_S);
 	/* The cgroup name comes from the validated id, never from the file. */
 	snprintf(rel, sizeof(rel), "%s/%s", bd->bd_cgroup_base, id);
 	/* A `gensee run` (not a watch or an adopted tree): its launcher is watched again. */

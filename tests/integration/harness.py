@@ -136,6 +136,7 @@ class Env:
         # (another instance may be using it); a case that needs to remove its
         # base sets a private one (use_private_cgroup_base).
         self.cgroup_base = "gensee"
+        self.mounts = []       # mounts this case made (unmounted in cleanup, newest first)
 
     # -- network namespaces: all test traffic stays inside them --
 
@@ -188,6 +189,26 @@ class Env:
         """A cgroup base of this case alone (boundaryd --cgroup-base)."""
         self.cgroup_base = "gensee-it-%d" % os.getpid()
         return os.path.join(self.cgmount, self.cgroup_base)
+
+    def mount_tmpfs(self, path, size):
+        """A small tmpfs of this case's own over path (its private state dir,
+        say): a disk that can be filled or made read-only without touching
+        the host's. Unmounted in cleanup, even on failure."""
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=%s,mode=0700,uid=0,gid=0" % size,
+                        "gensee-it-disk", path], check=True)
+        self.mounts.append(path)
+
+    def remount(self, path, opt):
+        """Remount one of this case's own mounts (ro or rw). A write in
+        flight makes a read-only remount EBUSY: it is retried, never timed."""
+        check(path in self.mounts, "not this case's mount: %s" % path)
+        for _ in range(200):
+            r = subprocess.run(["mount", "-o", "remount," + opt, path], capture_output=True,
+                               text=True)
+            if r.returncode == 0:
+                return
+            time.sleep(0.05)
+        raise Failure("remount %s %s: %s" % (opt, path, r.stderr))
 
     def tool(self, name):
         """A copy of a helper script that the test user can read."""
@@ -424,6 +445,10 @@ class Env:
                     pass
             subprocess.run(["ip", "netns", "del", ns], capture_output=True)
         self.namespaces = []
+        for m in reversed(self.mounts):
+            if subprocess.run(["umount", m], capture_output=True).returncode != 0:
+                subprocess.run(["umount", "-l", m], capture_output=True)
+        self.mounts = []
         for d in [self.state, self.runtime, self.bindir] + self.cleanup_dirs:
             shutil.rmtree(d, ignore_errors=True)
         for name in self.logs:

@@ -73,8 +73,9 @@ def in_operation_reduced_methods(env):
     r = env.gensee("run", "--json", "--", "/usr/bin/python3", "-c", INSIDE, env.client_sock,
                    other, timeout=60)
     check(r.returncode == 0, "inside script: %d %s" % (r.returncode, r.stderr))
-    first, _, rest = r.stdout.partition("\n")  # the script's line, then run's --json
-    out, mine = json.loads(first), json.loads(rest)["operation_id"]
+    # --json: stdout is the run's JSON alone, the script's line is on stderr.
+    first = [l for l in r.stderr.splitlines() if l.startswith("{")][-1]
+    out, mine = json.loads(first), json.loads(r.stdout)["operation_id"]
     for k in ("end_other", "end_own", "exit_own", "observe_other", "revoke_other"):
         check(out[k] == "not_authorized", "%s: %r" % (k, out))
     for k in ("inspect_other", "evidence_other"):

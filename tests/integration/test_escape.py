@@ -84,7 +84,8 @@ def sandboxed(env, tool, specs, extra=(), gh=None, user_env=None, **kw):
     e.update(user_env or {})
     r = env.gensee(*RUN, *extra, "--", *NOLSAN, tool, *specs, env=e, **kw)
     check(r.returncode == 0, "rc %d: %s %s" % (r.returncode, r.stdout, r.stderr))
-    return attempts(r.stdout), r
+    # With --json the probe's line is on stderr (stdout is the run's JSON alone).
+    return attempts(r.stdout + "\n" + r.stderr), r
 
 
 def spawn_user(env, argv, **kw):
@@ -186,8 +187,8 @@ def user_services_hidden(env):
         r = env.gensee(*RUN, "--allow-unix", bus, "--json", "--", *NOLSAN, tool, "unix:" + bus,
                        env={"GENSEE_HOME": gensee_home(env, {}), "XDG_RUNTIME_DIR": xdg})
         check(r.returncode == 0, r.stderr)
-        check(attempts(r.stdout) == {"unix:" + bus: "ok"}, r.stdout)
-        summary = json.loads(r.stdout[r.stdout.index("\n{") + 1:])
+        check(attempts(r.stderr) == {"unix:" + bus: "ok"}, r.stderr)
+        summary = json.loads(r.stdout)
         mv = env.record(summary["operation_id"])["host_controls"]["mount_view"]
         check(mv["applied"] is True and mv["unix_sockets"] == [bus] and xdg in mv["hidden"],
               "%r" % mv)
@@ -248,7 +249,7 @@ def kernel_surfaces_denied(env):
     got, r = sandboxed(env, tool, specs, extra=["--json"])
     check(got == {s: "EPERM" for s in specs}, "reached: %r" % got)
     # Each refusal is listed: the launcher answers the filter's notifications.
-    summary = json.loads(r.stdout[r.stdout.index("\n{") + 1:])
+    summary = json.loads(r.stdout)
     want = {"io_uring_setup": 1, "userfaultfd": 1, "keyctl": 1, "personality": 1,
             "name_to_handle_at": 1, "socket": 2}
     check(summary["seccomp_denials"] == want, "%r" % summary.get("seccomp_denials"))
@@ -298,12 +299,12 @@ def credentials_hidden_and_policy_readonly(env):
     # By default: nothing to read, the policy cannot change, the workspace can.
     r = env.gensee(*RUN, "--json", "--", "sh", "-c", script, env=cli_env, cwd=home)
     check(r.returncode == 0, "rc %d: %s" % (r.returncode, r.stderr))
-    leaked = [t for t in secrets.values() if t in r.stdout]
-    check(not leaked, "leaked %r: %s" % (leaked, r.stdout))
-    check("policy=0" not in r.stdout and "write=0" not in r.stdout and "home=0" in r.stdout,
-          "%s %s" % (r.stdout, r.stderr))
+    out = r.stdout + r.stderr  # --json: the agent's stdout is on stderr
+    leaked = [t for t in secrets.values() if t in out]
+    check(not leaked, "leaked %r: %s" % (leaked, out))
+    check("policy=0" not in out and "write=0" not in out and "home=0" in out, out)
     check(open(pol).read() == before, "the policy changed: %r" % open(pol).read())
-    summary = json.loads(r.stdout[r.stdout.index("\n{") + 1:])
+    summary = json.loads(r.stdout)
     hc = env.record(summary["operation_id"])["host_controls"]
     check(os.path.join(home, ".ssh") in hc["mount_view"]["hidden"] and
           os.path.join(home, ".gensee") in hc["mount_view"]["read_only"] and
@@ -324,17 +325,18 @@ def private_tmp_and_workspace(env):
     r = env.gensee(*RUN, "--json", "--", "sh", "-c", script,
                    env={"GENSEE_HOME": gensee_home(env, {})}, cwd=ws)
     check(r.returncode == 0, "rc %d: %s" % (r.returncode, r.stderr))
-    lines = r.stdout.splitlines()
+    out = r.stderr  # --json: the agent's stdout is on stderr, stdout is the run's JSON
+    lines = out.splitlines()
     check(lines[0] == ws, "pwd %r" % lines[0])
-    check("HOST TMP" not in r.stdout and "cat=1" in r.stdout, "host /tmp visible: %s" % r.stdout)
-    check("tmp=0" in r.stdout and not os.path.exists(leak), "private /tmp: %s" % r.stdout)
-    check("ws=0" in r.stdout and open(os.path.join(ws, "out.txt")).read() == "made\n",
-          "workspace: %s" % r.stdout)
-    check("else=1" in r.stdout and not os.path.exists(os.path.join(elsewhere, "x")),
-          "wrote outside the workspace: %s" % r.stdout)
+    check("HOST TMP" not in out + r.stdout and "cat=1" in out, "host /tmp visible: %s" % out)
+    check("tmp=0" in out and not os.path.exists(leak), "private /tmp: %s" % out)
+    check("ws=0" in out and open(os.path.join(ws, "out.txt")).read() == "made\n",
+          "workspace: %s" % out)
+    check("else=1" in out and not os.path.exists(os.path.join(elsewhere, "x")),
+          "wrote outside the workspace: %s" % out)
     # The control: the same directory is writable to the user outside.
     check(outside(env, ["touch", os.path.join(elsewhere, "x")]).returncode == 0, "control")
-    summary = json.loads(r.stdout[r.stdout.index("\n{") + 1:])
+    summary = json.loads(r.stdout)
     hc = env.record(summary["operation_id"])["host_controls"]
     check(hc["mount_view"]["private_tmp"] is True and hc["landlock"]["applied"] is True and
           hc["landlock"]["scoped"] == ["abstract_unix_socket", "signal"] and

@@ -2,6 +2,7 @@
 creates, real nftables tables, real kernel verdicts."""
 
 import json
+import re
 import os
 import signal
 import subprocess
@@ -17,16 +18,13 @@ def run_sandboxed(env, net_args, cmd, as_root=False, timeout=120, extra_env=None
     """gensee run --sandbox linux ... --json -- cmd: (rc, child stdout lines, run json, stderr)."""
     r = env.gensee("run", "--sandbox", "linux", *net_args, "--json", "--", *cmd,
                    as_root=as_root, timeout=timeout, env=extra_env)
-    out = r.stdout
-    i = out.find("\n{")  # the run's own JSON follows the child's output
-    if out.startswith("{\n"):
-        i = -1
-    child, summary = (out[:i], out[i + 1:]) if i >= 0 else ("", out)
+    # With --json stdout is the run's JSON alone; the child's stdout is on stderr.
     try:
-        summary = json.loads(summary)
+        summary = json.loads(r.stdout)
     except ValueError:
-        raise Failure("no run summary (rc %d): %r %s" % (r.returncode, out, r.stderr))
-    return r.returncode, [l for l in child.splitlines() if l.strip()], summary, r.stderr
+        raise Failure("no run summary (rc %d): %r %s" % (r.returncode, r.stdout, r.stderr))
+    child = [l for l in r.stderr.splitlines() if l.strip() and not l.startswith("gensee")]
+    return r.returncode, child, summary, r.stderr
 
 
 def probe_cmd(env, *targets):
@@ -86,6 +84,13 @@ def allowlist_tcp_udp_v4_v6(env):
     bd = rec["counts"]["network"]["blocked_destinations"]
     check(bd["destinations"] == len(want_blocked) and len(bd["top"]) == len(want_blocked), "%r" % bd)
     check("tcp/8081" in err and "192.0.2.1" in err, "run end names the destinations: %s" % err)
+    # ...and says how to allow each; the option it gives does allow it.
+    hint = "to allow it: --allow-net 192.0.2.1,tcp,8081"
+    check(hint in err, "no --allow-net hint: %s" % err)
+    rc, lines, summary, err = run_sandboxed(env, args + hint.split(": ")[1].split(" "),
+                                            probe_cmd(env, "tcp,192.0.2.1,8081"))
+    check(rc == 0 and json.loads(lines[0])["tcp,192.0.2.1,8081"] == "ok",
+          "the hinted option did not allow it: %r %s" % (lines, err))
 
 
 def grants_are_tuples(env):
@@ -277,7 +282,8 @@ def atomic_generation_swaps(env):
         gens.add(r["result"]["generation"])
     open(stop, "w").close()
     rc, out, err = env.finish(p, timeout=120)
-    got = json.loads(out.split("\n{", 1)[0] if not out.startswith("{\n") else out)
+    # The probe's line is on stderr (stdout is the run's JSON alone).
+    got = json.loads([l for l in err.splitlines() if l.startswith("{")][-1])
     check(len(gens) == 1000, "generations %d" % len(gens))
     check(got["rounds"] > 50, "too few rounds while swapping: %r" % got)
     check(got["allowed_failed"] == [], "allowed connections failed during swaps: %r" % got)
@@ -547,6 +553,43 @@ def broad_grant_never_opens_restricted(env):
     env.finish(p)
 
 
+def monitor_learns_policy(env):
+    """A --monitor run lets through what its grants do not cover, records each
+    such destination (NetworkWouldBlock) and prints the --allow-net that covers
+    it; the deny list is still rejected. The learned options then make an
+    allowlist run work."""
+    env.use_netns()
+    env.start()
+    targets = ["tcp,192.0.2.1,8080", "tcp,192.0.2.1,8081", "tcp,192.0.2.1,8082",
+               "udp,198.51.100.1,5353"]
+    env.serve(env.netns, *targets)
+    args = ["--monitor", "--allow-net", "192.0.2.1,tcp,8080", "--deny-net", "192.0.2.1,tcp,8082"]
+    rc, lines, summary, err = run_sandboxed(env, args, probe_cmd(env, *targets))
+    got = json.loads(lines[0])
+    check(got["tcp,192.0.2.1,8080"] == "ok" and got["tcp,192.0.2.1,8081"] == "ok" and
+          got["udp,198.51.100.1,5353"] == "ok" and got["tcp,192.0.2.1,8082"] in REFUSED,
+          "monitor must only reject its deny list: %r" % got)
+    top = summary["record"]["counts"]["network"]["blocked_destinations"]["top"]
+    why = {"%s,%s,%d" % (d["protocol"], d["destination"], d["port"]): d["reason"] for d in top}
+    check(why.get("tcp,192.0.2.1,8081") == "monitor_would_block" and
+          why.get("udp,198.51.100.1,5353") == "monitor_would_block" and
+          why.get("tcp,192.0.2.1,8082") == "deny_list" and "tcp,192.0.2.1,8080" not in why,
+          "recorded %r" % why)
+    tl = env.gensee("timeline", "--operation", summary["operation_id"], "--json")
+    kinds = {(e.get("kind"), e.get("port")) for e in map(json.loads, tl.stdout.splitlines())}
+    check(("NetworkWouldBlock", 8081) in kinds and ("NetworkBlocked", 8082) in kinds and
+          ("NetworkWouldBlock", 8082) not in kinds, "timeline %r" % kinds)
+    learned = re.findall(r"to allow it: (--allow-net \S+)", err)
+    check(sorted(learned) == ["--allow-net 192.0.2.1,tcp,8081", "--allow-net 198.51.100.1,udp,5353"],
+          "learned %r from %s" % (learned, err))
+    # The learned allowlist: everything the monitored run needed, nothing more.
+    allow = ["--allow-net", "192.0.2.1,tcp,8080"] + [w for l in learned for w in l.split(" ")]
+    rc, lines, summary, err = run_sandboxed(env, allow, probe_cmd(env, *targets))
+    got = json.loads(lines[0])
+    check(got["tcp,192.0.2.1,8081"] == "ok" and got["udp,198.51.100.1,5353"] == "ok" and
+          got["tcp,192.0.2.1,8082"] in REFUSED, "the learned policy: %r" % got)
+
+
 if __name__ == "__main__":
     main({f.__name__: f for f in (allowlist_tcp_udp_v4_v6, grants_are_tuples, first_action_is_held,
                                   lease_then_expiry, fault_denials,
@@ -554,4 +597,4 @@ if __name__ == "__main__":
                                   sigkill_keeps_denying, restart_reconciles_tables,
                                   policy_file_and_modes, debug_plan_and_apply,
                                   supervisor_socket_forms, decisions_match_kernel,
-                                  broad_grant_never_opens_restricted)})
+                                  broad_grant_never_opens_restricted, monitor_learns_policy)})

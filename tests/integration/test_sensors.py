@@ -99,8 +99,8 @@ def fanotify_sensitive_paths(env):
                    "cat %s; echo rc=$? >&2; cat %s/.env; echo rc=$? >&2; cat %s/ok.txt" % (key, ws, ws),
                    env=user_env)
     check(r.returncode == 0, "rc %d: %s" % (r.returncode, r.stderr))
-    check("PRIVATE KEY" not in r.stdout and "TOKEN" not in r.stdout, "secret leaked: %r" % r.stdout)
-    check("fine" in r.stdout, "ordinary file not readable: %r" % r.stdout)
+    check("PRIVATE KEY" not in r.stdout + r.stderr and "TOKEN" not in r.stdout + r.stderr, "secret leaked: %r" % r.stdout)
+    check("fine" in r.stderr, "ordinary file not readable: %r" % r.stderr)
     check(r.stderr.count("rc=1") == 2 and "Operation not permitted" in r.stderr, r.stderr)
     # The same read by a process outside every operation succeeds.
     out = subprocess.run(env.user_prefix() + ["cat", key], capture_output=True, text=True)
@@ -130,7 +130,7 @@ def fanotify_follows_links_and_renames(env):
                    env={"HOME": home, "GENSEE_HOME": home})
     check(r.returncode == 0, "rc %d: %s" % (r.returncode, r.stderr))
     check(os.path.exists(linked) and os.path.exists(moved), "link or rename did not happen: %s" % r.stderr)
-    check("PRIVATE KEY" not in r.stdout and "OTHER KEY" not in r.stdout, "secret leaked: %r" % r.stdout)
+    check("PRIVATE KEY" not in r.stdout + r.stderr and "OTHER KEY" not in r.stdout + r.stderr, "secret leaked: %r" % r.stdout)
     check(r.stderr.count("rc=1") == 2, r.stderr)
     opid = json.loads(r.stdout[r.stdout.index("{"):])["operation_id"]
     tl = env.gensee("timeline", "--operation", opid, "--json")
@@ -159,7 +159,7 @@ def fanotify_suffix_files_follow_renames(env):
                    env={"HOME": home, "GENSEE_HOME": home}, cwd=work)
     check(r.returncode == 0, "rc %d: %s" % (r.returncode, r.stderr))
     check(os.path.exists(moved) and os.path.exists(linked), "rename or link did not happen: %s" % r.stderr)
-    check("TOKEN" not in r.stdout, "secret leaked: %r" % r.stdout)
+    check("TOKEN" not in r.stdout + r.stderr, "secret leaked: %r" % r.stdout)
     check(r.stderr.count("rc=1") == 2, r.stderr)
     summary = json.loads(r.stdout[r.stdout.index("{"):])
     check(summary["record"]["fanotify"].get("workspace") == work, "%r" % summary["record"]["fanotify"])
@@ -208,7 +208,7 @@ def fanotify_inode_hits_use_own_policy(env):
     env.finish(obs)
     check(r.returncode == 0, "rc %d: %s" % (r.returncode, r.stderr))
     check(os.path.exists(linked), "the link was not made: %s" % r.stderr)
-    check("DEPLOY KEY" not in r.stdout, "secret leaked: %r" % r.stdout)
+    check("DEPLOY KEY" not in r.stdout + r.stderr, "secret leaked: %r" % r.stdout)
     check(r.stderr.count("rc=1") == 2, r.stderr)
 
 
@@ -513,7 +513,7 @@ def huge_fanotify_section_refused(env):
     key = os.path.join(home, ".ssh", "id_ed25519")
     r = env.gensee("run", "--sandbox", "linux", "--deny-all", "--linux-fanotify", "--", "cat", key,
                    env={"HOME": home, "GENSEE_HOME": home})
-    check(r.returncode != 0 and "PRIVATE KEY" not in r.stdout, "rc %d %r" % (r.returncode, r.stdout))
+    check(r.returncode != 0 and "PRIVATE KEY" not in r.stdout + r.stderr, "rc %d %r" % (r.returncode, r.stdout))
 
 
 def fanotify_rules_scoped_to_user(env):
@@ -541,7 +541,7 @@ def fanotify_rules_scoped_to_user(env):
         json.dump({"linux": {"fanotify": {"enabled": True, "paths": ["**/.env"]}}}, f)
     r = env.gensee("run", "--sandbox", "linux", "--deny-all", "--linux-fanotify", "--json", "--", "cat",
                    os.path.join(ws, ".env"), env={"HOME": home, "GENSEE_HOME": home})
-    check(r.returncode != 0 and "TOKEN" not in r.stdout, "rc %d %r" % (r.returncode, r.stdout))
+    check(r.returncode != 0 and "TOKEN" not in r.stdout + r.stderr, "rc %d %r" % (r.returncode, r.stdout))
     rec = json.loads(r.stdout[r.stdout.index("{"):])["record"]
     check([x["path"] for x in rec["fanotify"]["rules"]] == [home + "/**/.env"], "%r" % rec["fanotify"])
     # Rules of a disabled fanotify section mark nothing: they do not stop a run.
@@ -584,7 +584,7 @@ def sensor_channel_heartbeats(env):
     home, ws = make_home(env)
     r = env.gensee("run", "--sandbox", "linux", "--deny-all", "--linux-fanotify", "--", "cat",
                    os.path.join(home, ".ssh", "id_ed25519"), env={"HOME": home, "GENSEE_HOME": home})
-    check(r.returncode != 0 and "PRIVATE KEY" not in r.stdout, "rc %d %r" % (r.returncode, r.stdout))
+    check(r.returncode != 0 and "PRIVATE KEY" not in r.stdout + r.stderr, "rc %d %r" % (r.returncode, r.stdout))
 
 
 def sensord_refuses_one_bad_config(env):
@@ -607,7 +607,7 @@ def sensord_refuses_one_bad_config(env):
     home, ws = make_home(env)
     r = env.gensee("run", "--sandbox", "linux", "--deny-all", "--linux-fanotify", "--", "cat",
                    os.path.join(home, ".ssh", "id_ed25519"), env={"HOME": home, "GENSEE_HOME": home})
-    check(r.returncode != 0 and "PRIVATE KEY" not in r.stdout, "rc %d %r" % (r.returncode, r.stdout))
+    check(r.returncode != 0 and "PRIVATE KEY" not in r.stdout + r.stderr, "rc %d %r" % (r.returncode, r.stdout))
 
 
 if __name__ == "__main__":

@@ -45,7 +45,9 @@ def timeout_kills_tree(env):
     # the timeout.
     script = 'sleep 301 & (sleep 302 &) ; sh -c "sleep 303" & exec sleep 304'
     t0 = time.monotonic()
-    r = env.gensee("run", "--timeout", "2", "--json", "--", "sh", "-c", script, timeout=30)
+    # --kill-grace 0: the kill itself (SIGTERM first is test_cli.timeout_terms_then_kills).
+    r = env.gensee("run", "--timeout", "2", "--kill-grace", "0", "--json", "--", "sh", "-c",
+                   script, timeout=30)
     elapsed = time.monotonic() - t0
     check(r.returncode == 124, "exit status %d, want 124: %s" % (r.returncode, r.stderr))
     check(elapsed < 15, "took %.1fs" % elapsed)

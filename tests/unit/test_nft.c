@@ -1770,9 +1770,12 @@ START_TEST(test_policy_text)
 	t = nft_policy_text(&p, NULL);
 	ck_assert_ptr_nonnull(t);
 	ck_assert_ptr_nonnull(strstr(t, "\t\tip saddr 192.0.2.99 jump envelope\n"));
-	ck_assert_ptr_nonnull(strstr(t, "@deny6 jump blocked\n\t\tcounter name \"allowed\" accept\n"
-	    "\t}\n"));
-	ck_assert_ptr_null(strstr(t, "@allow4"));
+	/* Monitor: grants accept, the rest is counted per destination and accepted. */
+	ck_assert_ptr_nonnull(strstr(t, "@allow6 counter name \"allowed\" accept\n"
+	    "\t\tmeta nfproto ipv4 meta l4proto tcp update @blocked4 "));
+	ck_assert_ptr_nonnull(strstr(t, "{ ip6 daddr . meta l4proto . th dport counter }\n"
+	    "\t\tcounter name \"allowed\" accept\n\t}\n"));
+	ck_assert_ptr_null(strstr(t, "accept\n\t\tjump blocked"));
 	free(t);
 }
 END_TEST

@@ -208,6 +208,7 @@ START_TEST(test_access_rows)
 		{ "lineage.report", PS_BOUNDARY, PA_ROOT },
 		{ "file.decision", PS_BOUNDARY, PA_ROOT },
 		{ "sensor.heartbeat", PS_BOUNDARY, PA_ROOT },
+		{ "operation.prune", PS_BOUNDARY, PA_ROOT },
 	};
 
 	ck_assert_int_eq(nitems(rows), PM__COUNT);
@@ -257,6 +258,7 @@ START_TEST(test_in_op_rows)
 		{ "lineage.report", PIO_DENY, PE_NOT_AUTHORIZED },
 		{ "file.decision", PIO_DENY, PE_NOT_AUTHORIZED },
 		{ "sensor.heartbeat", PIO_DENY, PE_NOT_AUTHORIZED },
+		{ "operation.prune", PIO_DENY, PE_NOT_AUTHORIZED },
 	};
 
 	ck_assert_int_eq(nitems(rows), PM__COUNT);

@@ -14,6 +14,7 @@
 #include "ids.h"
 #include "oprecord.h"
 #include "record.h"
+#include "syncq.h"
 #include "unit.h"
 
 #define NAME "rec.json"
@@ -517,6 +518,170 @@ START_TEST(test_hammer)
 }
 END_TEST
 
+/* Read NAME straight from the disk, bypassing what is pending in memory. */
+static int64_t
+disk_n(int dfd)
+{
+	char buf[4096];
+	int fd = openat(dfd, NAME, O_RDONLY | O_CLOEXEC);
+	ck_assert_int_ge(fd, 0);
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	ck_assert_int_gt(n, 0);
+	close(fd);
+	buf[n] = '\0';
+	struct json_object *o = json_tokener_parse(buf);
+	ck_assert_ptr_nonnull(o);
+	int64_t v = get_int(o, "n");
+	json_object_put(o);
+	return v;
+}
+
+/*
+ * A full or read-only disk loses no truth: updates are kept in memory (and
+ * read back from there), evidence lines queue in order, and a flush writes
+ * both once the disk takes writes again. A refusal that is not the disk's
+ * still fails the update.
+ */
+START_TEST(test_disk_failure_kept_in_memory)
+{
+	int dfd = setup_simple();
+	struct json_object *out = NULL, *line;
+	struct record_disk rd;
+	char *cause = NULL;
+	uint64_t fails = record_disk_failures();
+
+	record_fault_inject(ENOSPC);
+	ck_assert_msg(record_update(dfd, NAME, "A", simple_validate, mut_incr, NULL, NULL,
+	    &cause) == 0, "update on a full disk: %s", cause);
+	ck_assert_int_gt(record_disk_failures(), fails);
+	ck_assert(record_is_pending(dfd, NAME));
+	/* Another fd of the same directory finds the pending version. */
+	int dfd2 = dup(dfd);
+	ck_assert_int_eq(record_update(dfd2, NAME, "A", simple_validate, mut_incr, NULL, NULL,
+	    &cause), 0);
+	ck_assert_int_eq(record_read(dfd2, NAME, "A", simple_validate, &out, &cause), 0);
+	ck_assert_int_eq(get_int(out, "n"), 2);
+	ck_assert_int_eq(get_int(out, "revision"), 3);
+	json_object_put(out);
+	close(dfd2);
+	ck_assert_int_eq(disk_n(dfd), 0);
+	for (int i = 0; i < 3; i++) {
+		line = json_object_new_object();
+		json_object_object_add(line, "i", json_object_new_int(i));
+		ck_assert_int_eq(record_append_jsonl(dfd, "ev.jsonl", line, &cause), 0);
+		json_object_put(line);
+	}
+	record_disk_status(&rd);
+	ck_assert_int_eq(rd.rd_state, RECORD_DISK_FULL);
+	ck_assert_str_eq(record_disk_state_name(rd.rd_state), "full");
+	ck_assert_uint_eq(rd.rd_pending_records, 1);
+	ck_assert_uint_eq(rd.rd_pending_lines, 3);
+	ck_assert(rd.rd_since[0] != '\0');
+	/* Still full: nothing is written, nothing is lost. */
+	ck_assert_int_eq(record_flush(dfd), -1);
+	ck_assert_int_eq(disk_n(dfd), 0);
+	record_fault_inject(EROFS);
+	ck_assert_int_eq(record_flush(dfd), -1);
+	record_disk_status(&rd);
+	ck_assert_str_eq(record_disk_state_name(rd.rd_state), "read_only");
+	/* The disk is back: the newest version and every line, in order. */
+	record_fault_inject(0);
+	ck_assert_int_eq(record_flush(dfd), 0);
+	ck_assert(!record_is_pending(dfd, NAME));
+	ck_assert_int_eq(disk_n(dfd), 2);
+	record_disk_status(&rd);
+	ck_assert_int_eq(rd.rd_state, RECORD_DISK_OK);
+	ck_assert_uint_eq(rd.rd_pending_lines, 0);
+	char buf[256];
+	int fd = openat(dfd, "ev.jsonl", O_RDONLY | O_CLOEXEC);
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	ck_assert_int_gt(n, 0);
+	buf[n] = '\0';
+	ck_assert_str_eq(buf, "{\"i\":0}\n{\"i\":1}\n{\"i\":2}\n");
+	/* Not a disk condition: the update fails and nothing is kept. */
+	record_fault_inject(EACCES);
+	ck_assert_int_eq(record_update(dfd, NAME, "A", simple_validate, mut_incr, NULL, NULL,
+	    &cause), -1);
+	ck_assert(!record_is_pending(dfd, NAME));
+	record_fault_inject(0);
+	ck_assert_int_eq(disk_n(dfd), 2);
+	/* A record that was never written is refused, never kept. */
+	record_fault_inject(ENOSPC);
+	struct json_object *r = json_object_new_object();
+	json_object_object_add(r, "id", json_object_new_string("B"));
+	json_object_object_add(r, "n", json_object_new_int64(0));
+	ck_assert_int_eq(record_create(dfd, "b.json", r, &cause), -1);
+	ck_assert_int_eq(errno, ENOSPC);
+	ck_assert(!record_is_pending(dfd, "b.json"));
+	json_object_put(r);
+	record_fault_inject(0);
+	record_forget(dfd, NULL);
+	free(cause);
+	close(dfd);
+}
+END_TEST
+
+/*
+ * With the sync thread (boundaryd's case) an update is whole on disk when
+ * record_update returns, and its fsyncs are done once drained.
+ */
+START_TEST(test_deferred_sync)
+{
+	int dfd = setup_simple();
+	struct json_object *out = NULL;
+	struct syncq_stats st;
+	char *cause = NULL;
+
+	ck_assert_int_eq(syncq_start(), 0);
+	ck_assert(syncq_active());
+	for (int i = 1; i <= 20; i++) {
+		ck_assert_msg(record_update(dfd, NAME, "A", simple_validate, mut_incr, NULL, NULL,
+		    &cause) == 0, "update %d: %s", i, cause);
+		ck_assert_int_eq(record_read(dfd, NAME, "A", simple_validate, &out, &cause), 0);
+		ck_assert_int_eq(get_int(out, "n"), i);
+		json_object_put(out);
+	}
+	syncq_drain();
+	syncq_get_stats(&st);
+	ck_assert_int_eq(st.ss_pending, 0);
+	ck_assert_int_eq(st.ss_synced, st.ss_deferred + st.ss_inline);
+	ck_assert_uint_ge(st.ss_deferred + st.ss_inline, 20);
+	ck_assert_int_eq(st.ss_errors, 0);
+	syncq_stop();
+	ck_assert(!syncq_active());
+	close(dfd);
+}
+END_TEST
+
+/* A sync that fails is counted with its errno; without the thread a push syncs inline. */
+START_TEST(test_sync_errors_counted)
+{
+	struct syncq_stats st;
+	int p[2];
+
+	ck_assert_int_eq(pipe(p), 0);
+	/* Not started: inline, and fsync of a pipe fails with EINVAL. */
+	ck_assert_int_eq(syncq_push(p[0], -1), -1);
+	ck_assert_int_eq(errno, EINVAL);
+	syncq_get_stats(&st);
+	ck_assert_int_eq(st.ss_inline, 1);
+	ck_assert_int_eq(st.ss_errors, 1);
+	ck_assert_int_eq(st.ss_last_errno, EINVAL);
+	/* Started: deferred, and counted once drained. */
+	ck_assert_int_eq(syncq_start(), 0);
+	ck_assert_int_eq(syncq_push(p[1], -1), 0);
+	syncq_drain();
+	syncq_get_stats(&st);
+	ck_assert_int_eq(st.ss_deferred, 1);
+	ck_assert_int_eq(st.ss_errors, 2);
+	syncq_stop();
+	/* Both fds were closed by syncq. */
+	ck_assert_int_eq(fcntl(p[0], F_GETFD), -1);
+	ck_assert_int_eq(fcntl(p[1], F_GETFD), -1);
+}
+END_TEST
+
 static Suite *
 record_suite(void)
 {
@@ -531,6 +696,9 @@ record_suite(void)
 	tcase_add_test(tc, test_symlinks_refused);
 	tcase_add_test(tc, test_tmp_and_lock_symlinks);
 	tcase_add_test(tc, test_append_jsonl);
+	tcase_add_test(tc, test_disk_failure_kept_in_memory);
+	tcase_add_test(tc, test_deferred_sync);
+	tcase_add_test(tc, test_sync_errors_counted);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("concurrency");

@@ -299,6 +299,49 @@ START_TEST(test_opendir)
 }
 END_TEST
 
+/*
+ * Removing an operation's directory removes what is in it and nothing
+ * else: a symlink inside is removed, not followed; a symlinked directory
+ * name, "..", or a directory with a subdirectory is refused.
+ */
+START_TEST(test_remove_dir)
+{
+	const char *d = unit_tmpdir("/tmp");
+	const char *outside = unit_tmpdir("/tmp");
+	int dfd = open_dir(d), ofd = open_dir(outside), sub;
+	struct stat st;
+
+	unit_write_file(ofd, "keep", "k", 1);
+	ck_assert_int_eq(mkdirat(dfd, "op", 0700), 0);
+	sub = safefs_opendir(dfd, "op");
+	ck_assert_int_ge(sub, 0);
+	unit_write_file(sub, "record.json", "{}", 2);
+	unit_write_file(sub, "record.json.lock", "", 0);
+	ck_assert_int_eq(symlinkat(outside, sub, "out"), 0);
+	close(sub);
+	ck_assert_int_eq(safefs_remove_dir(dfd, "op"), 0);
+	ck_assert_int_eq(fstatat(dfd, "op", &st, AT_SYMLINK_NOFOLLOW), -1);
+	ck_assert_int_eq(fstatat(ofd, "keep", &st, 0), 0);
+	/* A symlink under the name is not a directory of ours. */
+	ck_assert_int_eq(symlinkat(outside, dfd, "link"), 0);
+	ck_assert_int_eq(safefs_remove_dir(dfd, "link"), -1);
+	ck_assert_int_eq(fstatat(ofd, "keep", &st, 0), 0);
+	ck_assert_int_eq(safefs_remove_dir(dfd, ".."), -1);
+	ck_assert_int_eq(errno, EINVAL);
+	ck_assert_int_eq(safefs_remove_dir(dfd, "a/b"), -1);
+	ck_assert_int_eq(errno, EINVAL);
+	/* Not flat: nothing below a subdirectory is touched, and it fails. */
+	ck_assert_int_eq(mkdirat(dfd, "deep", 0700), 0);
+	sub = safefs_opendir(dfd, "deep");
+	ck_assert_int_eq(mkdirat(sub, "inner", 0700), 0);
+	close(sub);
+	ck_assert_int_eq(safefs_remove_dir(dfd, "deep"), -1);
+	ck_assert_int_eq(fstatat(dfd, "deep/inner", &st, AT_SYMLINK_NOFOLLOW), 0);
+	close(dfd);
+	close(ofd);
+}
+END_TEST
+
 START_TEST(test_mkdirs)
 {
 	const char *d = unit_tmpdir("/tmp");
@@ -369,6 +412,7 @@ safefs_suite(void)
 	tcase_add_test(tc, test_openat_beneath);
 	tcase_add_test(tc, test_opendir);
 	tcase_add_test(tc, test_mkdirs);
+	tcase_add_test(tc, test_remove_dir);
 	suite_add_tcase(s, tc);
 	return s;
 }

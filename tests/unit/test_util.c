@@ -5,6 +5,29 @@
 
 #include "unit.h"
 
+START_TEST(test_parse_rfc3339)
+{
+	int64_t ms = 0;
+	char now[40];
+
+	ck_assert_int_eq(util_parse_rfc3339("1970-01-01T00:00:01Z", &ms), 0);
+	ck_assert_int_eq(ms, 1000);
+	ck_assert_int_eq(util_parse_rfc3339("2020-01-02T03:04:05.678Z", &ms), 0);
+	ck_assert_int_eq(ms, 1577934245678LL);
+	ck_assert_int_eq(util_parse_rfc3339("2020-01-02T03:04:05.6Z", &ms), 0);
+	ck_assert_int_eq(ms, 1577934245600LL);
+	util_now_rfc3339(now, sizeof(now));
+	ck_assert_int_eq(util_parse_rfc3339(now, &ms), 0);
+	ck_assert(ms > util_now_ms() - 5000 && ms <= util_now_ms());
+	ck_assert_int_eq(util_parse_rfc3339("2020-01-02T03:04:05+01:00", &ms), -1);
+	ck_assert_int_eq(util_parse_rfc3339("2020-01-02T03:04:05.Z", &ms), -1);
+	ck_assert_int_eq(util_parse_rfc3339("2020-01-02 03:04:05Z", &ms), -1);
+	ck_assert_int_eq(util_parse_rfc3339("2020-01-02T03:04:05Zx", &ms), -1);
+	ck_assert_int_eq(util_parse_rfc3339("", &ms), -1);
+	ck_assert_int_eq(util_parse_rfc3339(NULL, &ms), -1);
+}
+END_TEST
+
 START_TEST(test_path_below)
 {
 	ck_assert(util_path_below("/a/b", "/a/b"));
@@ -206,6 +229,7 @@ util_suite(void)
 	tcase_set_timeout(tc, 30);
 	tcase_add_test(tc, test_strlcpy);
 	tcase_add_test(tc, test_path_below);
+	tcase_add_test(tc, test_parse_rfc3339);
 	tcase_add_test(tc, test_parse_i64);
 	tcase_add_test(tc, test_cause);
 	tcase_add_test(tc, test_read_limits);

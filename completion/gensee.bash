@@ -1,0 +1,125 @@
+# bash completion for gensee(1). Self-contained: it works with or without the
+# bash-completion package. Commands and flags follow cli/*.c (the long
+# options of each command); tests/integration/test_install.py checks that
+# every long option of run, watch, status and timeline is offered.
+
+_gensee_opts_run='--timeout --kill-grace --json --quiet --sandbox --allow-net --deny-net --deny-all --monitor
+  --lease-scope --max-lease-ttl --network-config --linux-seccomp --no-linux-seccomp
+  --linux-landlock-ro --linux-landlock-rw --allow-unix --linux-fanotify --linux-network --help'
+
+_gensee()
+{
+	local cur prev words cword
+	cur=${COMP_WORDS[COMP_CWORD]}
+	prev=${COMP_WORDS[COMP_CWORD-1]}
+	words=("${COMP_WORDS[@]}")
+	cword=$COMP_CWORD
+	COMPREPLY=()
+
+	# Everything after "run ... --" is the supervised command's.
+	local i cmd= sub= dashdash=0
+	for ((i = 1; i < cword; i++)); do
+		case ${words[i]} in
+		--) [[ $cmd == run ]] && { dashdash=$i; break; } ;;
+		-*) ;;
+		*)
+			if [[ -z $cmd ]]; then
+				cmd=${words[i]}
+				[[ $cmd == linux ]] && cmd=
+			elif [[ -z $sub ]]; then
+				case ${words[i-1]} in
+				--timeout | --sandbox | --allow-net | --deny-net | --lease-scope | \
+				--max-lease-ttl | --network-config | --linux-landlock-ro | \
+				--linux-landlock-rw | --allow-unix | --pid | --duration-seconds | \
+				--operation | --session-id | --allow | --deny | --seconds | --events | \
+				--socket | --event | --lease | --fault | --older-than | --keep) ;;
+				*) sub=${words[i]} ;;
+				esac
+			fi
+			;;
+		esac
+	done
+	if ((dashdash > 0)); then
+		# Complete the command like the shell would.
+		if ((cword == dashdash + 1)); then
+			COMPREPLY=($(compgen -c -- "$cur"))
+		else
+			COMPREPLY=($(compgen -f -- "$cur"))
+		fi
+		return 0
+	fi
+
+	case $prev in
+	--sandbox)
+		COMPREPLY=($(compgen -W 'linux' -- "$cur"))
+		return 0
+		;;
+	--network-config | --linux-landlock-ro | --linux-landlock-rw | --allow-unix | --fault | \
+	--event | --socket)
+		COMPREPLY=($(compgen -f -- "$cur"))
+		return 0
+		;;
+	--pid)
+		COMPREPLY=($(compgen -W "$(command ls /proc 2>/dev/null | grep '^[0-9]')" -- "$cur"))
+		return 0
+		;;
+	--timeout | --kill-grace | --grace | --allow-net | --deny-net | --lease-scope | --max-lease-ttl | \
+	--duration-seconds | --operation | --session-id | --allow | --deny | --seconds | \
+	--events | --lease | --older-than | --keep)
+		return 0
+		;;
+	esac
+
+	local words_list=
+	case $cmd in
+	'')
+		words_list='run status watch operation timeline policy debug --help --version'
+		;;
+	run)
+		case $sub in
+		network)
+			words_list='inspect event revoke --socket --operation --event --lease --json --help'
+			;;
+		fault) words_list='--socket --operation --fault --json --help' ;;
+		'') words_list="$_gensee_opts_run -- network fault" ;;
+		*) words_list="$_gensee_opts_run --" ;;
+		esac
+		;;
+	status) words_list='--json --help' ;;
+	watch) words_list='--pid --duration-seconds --json --linux-fanotify --help' ;;
+	operation)
+		case $sub in
+		'') words_list='inspect list end prune --help' ;;
+		end) words_list='--kill --grace --json --help' ;;
+		prune) words_list='--older-than --keep --dry-run --json --help' ;;
+		*) words_list='--json --help' ;;
+		esac
+		;;
+	timeline) words_list='--operation --follow --json --ocsf --help' ;;
+	policy)
+		case $sub in
+		'') words_list='setup show get set help --json --force --help' ;;
+		get | set)
+			# The keys, from the CLI itself (gensee policy help lists them).
+			words_list="$(gensee policy help 2>/dev/null |
+				awk '$1 ~ /^linux\./ {print $1}') --json"
+			;;
+		setup) words_list='--force --json --help' ;;
+		*) words_list='--json --help' ;;
+		esac
+		;;
+	debug)
+		case $sub in
+		'') words_list='plan fanotify-plan fanotify-once network-plan network-apply seccomp-profile --help' ;;
+		network-plan | network-apply)
+			words_list='--session-id --pid --allow --deny --deny-all --monitor --json --help'
+			;;
+		fanotify-once) words_list='--seconds --events --json --help' ;;
+		*) words_list='--json --help' ;;
+		esac
+		;;
+	esac
+	COMPREPLY=($(compgen -W "$words_list" -- "$cur"))
+	return 0
+}
+complete -F _gensee gensee
