@@ -387,7 +387,7 @@ static char sink_name[64], sink_old[72];
 static uint64_t sink_max, sink_size, sink_emitted, sink_drops;
 static char *sink_ring[OCSF_QUEUE_LINES];
 static size_t sink_len[OCSF_QUEUE_LINES];
-static size_t sink_head, sink_count;
+static size_t sink_head, sink_count, sink_bytes;
 
 static int
 sink_reopen(void)
@@ -424,6 +424,7 @@ sink_main(void *arg)
 		sink_ring[sink_head] = NULL;
 		sink_head = (sink_head + 1) % OCSF_QUEUE_LINES;
 		sink_count--;
+		sink_bytes -= len;
 		pthread_mutex_unlock(&sink_mtx);
 
 		int ok = 1;
@@ -514,7 +515,8 @@ ocsf_emit(const char *kind, struct json_object *line)
 	char *copy = s != NULL && len < OCSF_LINE_MAX ? malloc(len + 1) : NULL;
 
 	pthread_mutex_lock(&sink_mtx);
-	if (copy == NULL || sink_count == OCSF_QUEUE_LINES) {
+	if (copy == NULL || sink_count == OCSF_QUEUE_LINES ||
+	    sink_bytes + len + 1 > OCSF_QUEUE_BYTES) {
 		/* Full queue, oversized record or no memory: drop it, counted. */
 		sink_drops++;
 		pthread_mutex_unlock(&sink_mtx);
@@ -528,6 +530,7 @@ ocsf_emit(const char *kind, struct json_object *line)
 	sink_ring[slot] = copy;
 	sink_len[slot] = len + 1;
 	sink_count++;
+	sink_bytes += len + 1;
 	pthread_cond_signal(&sink_cv);
 	pthread_mutex_unlock(&sink_mtx);
 	json_object_put(o);

@@ -8,7 +8,8 @@
  * (1001) or Detection Finding (2004). The line itself is kept in
  * "unmapped", so nothing the evidence says is lost.
  *
- * The sink is boundaryd's: a queue of at most OCSF_QUEUE_LINES lines,
+ * The sink is boundaryd's: a queue of at most OCSF_QUEUE_LINES lines and
+ * OCSF_QUEUE_BYTES bytes,
  * drained by one writer thread into STATE/ocsf.jsonl, which is rotated to
  * ocsf.jsonl.1 when it would exceed its size cap. A full queue, an
  * oversized record or a failed write drops the record and counts it: the
@@ -23,6 +24,7 @@ struct json_object;
 
 #define OCSF_SCHEMA_VERSION "1.1.0"
 #define OCSF_QUEUE_LINES 4096
+#define OCSF_QUEUE_BYTES (8u * 1024u * 1024u)	/* and at most this much queued */
 #define OCSF_LINE_MAX (64u * 1024u)
 #define OCSF_FILE_MAX_DEFAULT (64ull << 20)
 #define OCSF_FILE_MIN 4096	/* the smallest cap (tests use it to rotate) */

@@ -241,6 +241,28 @@ START_TEST(test_sink_writes_and_rotates)
 }
 END_TEST
 
+START_TEST(test_sink_full_drops_counted)
+{
+	const char *dir = unit_tmpdir(unit_fast_base());
+	int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	char *cause = NULL;
+
+	ck_assert_int_ge(dfd, 0);
+	ck_assert_int_eq(ocsf_sink_open(dfd, "o.jsonl", OCSF_FILE_MAX_DEFAULT, &cause), 0);
+	/* Nothing drains before the writer starts: the queue fills, the rest is counted. */
+	struct json_object *e = parse("{\"kind\":\"allow\",\"destination\":\"192.0.2.1\"}");
+	for (int i = 0; i < OCSF_QUEUE_LINES + 100; i++)
+		ocsf_emit("effect", e);
+	ck_assert_int_eq(ocsf_dropped(), 100);
+	ck_assert_int_eq(ocsf_sink_start(&cause), 0);
+	ocsf_sink_close();
+	json_object_put(e);
+	ck_assert_int_eq(ocsf_emitted(), OCSF_QUEUE_LINES);
+	ck_assert_int_eq(ocsf_dropped(), 100);
+	close(dfd);
+}
+END_TEST
+
 static Suite *
 ocsf_suite(void)
 {
@@ -256,6 +278,7 @@ ocsf_suite(void)
 	tcase_add_test(tc, test_finding);
 	tcase_add_test(tc, test_unmapped_kinds);
 	tcase_add_test(tc, test_sink_writes_and_rotates);
+	tcase_add_test(tc, test_sink_full_drops_counted);
 	suite_add_tcase(s, tc);
 	return s;
 }
