@@ -131,9 +131,9 @@ def bench_fault(Env, top):
                        "203.0.113.40,tcp,8000-8019", "--max-lease-ttl", "60", "--json", "--",
                        "/usr/bin/python3", probe, "203.0.113.40", ",".join(map(str, ports)),
                        timeout=300)
-        lines = r.stdout.splitlines()
-        rows = json.loads(lines[0])
-        opid = json.loads("\n".join(lines[1:]))["operation_id"]
+        # --json: stdout is the run's JSON alone; the probe's line is on stderr.
+        rows = json.loads([l for l in r.stderr.splitlines() if l.startswith("[")][-1])
+        opid = json.loads(r.stdout)["operation_id"]
         faults = [json.loads(l) for l in open(os.path.join(env.state, "network-operations",
                                                            opid, "faults.jsonl"))]
         fault_ms, retry_ms = [], []

@@ -136,19 +136,10 @@ void
 control_send(struct conn *c, struct json_object *msg)
 {
 	struct evbuffer *out = bufferevent_get_output(c->c_bev);
-	size_t queued = evbuffer_get_length(out);
 
 	if (frame_encode_evbuffer(out, msg) != 0)
 		log_warnx("cannot encode reply for pid %d", (int)c->c_peer.pr_pid);
 	json_object_put(msg);
-	/*
-	 * With nothing queued before it, write the reply now rather than on
-	 * the next turn of the loop: the caller often has more work (a
-	 * cleanup, the next request) before the loop would. What the socket
-	 * does not take stays queued for the bufferevent, as before.
-	 */
-	if (queued == 0 && evbuffer_get_length(out) > 0)
-		(void)evbuffer_write(out, bufferevent_getfd(c->c_bev));
 }
 
 /* Send msg only if its payload is at most max bytes (the peer's frame limit); -1 if not. */
