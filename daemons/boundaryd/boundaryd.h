@@ -395,7 +395,14 @@ int netop_spec_from_params(struct json_object *net, struct netop_spec *s, char *
 int netop_spec_from_file(const char *path, struct netop_spec *s, char **cause,
     struct np_config *cfg_out);
 void netop_spec_free(struct netop_spec *s);
-struct netop *netop_attach(struct operation *op, struct netop_spec *s, char **cause);
+/*
+ * Install the operation's table. With defer_envelope the caller writes the
+ * envelope copy into the operation record itself (netop_mut_envelope_of in
+ * its own update).
+ */
+struct netop *netop_attach(struct operation *op, struct netop_spec *s, int defer_envelope,
+    char **cause);
+int netop_mut_envelope_of(struct json_object *rec, void *arg, char **cause);
 struct netop *netop_restore(struct operation *op, char **cause);
 void netop_end(struct netop *no);
 void netop_live(struct netop *no, int final, struct live_update *u);

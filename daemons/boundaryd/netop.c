@@ -598,6 +598,30 @@ netop_mut_envelope(struct json_object *rec, void *arg, char **cause)
 	return 0;
 }
 
+/* The network record alone (the envelope copy is the caller's). */
+static void
+netop_publish_record_only(struct netop *no)
+{
+	netop_write_record(no, "active");
+}
+
+/*
+ * The envelope copy as a mutator of the operation record, for a caller
+ * that writes it in its own update (operation.create: one write fewer on
+ * the launch path). arg is the struct netop.
+ */
+int
+netop_mut_envelope_of(struct json_object *rec, void *arg, char **cause)
+{
+	struct netop *no = arg;
+	struct netop_envelope_arg a = { netop_envelope_json(no), netop_leases_json(no) };
+	int r = netop_mut_envelope(rec, &a, cause);
+
+	json_object_put(a.ea_envelope);
+	json_object_put(a.ea_leases);
+	return r;
+}
+
 /*
  * After each generation: the network record, and the exact envelope and
  * leases copied into the generic operation record.
@@ -605,17 +629,14 @@ netop_mut_envelope(struct json_object *rec, void *arg, char **cause)
 static void
 netop_publish(struct netop *no)
 {
-	struct netop_envelope_arg a = { netop_envelope_json(no), netop_leases_json(no) };
 	char *cause = NULL;
 
-	netop_write_record(no, "active");
-	if (oprecord_update(no->no_op->op_dirfd, no->no_op->op_id, netop_mut_envelope, &a, NULL,
-		&cause) != 0) {
+	netop_publish_record_only(no);
+	if (oprecord_update(no->no_op->op_dirfd, no->no_op->op_id, netop_mut_envelope_of, no,
+	    NULL, &cause) != 0) {
 		log_warnx("%s: envelope copy: %s", no->no_op->op_id, cause);
 		free(cause);
 	}
-	json_object_put(a.ea_envelope);
-	json_object_put(a.ea_leases);
 }
 
 static void
@@ -717,7 +738,7 @@ netop_alloc(struct operation *op)
 }
 
 struct netop *
-netop_attach(struct operation *op, struct netop_spec *s, char **cause)
+netop_attach(struct operation *op, struct netop_spec *s, int defer_envelope, char **cause)
 {
 	struct netop *no;
 
@@ -740,7 +761,10 @@ netop_attach(struct operation *op, struct netop_spec *s, char **cause)
 		return NULL;
 	}
 	op->op_net = no;
-	netop_publish(no);
+	if (defer_envelope)
+		netop_publish_record_only(no);	/* the caller adds netop_mut_envelope_of */
+	else
+		netop_publish(no);
 	netop_effect(no, "generation", NULL, "installed", NULL, NULL);
 	netop_listen(no);
 	log_info("%s: network %s installed, table %s, %zu grant(s), %zu deny", op->op_id,
@@ -1890,7 +1914,7 @@ network_start(struct boundaryd *bd, const struct peer *p, struct json_object *pa
 		free(cause);
 		return;
 	}
-	if (netop_attach(op, &s, &cause) == NULL) {
+	if (netop_attach(op, &s, 0, &cause) == NULL) {
 		netop_spec_free(&s);
 		reply_error(r, PE_ENFORCEMENT, "%s", cause);
 		free(cause);

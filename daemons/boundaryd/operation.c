@@ -483,7 +483,7 @@ struct op_batch {
 	struct {
 		int (*fn)(struct json_object *, void *, char **);
 		void *arg;
-	} ob_items[12];
+	} ob_items[16];
 	size_t ob_n;
 };
 
@@ -1635,7 +1635,7 @@ operation_create(struct boundaryd *bd, struct conn *conn, const struct peer *p, 
 	 * it: there is no moment in which the tree has ambient network access.
 	 */
 	if (want_net) {
-		if (netop_attach(op, &spec, &cause) == NULL) {
+		if (netop_attach(op, &spec, 1, &cause) == NULL) {
 			reply_error(r, PE_ENFORCEMENT, "network enforcement failed: %s", cause);
 			free(cause);
 			netop_spec_free(&spec);
@@ -1704,6 +1704,8 @@ operation_create(struct boundaryd *bd, struct conn *conn, const struct peer *p, 
 		op_batch_add(&b, op_mut_adoption, op);
 	for (size_t i = 0; i < nitems(sa); i++)
 		op_batch_add(&b, op_mut_sensor, &sa[i]);
+	if (op->op_net != NULL)
+		op_batch_add(&b, netop_mut_envelope_of, op->op_net);
 	int wr = oprecord_update(op->op_dirfd, op->op_id, op_mut_batch, &b, NULL, &cause);
 	if (collected >= 0)
 		lineage_batch_free(&lb);
