@@ -405,6 +405,8 @@ struct netop *netop_attach(struct operation *op, struct netop_spec *s, int defer
 int netop_mut_envelope_of(struct json_object *rec, void *arg, char **cause);
 struct netop *netop_restore(struct operation *op, char **cause);
 void netop_end(struct netop *no);
+/* netop_end, leaving the final live record update to the caller (*out, cleared by it). */
+void netop_end_into(struct netop *no, struct live_update *out);
 void netop_live(struct netop *no, int final, struct live_update *u);
 void netop_live_written(struct netop *no, const struct live_update *u);
 void netop_free(struct netop *no);
@@ -433,6 +435,8 @@ void operation_violation(struct operation *op, const char *what);
 /* live.c */
 void operation_live(struct operation *op, int final);
 int live_write(struct operation *op, struct live_update *u);
+/* The mutator live_write applies (arg: struct live_update), for a caller's batch. */
+int live_mut(struct json_object *rec, void *arg, char **cause);
 void live_update_clear(struct live_update *u);
 int live_mut_fanotify_ended(struct json_object *rec, void *arg, char **cause);
 void operation_count_effect(struct operation *op);

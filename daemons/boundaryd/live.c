@@ -61,7 +61,7 @@ live_set_boundary(struct json_object *rec, struct json_object *b)
 	return 0;
 }
 
-static int
+int
 live_mut(struct json_object *rec, void *arg, char **cause)
 {
 	struct live_update *u = arg;

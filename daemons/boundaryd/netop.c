@@ -1158,6 +1158,18 @@ netop_live_written(struct netop *no, const struct live_update *u)
 void
 netop_end(struct netop *no)
 {
+	struct live_update u;
+
+	memset(&u, 0, sizeof(u));
+	netop_end_into(no, &u);
+	if (live_write(no->no_op, &u) == 0)
+		netop_live_written(no, &u);
+	live_update_clear(&u);
+}
+
+void
+netop_end_into(struct netop *no, struct live_update *out)
+{
 	struct nft_counters c;
 	struct netop_lease *l;
 	struct live_update u;
@@ -1205,9 +1217,7 @@ netop_end(struct netop *no)
 	if (!no->no_table_gone && u.lu_nb > 0)
 		json_object_object_add(u.lu_boundaries[u.lu_nb - 1], "state",
 		    json_object_new_string("ended_table_left"));
-	if (live_write(no->no_op, &u) == 0)
-		netop_live_written(no, &u);
-	live_update_clear(&u);
+	*out = u;	/* the caller writes it, in its own update */
 	control_close(&no->no_sup);
 	if (no->no_dirfd >= 0)
 		unlinkat(no->no_dirfd, "supervisor.sock", 0);

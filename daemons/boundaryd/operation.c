@@ -655,8 +655,10 @@ op_reap_cb(evutil_socket_t fd, short what, void *arg)
 	 * The tree is gone (or could not be killed): only now may the network
 	 * table go; deleting it earlier would give survivors open egress.
 	 */
+	struct live_update lu;
+	memset(&lu, 0, sizeof(lu));
 	if (op->op_net != NULL && populated == 0)
-		netop_end(op->op_net);
+		netop_end_into(op->op_net, &lu);	/* its final counts ride on the cleanup's update */
 	struct oprecord_cgroup c = { 0 };
 	struct oprecord_lineage lin;
 	struct lineage_batch lb;
@@ -692,7 +694,9 @@ op_reap_cb(evutil_socket_t fd, short what, void *arg)
 	op_batch_add(&b, oprecord_mut_cgroup, &c);
 	if (op->op_has_exit_report)
 		op_batch_add(&b, oprecord_mut_lifecycle, &op->op_exit_report);
+	op_batch_add(&b, live_mut, &lu);
 	op_batch_write(op, &b, "cleanup");
+	live_update_clear(&lu);
 	index_put(bd, op->op_dirfd, op->op_id);
 	if (collected >= 0)
 		lineage_batch_free(&lb);
