@@ -477,7 +477,7 @@ op_collect_lineage(struct operation *op, int mark_killed, struct lineage_batch *
 
 /*
  * Apply several mutators in one locked update: one reload, one write, one
- * fsync, instead of one each.
+ * fsync (after the reply: syncq.c), instead of one each.
  */
 struct op_batch {
 	struct {
@@ -1674,7 +1674,7 @@ operation_create(struct boundaryd *bd, struct conn *conn, const struct peer *p, 
 	/*
 	 * One write makes the operation running with everything known at
 	 * create: state, attachment, first lineage, host controls, fanotify
-	 * rules and sensor coverage (each fsync costs the launch time).
+	 * rules and sensor coverage and the envelope copy (each write is launch time).
 	 */
 	struct oprecord_lifecycle l = { .ol_state = OPSTATE_RUNNING };
 	struct oprecord_cgroup cg = { .ocg_attachment = "attached" };
