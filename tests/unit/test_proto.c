@@ -307,7 +307,7 @@ START_TEST(test_method_table)
 		ck_assert_int_eq(i->pmi_method, m);
 		ck_assert_ptr_eq(proto_method_lookup(i->pmi_name), i);
 		ck_assert_int_ne(i->pmi_sockets, 0);
-		ck_assert_int_eq(i->pmi_sockets & ~(PS_BOUNDARY | PS_CLIENT | PS_SUPERVISOR), 0);
+		ck_assert_int_eq(i->pmi_sockets & ~(PS_BOUNDARY | PS_CLIENT | PS_SUPERVISOR | PS_MEDIATOR), 0);
 		/* supervisor.sock is root's: no method is open to others there. */
 		ck_assert_int_eq(proto_authorized(i, PS_SUPERVISOR, 1000), 0);
 		if (i->pmi_nparams > 0)

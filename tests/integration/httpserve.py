@@ -1,0 +1,67 @@
+"""Test upstream: `httpserve.py LOG addr,port ...` serves HTTP/1.1 on each
+address until killed. Every accepted connection and every request (method,
+target, headers) is appended to LOG as one JSON line, so a test can prove
+both what reached the upstream and that nothing reached it. Each answer
+carries a Set-Cookie, a WWW-Authenticate and an X-Upstream header and the
+body "hello from ADDR". Prints "ready" once every socket listens. Runs
+inside a test network namespace."""
+
+import json
+import socket
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+LOG = sys.argv[1]
+lock = threading.Lock()
+
+
+def log(obj):
+    with lock, open(LOG, "a") as f:
+        f.write(json.dumps(obj) + "\n")
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def setup(self):
+        super().setup()
+        log({"event": "connect", "local": self.server.server_address[0],
+             "peer": self.client_address[0]})
+
+    def answer(self, body):
+        addr = self.server.server_address[0]
+        log({"event": "request", "local": addr, "method": self.command, "target": self.path,
+             "headers": {k.lower(): v for k, v in self.headers.items()}})
+        data = ("hello from %s\n" % addr).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("Set-Cookie", "session=upstream-secret")
+        self.send_header("WWW-Authenticate", "Basic realm=x")
+        self.send_header("X-Upstream", "1")
+        self.send_header("ETag", '"v1"')
+        self.end_headers()
+        if body:
+            self.wfile.write(data)
+
+    def do_GET(self):
+        self.answer(True)
+
+    def do_HEAD(self):
+        self.answer(False)
+
+    def log_message(self, *a):
+        pass
+
+
+servers = []
+for spec in sys.argv[2:]:
+    addr, port = spec.split(",")
+    cls = type("S", (ThreadingHTTPServer,), {"address_family": socket.AF_INET6 if ":" in addr
+                                             else socket.AF_INET, "daemon_threads": True})
+    srv = cls((addr, int(port)), Handler)
+    servers.append(srv)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+print("ready", flush=True)
+threading.Event().wait()

@@ -1,0 +1,325 @@
+#!/usr/bin/env python3
+"""gensee-httpmediatord: a real GET through a confined mediator that holds no
+authority (boundaryd decides every request over mediator.sock).
+
+Topology, all in namespaces this case creates (documentation addresses):
+  ctr  198.51.100.12 (the proxy.client_address) and 198.51.100.13 (another client)
+  gw   198.51.100.1 (mediator listens on :3128), 192.0.2.1; boundaryd and the
+       mediator run here; a listener on 127.0.0.1:8080 (restricted, granted)
+  ext  192.0.2.10:8080 (granted upstream), 192.0.2.20:8080 (outside the grants),
+       169.254.169.254:8080 (metadata range: restricted, yet granted exactly)
+Names come from a hosts file the mediator reads before it confines itself.
+Every listener logs each connection, so "refused" is proven by the listener
+having seen nothing, not by a timeout.
+"""
+
+import json
+import os
+import pwd
+import subprocess
+import tempfile
+
+import harness
+from harness import BUILD, Failure, check, main
+
+MEDIATOR_USER = "gensee-mediator"
+MEDIATORD = os.path.join(BUILD, "daemons", "httpmediatord", "gensee-httpmediatord")
+OP = "op_med_test"
+HOSTS = """192.0.2.10 up.test
+192.0.2.20 other.test
+169.254.169.254 meta.test
+127.0.0.1 loop.test
+192.0.2.10 mixed.test
+127.0.0.1 mixed.test
+"""
+
+
+def ensure_mediator_user():
+    """The mediator's system user, created like the harness's gensee-test and,
+    like it, left in place for later runs."""
+    try:
+        pw = pwd.getpwnam(MEDIATOR_USER)
+    except KeyError:
+        subprocess.run(["useradd", "--system", "--no-create-home", "--home-dir", "/nonexistent",
+                        "--shell", "/usr/sbin/nologin", MEDIATOR_USER], check=True)
+        pw = pwd.getpwnam(MEDIATOR_USER)
+    return pw.pw_uid
+
+
+class Topo:
+    pass
+
+
+def setup(env, start_mediator=True, proxy_extra=None, selftest=()):
+    t = Topo()
+    t.uid = ensure_mediator_user()
+    ctr, gw, ext = env.add_netns("ctr"), env.add_netns("gw"), env.add_netns("ext")
+    t.ctr, t.gw, t.ext = ctr, gw, ext
+    sh = lambda ns, *a: env.ns_run(ns, ["ip"] + list(a))
+    subprocess.run(["ip", "link", "add", "mc0", "netns", ctr, "type", "veth", "peer", "name",
+                    "mg0", "netns", gw], check=True)
+    subprocess.run(["ip", "link", "add", "me0", "netns", ext, "type", "veth", "peer", "name",
+                    "mg1", "netns", gw], check=True)
+    sh(ctr, "addr", "add", "198.51.100.12/24", "dev", "mc0")
+    sh(ctr, "addr", "add", "198.51.100.13/24", "dev", "mc0")
+    sh(gw, "addr", "add", "198.51.100.1/24", "dev", "mg0")
+    sh(gw, "addr", "add", "192.0.2.1/24", "dev", "mg1")
+    sh(ext, "addr", "add", "192.0.2.10/24", "dev", "me0")
+    sh(ext, "addr", "add", "192.0.2.20/24", "dev", "me0")
+    sh(ext, "addr", "add", "169.254.169.254/32", "dev", "lo")
+    for ns, dev in ((ctr, "mc0"), (gw, "mg0"), (gw, "mg1"), (ext, "me0")):
+        sh(ns, "link", "set", dev, "up")
+    sh(gw, "route", "add", "169.254.169.254/32", "via", "192.0.2.10")
+    sh(ext, "route", "add", "default", "via", "192.0.2.1")
+
+    t.dir = tempfile.mkdtemp(prefix="gensee-it-med.")
+    env.cleanup_dirs.append(t.dir)
+    os.chmod(t.dir, 0o755)
+    t.uplog = os.path.join(t.dir, "upstream.jsonl")
+    t.gwlog = os.path.join(t.dir, "gw-loopback.jsonl")
+    for p in (t.uplog, t.gwlog):
+        open(p, "w").close()
+    env.netns = gw
+    env.start(args=["--mediator-user", MEDIATOR_USER])
+    httpserve = env.tool("httpserve.py")
+    for ns, log, targets in ((ext, t.uplog, ["192.0.2.10,8080", "192.0.2.20,8080",
+                                              "169.254.169.254,8080"]),
+                             (gw, t.gwlog, ["127.0.0.1,8080"])):
+        p = subprocess.Popen(env.ns_prefix(ns) + ["/usr/bin/python3", httpserve, log] + targets,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        env.children.append(p)
+        check(p.stdout.readline().strip() == "ready", "httpserve did not start")
+
+    proxy = {"listen": "198.51.100.1:3128", "client_address": "198.51.100.12",
+             "max_request_bytes": 65536, "max_response_bytes": 1048576,
+             "connect_timeout_seconds": 5, "io_timeout_seconds": 10}
+    proxy.update(proxy_extra or {})
+    cfg = os.path.join(t.dir, OP + ".json")
+    with open(cfg, "w") as f:
+        json.dump({"schema_version": 3, "operation_id": OP, "source_run_id": "run_med",
+                   "source_address": "198.51.100.12",
+                   "envelope": {"grants": [
+                       {"destination": "198.51.100.1", "protocol": "tcp", "ports": [3128]},
+                       {"destination": "192.0.2.10", "protocol": "tcp", "ports": [8080]},
+                       {"destination": "169.254.169.254", "protocol": "tcp", "ports": [8080]},
+                       {"destination": "127.0.0.1", "protocol": "tcp", "ports": [8080]}]},
+                   "policy": {"schema_version": 1, "restricted_destinations": [],
+                              "in_place_lease_scopes": [], "max_in_place_lease_ttl_seconds": 60,
+                              "http_gateway_available": True, "prefer_http_gateway": True,
+                              "http_gateway_methods": ["GET", "HEAD"]},
+                   "proxy": proxy}, f)
+    os.chmod(cfg, 0o600)
+    r = env.root_call("network.start", {"config_path": cfg})
+    check("result" in r, "network.start: %r" % r)
+    t.hosts = os.path.join(t.dir, "hosts")
+    with open(t.hosts, "w") as f:
+        f.write(HOSTS)
+    t.medlog = os.path.join(t.dir, "mediator.log")
+    t.med = None
+    if start_mediator:
+        start_mediatord(env, t, selftest)
+    return t
+
+
+def start_mediatord(env, t, selftest=()):
+    argv = env.ns_prefix(t.gw) + [MEDIATORD, "--runtime-dir", env.runtime, "--user",
+                                  MEDIATOR_USER, "--hosts-file", t.hosts,
+                                  "--resolv-conf", "/nonexistent"]
+    for p in selftest:
+        argv += ["--selftest-read", p]
+    log = open(t.medlog, "a")
+    t.med = subprocess.Popen(argv, stdout=log, stderr=log)
+    env.children.append(t.med)
+
+    def listening():
+        if t.med.poll() is not None:
+            raise Failure("mediator exited %d:\n%s" % (t.med.returncode, open(t.medlog).read()))
+        return "listening on 198.51.100.1:3128" in open(t.medlog).read()
+    env.wait_for("the mediator to listen", listening)
+
+
+def request(env, t, raw, source=None):
+    argv = ["/usr/bin/python3", env.tool("httpclient.py")]
+    if source:
+        argv += ["--source", source, "--check-close"]
+    argv += ["198.51.100.1", "3128"]
+    r = env.ns_run(t.ctr, argv, input=raw)
+    return json.loads(r.stdout)
+
+
+def get(env, t, url, method="GET", headers=(), source=None):
+    lines = ["%s %s HTTP/1.1" % (method, url), "Host: ignored.example"] + list(headers)
+    return request(env, t, "\r\n".join(lines) + "\r\n\r\n", source)
+
+
+def call_as(env, sock, uid, gid, method="mediator.config"):
+    r = subprocess.run(["/usr/bin/python3", "-c", harness.USER_CALL, sock, method, "{}"],
+                       capture_output=True, text=True, timeout=30, user=uid, group=gid,
+                       extra_groups=[], env=env.user_env(), cwd="/")
+    check(r.returncode == 0, "call: %s" % r.stderr)
+    return json.loads(r.stdout)
+
+
+def upstream_lines(path):
+    with open(path) as f:
+        return [json.loads(l) for l in f if l.strip()]
+
+
+def evidence(env):
+    p = os.path.join(env.state, "network-operations", OP, "http-mediator.jsonl")
+    if not os.path.exists(p):
+        return []
+    with open(p) as f:
+        return [json.loads(l) for l in f if l.strip()]
+
+
+def mediator_get_allowed_and_stripped(env):
+    t = setup(env)
+    r = get(env, t, "http://up.test:8080/data/item?token=querysecret",
+            headers=["Authorization: Bearer clientsecret", "Cookie: sid=cookiesecret",
+                     "Proxy-Authorization: Basic proxysecret", "Connection: close, X-Hop",
+                     "X-Hop: hopvalue", "Accept: text/plain"])
+    check(r["status"] == 200, "allowed GET: %r\n%s" % (r, open(t.medlog).read()))
+    check(r["body"] == "hello from 192.0.2.10\n", "body: %r" % r)
+    for h in ("set-cookie", "www-authenticate", "x-upstream"):
+        check(h not in r["headers"], "%s reached the client: %r" % (h, r["headers"]))
+    check(r["headers"].get("etag") == '"v1"', "allowlisted header lost: %r" % r["headers"])
+    reqs = [l for l in upstream_lines(t.uplog) if l["event"] == "request"]
+    check(len(reqs) == 1, "upstream requests: %r" % reqs)
+    h = reqs[0]["headers"]
+    for bad in ("authorization", "cookie", "proxy-authorization", "x-hop"):
+        check(bad not in h, "%s reached the upstream: %r" % (bad, h))
+    check(h.get("host") == "up.test:8080", "Host not the original authority: %r" % h)
+    check(h.get("accept") == "text/plain", "end-to-end header dropped: %r" % h)
+    check(reqs[0]["target"] == "/data/item?token=querysecret" and reqs[0]["local"] == "192.0.2.10",
+          "upstream saw %r" % reqs[0])
+    r = get(env, t, "http://192.0.2.10:8080/head", method="HEAD")
+    check(r["status"] == 200 and r["body"] == "", "HEAD: %r" % r)
+    ev = evidence(env)
+    check(len(ev) == 2 and all(e["decision"] == "allow" for e in ev), "evidence: %r" % ev)
+    check(ev[0]["path"] == "/data/item" and ev[0]["pinned_address"] == "192.0.2.10" and
+          ev[0]["host"] == "up.test" and ev[0]["port"] == 8080, "evidence: %r" % ev[0])
+    # No query value, credential or cookie anywhere in evidence or logs.
+    blob = json.dumps(ev) + open(t.medlog).read() + env.daemon_log()
+    for secret in ("querysecret", "clientsecret", "cookiesecret", "proxysecret"):
+        check(secret not in blob, "%s leaked into evidence or logs" % secret)
+
+
+def mediator_refusals(env):
+    t = setup(env)
+    cases = [
+        # (url, method, expected status, expected refusal code)
+        ("http://other.test:8080/", "GET", 403, "not_granted"),
+        ("http://192.0.2.20:8080/", "GET", 403, "not_granted"),
+        ("http://meta.test:8080/latest/", "GET", 403, "restricted_destination"),
+        ("http://169.254.169.254:8080/", "GET", 403, "restricted_destination"),
+        ("http://loop.test:8080/", "GET", 403, "restricted_destination"),
+        ("http://mixed.test:8080/", "GET", 403, "restricted_destination"),
+        ("http://up.test:8080/", "POST", 403, "method_not_allowed"),
+        ("http://up.test:8080/", "DELETE", 403, "method_not_allowed"),
+        ("/data", "GET", 400, "origin_form_refused"),
+        ("https://up.test:8443/", "GET", 501, "https_not_supported"),
+        ("http://2130706433:8080/", "GET", 400, "ambiguous_address"),
+        ("http://user:pw@up.test:8080/", "GET", 400, "userinfo_refused"),
+        ("up.test:8080", "CONNECT", 405, "connect_refused"),
+    ]
+    for url, method, status, code in cases:
+        r = get(env, t, url, method=method)
+        check(r["status"] == status and r["headers"].get("x-gensee-refusal") == code,
+              "%s %s: want %d %s, got %r" % (method, url, status, code, r))
+    # Another client address: 403 and the connection closed.
+    r = get(env, t, "http://up.test:8080/", source="198.51.100.13")
+    check(r["status"] == 403 and r["headers"].get("x-gensee-refusal") == "client_not_allowed" and
+          r["closed"], "other client: %r" % r)
+    # Nothing reached any upstream listener: not the ungranted one, not the
+    # restricted ones, not the granted one (mixed, POST, the other client).
+    check(upstream_lines(t.uplog) == [], "upstream saw %r" % upstream_lines(t.uplog))
+    check(upstream_lines(t.gwlog) == [], "loopback saw %r" % upstream_lines(t.gwlog))
+    ev = evidence(env)
+    check(len(ev) == 8 and all(e["decision"] == "deny" for e in ev), "evidence: %r" % ev)
+    mixed = [e for e in ev if e["host"] == "mixed.test"][0]
+    check(sorted(mixed["addresses"]) == ["127.0.0.1", "192.0.2.10"] and
+          mixed["denied_address"] == "127.0.0.1", "mixed answer: %r" % mixed)
+    # And the granted upstream still works afterwards.
+    r = get(env, t, "http://up.test:8080/")
+    check(r["status"] == 200, "allowed after refusals: %r" % r)
+
+
+def mediator_fails_closed_without_boundaryd(env):
+    t = setup(env)
+    r = get(env, t, "http://up.test:8080/before")
+    check(r["status"] == 200, "before: %r" % r)
+    env.kill9()
+    r = get(env, t, "http://up.test:8080/after")
+    check(r["status"] == 503 and r["headers"].get("x-gensee-refusal") == "authority_unavailable",
+          "without boundaryd: %r" % r)
+    reqs = [l["target"] for l in upstream_lines(t.uplog) if l["event"] == "request"]
+    check(reqs == ["/before"], "upstream saw %r" % reqs)
+    check(t.med.poll() is None, "the mediator died with boundaryd")
+
+
+def mediator_confined(env):
+    probe = os.path.join(tempfile.mkdtemp(prefix="gensee-it-probe."), "readable")
+    env.cleanup_dirs.append(os.path.dirname(probe))
+    os.chmod(os.path.dirname(probe), 0o755)
+    with open(probe, "w") as f:
+        f.write("x")
+    os.chmod(probe, 0o644)
+    t = setup(env, selftest=["/etc/ssl/certs/ca-certificates.crt", "/etc/passwd", probe,
+                             "/etc/shadow", os.path.join(env.state, "boundaryd.lock")])
+    st = {}
+    with open("/proc/%d/status" % t.med.pid) as f:
+        for line in f:
+            k, _, v = line.partition(":")
+            st[k] = v.split()
+    for k in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
+        check(int(st[k][0], 16) == 0, "%s %s" % (k, st[k]))
+    check(st["NoNewPrivs"] == ["1"] and st["Seccomp"] == ["2"], "nnp/seccomp: %r" % st)
+    check(st["Uid"] == [str(t.uid)] * 4, "uid: %r" % st["Uid"])
+    check(st["Gid"][0] != "0" and st["Groups"] == [], "gid/groups: %r %r" % (st["Gid"], st.get("Groups")))
+    log = open(t.medlog).read()
+    check("selftest-read /etc/ssl/certs/ca-certificates.crt: allowed" in log, log)
+    # World-readable, so only Landlock can refuse them:
+    check("selftest-read /etc/passwd: denied" in log, log)
+    check("selftest-read %s: denied" % probe in log, log)
+    check("selftest-read /etc/shadow: denied" in log, log)
+    check("selftest-read %s: denied" % os.path.join(env.state, "boundaryd.lock") in log, log)
+    # Still serving after all that (the denials were refusals, not kills).
+    r = get(env, t, "http://up.test:8080/")
+    check(r["status"] == 200, "after selftest: %r" % r)
+
+
+def mediator_sock_peer_checked(env):
+    t = setup(env, start_mediator=False)
+    sock = os.path.join(env.runtime, "mediator.sock")
+    s = os.stat(sock)
+    check(s.st_uid == t.uid and (s.st_mode & 0o777) == 0o600, "mediator.sock mode/owner")
+    # Root (not the mediator's uid): connected by DAC, closed by SO_PEERCRED.
+    r = call_as(env, sock, 0, 0)
+    check("oserror" in r, "root was answered on mediator.sock: %r" % r)
+    # The test user: refused (by the socket's mode first; SO_PEERCRED behind it).
+    r = call_as(env, sock, env.uid, env.gid)
+    check("oserror" in r, "gensee-test was answered on mediator.sock: %r" % r)
+    # The mediator's uid is answered.
+    pw = pwd.getpwnam(MEDIATOR_USER)
+    r = call_as(env, sock, pw.pw_uid, pw.pw_gid)
+    check("result" in r, "mediator uid refused: %r" % r)
+    ops = r["result"]["operations"]
+    check([o["operation_id"] for o in ops] == [OP], "config: %r" % ops)
+    # The mediator methods exist on mediator.sock only, even for root.
+    r = env.root_call("mediator.authorize", {"operation_id": OP, "client_address": "198.51.100.12",
+                                             "method": "GET", "scheme": "http", "host": "up.test",
+                                             "port": 8080, "path": "/", "addresses": ["192.0.2.10"]})
+    check(r.get("error", {}).get("code") == "not_authorized", "boundary.sock: %r" % r)
+    r = env.user_call(env.client_sock, "mediator.config")
+    check(r.get("error", {}).get("code") == "not_authorized", "client.sock: %r" % r)
+    # Without --mediator-user there is no mediator.sock at all.
+    env.stop()
+    env.start()
+    check(not os.path.exists(sock), "mediator.sock without --mediator-user")
+
+
+if __name__ == "__main__":
+    main({f.__name__: f for f in (mediator_get_allowed_and_stripped, mediator_refusals,
+                                  mediator_fails_closed_without_boundaryd, mediator_confined,
+                                  mediator_sock_peer_checked)})
