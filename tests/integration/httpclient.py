@@ -40,6 +40,9 @@ try:
             n = int(hdrs.get("content-length", "-1"))
             if n >= 0 and len(body) >= n:
                 break
+            # An answer to CONNECT or HEAD has no body (RFC 9110 9.3.6, 9.3.2).
+            if n < 0 and req.split(b" ", 1)[0] in (b"CONNECT", b"HEAD"):
+                break
 except socket.timeout:
     pass
 if not closed and check_close:

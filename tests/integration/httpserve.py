@@ -8,6 +8,7 @@ inside a test network namespace."""
 
 import json
 import socket
+import socketserver
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -55,11 +56,19 @@ class Handler(BaseHTTPRequestHandler):
         pass
 
 
+def server_bind(self):
+    # HTTPServer.server_bind would call getfqdn(): a DNS lookup that waits out
+    # its timeouts in a namespace without a resolver.
+    socketserver.TCPServer.server_bind(self)
+    self.server_name, self.server_port = self.server_address[:2]
+
+
 servers = []
 for spec in sys.argv[2:]:
     addr, port = spec.split(",")
     cls = type("S", (ThreadingHTTPServer,), {"address_family": socket.AF_INET6 if ":" in addr
-                                             else socket.AF_INET, "daemon_threads": True})
+                                             else socket.AF_INET, "daemon_threads": True,
+                                             "server_bind": server_bind})
     srv = cls((addr, int(port)), Handler)
     servers.append(srv)
     threading.Thread(target=srv.serve_forever, daemon=True).start()
