@@ -64,7 +64,7 @@ medreq_parse_target(const char *uri, struct medreq_target *t, const char **code)
 {
 	struct evhttp_uri *u = NULL;
 	const char *scheme, *host, *path, *query;
-	int port, n;
+	int port, defport, n;
 
 	memset(t, 0, sizeof(*t));
 	*code = MEDREQ_E_MALFORMED;
@@ -87,15 +87,15 @@ medreq_parse_target(const char *uri, struct medreq_target *t, const char **code)
 		*code = scheme == NULL ? MEDREQ_E_ORIGIN_FORM : MEDREQ_E_MALFORMED;
 		goto fail;
 	}
-	if (strcasecmp(scheme, "https") == 0) {
-		*code = MEDREQ_E_HTTPS;
-		goto fail;
-	}
-	if (strcasecmp(scheme, "http") != 0) {
+	if (strcasecmp(scheme, "http") == 0) {
+		util_strlcpy(t->mt_scheme, "http", sizeof(t->mt_scheme));
+	} else if (strcasecmp(scheme, "https") == 0) {
+		util_strlcpy(t->mt_scheme, "https", sizeof(t->mt_scheme));
+		t->mt_tls = 1;
+	} else {
 		*code = MEDREQ_E_SCHEME;
 		goto fail;
 	}
-	util_strlcpy(t->mt_scheme, "http", sizeof(t->mt_scheme));
 	/* Credentials in the URL are the client's to keep, never forwarded. */
 	if (evhttp_uri_get_userinfo(u) != NULL) {
 		*code = MEDREQ_E_USERINFO;
@@ -129,19 +129,20 @@ medreq_parse_target(const char *uri, struct medreq_target *t, const char **code)
 		}
 	}
 	port = evhttp_uri_get_port(u);
+	defport = t->mt_tls ? 443 : 80;
 	if (port == -1)
-		port = 80;
+		port = defport;
 	if (port < 1 || port > 65535) {
 		*code = MEDREQ_E_PORT;
 		goto fail;
 	}
 	t->mt_port = (uint16_t)port;
 	if (t->mt_host_is_v6)
-		n = port == 80 ? snprintf(t->mt_authority, sizeof(t->mt_authority), "[%s]",
+		n = port == defport ? snprintf(t->mt_authority, sizeof(t->mt_authority), "[%s]",
 		    t->mt_host) : snprintf(t->mt_authority, sizeof(t->mt_authority), "[%s]:%d",
 		    t->mt_host, port);
 	else
-		n = port == 80 ? snprintf(t->mt_authority, sizeof(t->mt_authority), "%s",
+		n = port == defport ? snprintf(t->mt_authority, sizeof(t->mt_authority), "%s",
 		    t->mt_host) : snprintf(t->mt_authority, sizeof(t->mt_authority), "%s:%d",
 		    t->mt_host, port);
 	if (n < 0 || (size_t)n >= sizeof(t->mt_authority))

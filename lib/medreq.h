@@ -4,7 +4,7 @@
  * The request target and the header names come from an untrusted client
  * (request side) or an untrusted server (response side). Parsing is
  * libevent's evhttp_uri_parse (strict mode); this module adds the rules
- * of the mediator: absolute-form http:// only, no userinfo, no fragment,
+ * of the mediator: absolute-form http:// or https:// only, no userinfo, no fragment,
  * one unambiguous host, and which headers cross in each direction.
  */
 #ifndef GENSEE_MEDREQ_H
@@ -20,7 +20,6 @@
 #define MEDREQ_E_ORIGIN_FORM "origin_form_refused"
 #define MEDREQ_E_MALFORMED "malformed_target"
 #define MEDREQ_E_SCHEME "scheme_not_supported"
-#define MEDREQ_E_HTTPS "https_not_supported"
 #define MEDREQ_E_USERINFO "userinfo_refused"
 #define MEDREQ_E_FRAGMENT "fragment_refused"
 #define MEDREQ_E_HOST "bad_host"
@@ -29,7 +28,8 @@
 #define MEDREQ_E_TOO_LONG "target_too_long"
 
 struct medreq_target {
-	char mt_scheme[8];		/* "http" */
+	char mt_scheme[8];		/* "http" or "https" */
+	int mt_tls;			/* https: TLS upstream, hostname verified */
 	char mt_host[MEDREQ_HOST_MAX + 1];	/* lower case; an IPv6 literal without brackets */
 	int mt_host_is_v6;
 	uint16_t mt_port;

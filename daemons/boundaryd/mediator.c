@@ -134,7 +134,8 @@ mediator_decide(struct boundaryd *bd, struct json_object *params, const char **r
 		*reason = MDR_METHOD;
 		return;
 	}
-	if (strcmp(schema_string(params, "scheme"), "http") != 0) {
+	if (strcmp(schema_string(params, "scheme"), "http") != 0 &&
+	    strcmp(schema_string(params, "scheme"), "https") != 0) {
 		*reason = MDR_SCHEME;
 		return;
 	}

@@ -2,7 +2,8 @@
  * httpmediatord.c: gensee-httpmediatord entry point and its boundaryd channel.
  *
  * Startup order matters: as root, read the only files it ever needs
- * (the hosts file and resolv.conf for its resolver); then drop to the
+ * (the hosts file and resolv.conf for its resolver, OpenSSL's config and
+ * the CA bundle); then drop to the
  * mediator user with no capabilities and no_new_privs; connect to
  * mediator.sock as that user (boundaryd checks the uid with SO_PEERCRED);
  * confine itself (Landlock: read the CA bundle and the runtime dir only;
@@ -27,6 +28,7 @@
 #include <event2/dns.h>
 #include <event2/event.h>
 #include <json-c/json.h>
+#include <openssl/ssl.h>
 
 #include "frame.h"
 #include "httpmediatord.h"
@@ -330,6 +332,15 @@ main(int argc, char **argv)
 		log_warnx("%s: not usable; names resolve from %s only", resolv, hosts);
 	if (evdns_base_load_hosts(md.md_dns, hosts) != 0)
 		log_warnx("%s: not loaded", hosts);
+	/*
+	 * TLS: OpenSSL reads its config and the CA bundle now. Peers are
+	 * verified against --ca-file alone (no default paths), TLS 1.2 and up.
+	 */
+	if ((md.md_tls = SSL_CTX_new(TLS_client_method())) == NULL ||
+	    SSL_CTX_set_min_proto_version(md.md_tls, TLS1_2_VERSION) != 1 ||
+	    SSL_CTX_load_verify_locations(md.md_tls, ca, NULL) != 1)
+		fatalx("--ca-file %s: not a usable CA bundle", ca);
+	SSL_CTX_set_verify(md.md_tls, SSL_VERIFY_PEER, NULL);
 
 	if (sandbox_httpmediatord_drop(pw->pw_uid, pw->pw_gid, &cause) != 0)
 		fatalx("sandbox: %s", cause);
@@ -369,6 +380,7 @@ main(int argc, char **argv)
 	event_free(sigterm);
 	event_free(sigint);
 	evdns_base_free(md.md_dns, 1);
+	SSL_CTX_free(md.md_tls);
 	event_base_free(md.md_base);
 	log_info("stopped");
 	log_shutdown();

@@ -26,6 +26,7 @@ struct evhttp_bound_socket;
 struct evhttp_request;
 struct bufferevent;
 struct json_object;
+struct ssl_ctx_st;
 
 #define MEDIATORD_NAME "gensee-httpmediatord"
 #define MEDIATORD_DEFAULT_USER "gensee-mediator"
@@ -91,6 +92,7 @@ TAILQ_HEAD(mreq_list, mreq);
 struct mediatord {
 	struct event_base *md_base;
 	struct evdns_base *md_dns;
+	struct ssl_ctx_st *md_tls;	/* https upstreams: the CA bundle, TLS 1.2 at least */
 	char md_runtime_dir[4096];
 	struct bufferevent *md_chan;	/* mediator.sock, NULL while down */
 	int64_t md_next_id;

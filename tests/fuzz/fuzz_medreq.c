@@ -31,7 +31,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	memcpy(s, data, size);
 	s[size] = '\0';
 	if (medreq_parse_target(s, &t, &code) == 0) {
-		if (code != NULL || strcmp(t.mt_scheme, "http") != 0 || t.mt_port == 0 ||
+		if (code != NULL || (strcmp(t.mt_scheme, "http") != 0 &&
+		    strcmp(t.mt_scheme, "https") != 0) || t.mt_tls != (t.mt_scheme[4] == 's') ||
+		    t.mt_port == 0 ||
 		    t.mt_path[0] != '/' || t.mt_host[0] == '\0')
 			abort();
 		if (!t.mt_host_is_v6 &&

@@ -1,4 +1,5 @@
-"""Test upstream: `httpserve.py LOG addr,port ...` serves HTTP/1.1 on each
+"""Test upstream: `httpserve.py LOG addr,port[,cert,key] ...` serves HTTP/1.1
+(HTTPS with cert and key) on each
 address until killed. Every accepted connection and every request (method,
 target, headers) is appended to LOG as one JSON line, so a test can prove
 both what reached the upstream and that nothing reached it. Each answer
@@ -9,6 +10,7 @@ inside a test network namespace."""
 import json
 import socket
 import socketserver
+import ssl
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -28,7 +30,7 @@ class Handler(BaseHTTPRequestHandler):
     def setup(self):
         super().setup()
         log({"event": "connect", "local": self.server.server_address[0],
-             "peer": self.client_address[0]})
+             "port": self.server.server_address[1], "peer": self.client_address[0]})
 
     def answer(self, body):
         addr = self.server.server_address[0]
@@ -65,11 +67,16 @@ def server_bind(self):
 
 servers = []
 for spec in sys.argv[2:]:
-    addr, port = spec.split(",")
+    parts = spec.split(",")
+    addr, port = parts[0], parts[1]
     cls = type("S", (ThreadingHTTPServer,), {"address_family": socket.AF_INET6 if ":" in addr
                                              else socket.AF_INET, "daemon_threads": True,
                                              "server_bind": server_bind})
     srv = cls((addr, int(port)), Handler)
+    if len(parts) == 4:  # addr,port,certfile,keyfile: TLS
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(parts[2], parts[3])
+        srv.socket = ctx.wrap_socket(srv.socket, server_side=True, do_handshake_on_connect=False)
     servers.append(srv)
     threading.Thread(target=srv.serve_forever, daemon=True).start()
 print("ready", flush=True)

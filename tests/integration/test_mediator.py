@@ -31,7 +31,29 @@ HOSTS = """192.0.2.10 up.test
 127.0.0.1 loop.test
 192.0.2.10 mixed.test
 127.0.0.1 mixed.test
+192.0.2.10 secure.test
+192.0.2.10 wrong.test
 """
+
+
+def make_test_ca(d):
+    """A test CA and a server certificate for secure.test (and 192.0.2.10),
+    made with the openssl CLI; returns (ca, cert, key)."""
+    ca, cakey = os.path.join(d, "ca.pem"), os.path.join(d, "ca.key")
+    cert, key, csr = os.path.join(d, "srv.pem"), os.path.join(d, "srv.key"), os.path.join(d, "srv.csr")
+    ext = os.path.join(d, "ext.cnf")
+    with open(ext, "w") as f:
+        f.write("subjectAltName=DNS:secure.test,IP:192.0.2.10\n")
+    run = lambda *a: subprocess.run(["openssl"] + list(a), check=True, capture_output=True)
+    run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", cakey, "-out", ca,
+        "-days", "2", "-subj", "/CN=gensee-it test CA")
+    run("req", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", csr,
+        "-subj", "/CN=secure.test")
+    run("x509", "-req", "-in", csr, "-CA", ca, "-CAkey", cakey, "-CAcreateserial", "-out", cert,
+        "-days", "2", "-extfile", ext)
+    for p in (ca, cert, key):
+        os.chmod(p, 0o644)
+    return ca, cert, key
 
 
 def ensure_mediator_user():
@@ -79,11 +101,13 @@ def setup(env, start_mediator=True, proxy_extra=None, selftest=()):
     t.gwlog = os.path.join(t.dir, "gw-loopback.jsonl")
     for p in (t.uplog, t.gwlog):
         open(p, "w").close()
+    t.ca, cert, key = make_test_ca(t.dir)
     env.netns = gw
     env.start(args=["--mediator-user", MEDIATOR_USER])
     httpserve = env.tool("httpserve.py")
     for ns, log, targets in ((ext, t.uplog, ["192.0.2.10,8080", "192.0.2.20,8080",
-                                              "169.254.169.254,8080"]),
+                                              "169.254.169.254,8080",
+                                              "192.0.2.10,8443,%s,%s" % (cert, key)]),
                              (gw, t.gwlog, ["127.0.0.1,8080"])):
         p = subprocess.Popen(env.ns_prefix(ns) + ["/usr/bin/python3", httpserve, log] + targets,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -100,7 +124,7 @@ def setup(env, start_mediator=True, proxy_extra=None, selftest=()):
                    "source_address": "198.51.100.12",
                    "envelope": {"grants": [
                        {"destination": "198.51.100.1", "protocol": "tcp", "ports": [3128]},
-                       {"destination": "192.0.2.10", "protocol": "tcp", "ports": [8080]},
+                       {"destination": "192.0.2.10", "protocol": "tcp", "ports": [8080, 8443]},
                        {"destination": "169.254.169.254", "protocol": "tcp", "ports": [8080]},
                        {"destination": "127.0.0.1", "protocol": "tcp", "ports": [8080]}]},
                    "policy": {"schema_version": 1, "restricted_destinations": [],
@@ -124,7 +148,7 @@ def setup(env, start_mediator=True, proxy_extra=None, selftest=()):
 def start_mediatord(env, t, selftest=()):
     argv = env.ns_prefix(t.gw) + [MEDIATORD, "--runtime-dir", env.runtime, "--user",
                                   MEDIATOR_USER, "--hosts-file", t.hosts,
-                                  "--resolv-conf", "/nonexistent"]
+                                  "--resolv-conf", "/nonexistent", "--ca-file", t.ca]
     for p in selftest:
         argv += ["--selftest-read", p]
     log = open(t.medlog, "a")
@@ -218,7 +242,7 @@ def mediator_refusals(env):
         ("http://up.test:8080/", "POST", 403, "method_not_allowed"),
         ("http://up.test:8080/", "DELETE", 403, "method_not_allowed"),
         ("/data", "GET", 400, "origin_form_refused"),
-        ("https://up.test:8443/", "GET", 501, "https_not_supported"),
+        ("ftp://up.test/", "GET", 400, "scheme_not_supported"),
         ("http://2130706433:8080/", "GET", 400, "ambiguous_address"),
         ("http://user:pw@up.test:8080/", "GET", 400, "userinfo_refused"),
         ("up.test:8080", "CONNECT", 405, "connect_refused"),
@@ -243,6 +267,35 @@ def mediator_refusals(env):
     # And the granted upstream still works afterwards.
     r = get(env, t, "http://up.test:8080/")
     check(r["status"] == 200, "allowed after refusals: %r" % r)
+
+
+def mediator_https_verified(env):
+    """https://: TLS from the mediator to the pinned address, verified
+    against --ca-file with the original name; a certificate for another name
+    is refused before any request is sent."""
+    t = setup(env)
+    r = get(env, t, "https://secure.test:8443/tls?x=1",
+            headers=["Authorization: Bearer clientsecret", "Cookie: sid=cookiesecret"])
+    check(r["status"] == 200 and r["body"] == "hello from 192.0.2.10\n",
+          "https GET: %r\n%s" % (r, open(t.medlog).read()))
+    check("set-cookie" not in r["headers"], "Set-Cookie over https: %r" % r["headers"])
+    reqs = [l for l in upstream_lines(t.uplog) if l["event"] == "request"]
+    check(len(reqs) == 1 and reqs[0]["target"] == "/tls?x=1", "upstream: %r" % reqs)
+    h = reqs[0]["headers"]
+    check("authorization" not in h and "cookie" not in h and h.get("host") == "secure.test:8443",
+          "https upstream headers: %r" % h)
+    # The same address and certificate, asked for under another name: refused.
+    r = get(env, t, "https://wrong.test:8443/")
+    check(r["status"] == 502 and r["headers"].get("x-gensee-refusal") == "upstream_failed",
+          "name mismatch: %r" % r)
+    reqs = [l for l in upstream_lines(t.uplog) if l["event"] == "request"]
+    check(len(reqs) == 1, "a request went over an unverified connection: %r" % reqs)
+    # It did reach the pinned address (so the refusal was the verification).
+    conns = [l for l in upstream_lines(t.uplog) if l["event"] == "connect" and l["port"] == 8443]
+    check(len(conns) == 2, "TLS connections: %r" % conns)
+    ev = evidence(env)
+    check([e["scheme"] for e in ev] == ["https", "https"] and
+          all(e["decision"] == "allow" for e in ev), "evidence: %r" % ev)
 
 
 def mediator_fails_closed_without_boundaryd(env):
@@ -321,5 +374,6 @@ def mediator_sock_peer_checked(env):
 
 if __name__ == "__main__":
     main({f.__name__: f for f in (mediator_get_allowed_and_stripped, mediator_refusals,
+                                  mediator_https_verified,
                                   mediator_fails_closed_without_boundaryd, mediator_confined,
                                   mediator_sock_peer_checked)})

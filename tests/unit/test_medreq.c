@@ -24,6 +24,13 @@ START_TEST(test_target_accepted)
 	ck_assert_str_eq(t.mt_path, "/");
 	ck_assert_uint_eq(t.mt_port, 80);
 	ck_assert_str_eq(t.mt_authority, "192.0.2.10");
+	ck_assert_int_eq(medreq_parse_target("https://Secure.Test/p", &t, &code), 0);
+	ck_assert_str_eq(t.mt_scheme, "https");
+	ck_assert_int_eq(t.mt_tls, 1);
+	ck_assert_uint_eq(t.mt_port, 443);
+	ck_assert_str_eq(t.mt_authority, "secure.test");
+	ck_assert_int_eq(medreq_parse_target("https://secure.test:80/p", &t, &code), 0);
+	ck_assert_str_eq(t.mt_authority, "secure.test:80");
 	ck_assert_int_eq(medreq_parse_target("http://[2001:DB8::1]:81/x", &t, &code), 0);
 	ck_assert_int_eq(t.mt_host_is_v6, 1);
 	ck_assert_str_eq(t.mt_host, "2001:db8::1");
@@ -38,7 +45,6 @@ START_TEST(test_target_refused)
 		const char *code;
 	} cases[] = {
 		{ "/origin/form", MEDREQ_E_ORIGIN_FORM },
-		{ "https://a.test/", MEDREQ_E_HTTPS },
 		{ "ftp://a.test/", MEDREQ_E_SCHEME },
 		{ "http://u:p@a.test/", MEDREQ_E_USERINFO },
 		{ "http://a.test/#frag", MEDREQ_E_FRAGMENT },
