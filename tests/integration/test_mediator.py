@@ -150,7 +150,7 @@ def start_mediatord(env, t, selftest=()):
                                   MEDIATOR_USER, "--hosts-file", t.hosts,
                                   "--resolv-conf", "/nonexistent", "--ca-file", t.ca]
     for p in selftest:
-        argv += ["--selftest-read", p]
+        argv += ["--selftest-read", t.ca if p == "@CA@" else p]
     log = open(t.medlog, "a")
     t.med = subprocess.Popen(argv, stdout=log, stderr=log)
     env.children.append(t.med)
@@ -318,7 +318,7 @@ def mediator_confined(env):
     with open(probe, "w") as f:
         f.write("x")
     os.chmod(probe, 0o644)
-    t = setup(env, selftest=["/etc/ssl/certs/ca-certificates.crt", "/etc/passwd", probe,
+    t = setup(env, selftest=["@CA@", "/etc/ssl/certs/ca-certificates.crt", "/etc/passwd", probe,
                              "/etc/shadow", os.path.join(env.state, "boundaryd.lock")])
     st = {}
     with open("/proc/%d/status" % t.med.pid) as f:
@@ -331,8 +331,10 @@ def mediator_confined(env):
     check(st["Uid"] == [str(t.uid)] * 4, "uid: %r" % st["Uid"])
     check(st["Gid"][0] != "0" and st["Groups"] == [], "gid/groups: %r %r" % (st["Gid"], st.get("Groups")))
     log = open(t.medlog).read()
-    check("selftest-read /etc/ssl/certs/ca-certificates.crt: allowed" in log, log)
-    # World-readable, so only Landlock can refuse them:
+    check("selftest-read %s: allowed" % t.ca in log, log)
+    # World-readable, so only Landlock can refuse them (the system bundle
+    # too: only the configured --ca-file is readable):
+    check("selftest-read /etc/ssl/certs/ca-certificates.crt: denied" in log, log)
     check("selftest-read /etc/passwd: denied" in log, log)
     check("selftest-read %s: denied" % probe in log, log)
     check("selftest-read /etc/shadow: denied" in log, log)
