@@ -152,6 +152,8 @@ def start_mediatord(env, t, selftest=()):
     for p in selftest:
         argv += ["--selftest-read", t.ca if p == "@CA@" else p]
     log = open(t.medlog, "a")
+    if t.medlog not in env.logs:
+        env.logs.append(t.medlog)  # the harness scans it for sanitizer reports
     t.med = subprocess.Popen(argv, stdout=log, stderr=log)
     env.children.append(t.med)
 
@@ -298,6 +300,52 @@ def mediator_https_verified(env):
           all(e["decision"] == "allow" for e in ev), "evidence: %r" % ev)
 
 
+def mediator_bounds(env):
+    """max_response_bytes and max_request_bytes from the config bound the bodies."""
+    t = setup(env, proxy_extra={"max_response_bytes": 10, "max_request_bytes": 16})
+    r = get(env, t, "http://up.test:8080/big")
+    check(r["status"] == 502 and r["headers"].get("x-gensee-refusal") == "response_too_large",
+          "response over max_response_bytes: %r" % r)
+    body = "x" * 100
+    r = request(env, t, "GET http://up.test:8080/body HTTP/1.1\r\nHost: up.test\r\n"
+                "Content-Length: %d\r\n\r\n%s" % (len(body), body))
+    check(r["status"] == 413, "request over max_request_bytes: %r" % r)
+    r = request(env, t, "GET http://up.test:8080/small HTTP/1.1\r\nHost: up.test\r\n"
+                "Content-Length: 4\r\n\r\nabcd")
+    check(r["status"] == 400 and r["headers"].get("x-gensee-refusal") == "request_body_refused",
+          "GET with a body: %r" % r)
+    targets = [l["target"] for l in upstream_lines(t.uplog) if l["event"] == "request"]
+    check(targets == ["/big"], "upstream saw %r" % targets)
+
+
+def mediator_follows_operation_end(env):
+    """When the operation ends the mediator stops listening for it, and
+    boundaryd refuses what was still in flight."""
+    t = setup(env)
+    r = get(env, t, "http://up.test:8080/")
+    check(r["status"] == 200, "before the end: %r" % r)
+    r = env.root_call("operation.end", {"operation_id": OP, "kill": True})
+    check(r["result"]["state"] == "ended", "%r" % r)
+    env.wait_for("the mediator to close its listener",
+                 lambda: "%s: no longer configured" % OP in open(t.medlog).read())
+    try:
+        get(env, t, "http://up.test:8080/after")
+        raise Failure("the mediator still listens after the end")
+    except subprocess.CalledProcessError as e:
+        check("ConnectionRefusedError" in e.stderr, "after the end: %s" % e.stderr)
+    # boundaryd itself refuses the ended operation, whoever asks.
+    pw = pwd.getpwnam(MEDIATOR_USER)
+    r = subprocess.run(["/usr/bin/python3", "-c", harness.USER_CALL,
+                        os.path.join(env.runtime, "mediator.sock"), "mediator.authorize",
+                        json.dumps({"operation_id": OP, "client_address": "198.51.100.12",
+                                    "method": "GET", "scheme": "http", "host": "up.test",
+                                    "port": 8080, "path": "/", "addresses": ["192.0.2.10"]})],
+                       capture_output=True, text=True, timeout=30, user=pw.pw_uid,
+                       group=pw.pw_gid, extra_groups=[], env=env.user_env(), cwd="/")
+    res = json.loads(r.stdout)["result"]
+    check(res["decision"] == "deny" and res["reason"] == "operation_not_running", "%r" % res)
+
+
 def mediator_fails_closed_without_boundaryd(env):
     t = setup(env)
     r = get(env, t, "http://up.test:8080/before")
@@ -352,6 +400,8 @@ def mediator_sock_peer_checked(env):
     # Root (not the mediator's uid): connected by DAC, closed by SO_PEERCRED.
     r = call_as(env, sock, 0, 0)
     check("oserror" in r, "root was answered on mediator.sock: %r" % r)
+    check("refused %s connection from uid 0" % sock in env.daemon_log(),
+          "root not refused by the peer check:\n" + env.daemon_log())
     # The test user: refused (by the socket's mode first; SO_PEERCRED behind it).
     r = call_as(env, sock, env.uid, env.gid)
     check("oserror" in r, "gensee-test was answered on mediator.sock: %r" % r)
@@ -376,6 +426,7 @@ def mediator_sock_peer_checked(env):
 
 if __name__ == "__main__":
     main({f.__name__: f for f in (mediator_get_allowed_and_stripped, mediator_refusals,
-                                  mediator_https_verified,
+                                  mediator_https_verified, mediator_bounds,
+                                  mediator_follows_operation_end,
                                   mediator_fails_closed_without_boundaryd, mediator_confined,
                                   mediator_sock_peer_checked)})
