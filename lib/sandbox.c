@@ -6,7 +6,9 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 
 #include <unistd.h>
@@ -181,10 +183,10 @@ static const char *const sandbox_mediator_syscalls[] = {
 	/* event loop and sockets (clients, upstreams, mediator.sock, DNS) */
 	"epoll_create1", "epoll_ctl", "epoll_wait", "epoll_pwait", "epoll_pwait2",
 	"poll", "ppoll", "eventfd2", "pipe2",
-	"socket", "connect", "accept", "accept4", "bind", "listen", "shutdown",
+	"connect", "accept", "accept4", "bind", "listen", "shutdown",
 	"getsockname", "getpeername", "setsockopt", "getsockopt",
 	"sendto", "recvfrom", "sendmsg", "recvmsg", "sendmmsg", "recvmmsg",
-	"read", "write", "readv", "writev", "close", "fcntl", "ioctl",
+	"read", "write", "readv", "writev", "close", "fcntl",
 	/* the CA bundle (Landlock limits what can be opened) */
 	"openat", "newfstatat", "fstat", "lseek",
 	/* time, memory, threads' basics, signals, exit */
@@ -229,6 +231,24 @@ sandbox_httpmediatord(const char *ca_file, const char *runtime_dir, char **cause
 			    strerror(-rc));
 			return -1;
 		}
+	}
+	/*
+	 * socket(2) for IPv4, IPv6 and Unix only (no netlink, packet or
+	 * crypto sockets); ioctl(2) for FIONREAD only (libevent sizes its
+	 * reads with it). The kernel reads both as 32-bit ints: only the low
+	 * half of the register is compared (the upper half is not defined).
+	 */
+	if ((rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socket), 1,
+	    SCMP_A0(SCMP_CMP_MASKED_EQ, 0xffffffff, AF_INET))) != 0 ||
+	    (rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socket), 1,
+	    SCMP_A0(SCMP_CMP_MASKED_EQ, 0xffffffff, AF_INET6))) != 0 ||
+	    (rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socket), 1,
+	    SCMP_A0(SCMP_CMP_MASKED_EQ, 0xffffffff, AF_UNIX))) != 0 ||
+	    (rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 1,
+	    SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffff, FIONREAD))) != 0) {
+		seccomp_release(ctx);
+		util_cause(cause, "seccomp: socket/ioctl rules: %s", strerror(-rc));
+		return -1;
 	}
 	rc = seccomp_load(ctx);
 	seccomp_release(ctx);

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
@@ -354,7 +355,7 @@ proxy_tls_connection(struct mreq *mr, const char *addr)
 	}
 	/* A close without close_notify still ends the body (Content-Length bounds it). */
 	bufferevent_openssl_set_allow_dirty_shutdown(bev, 1);
-	evcon = evhttp_connection_base_bufferevent_new(md->md_base, NULL, bev, addr,
+	evcon = evhttp_connection_base_bufferevent_new(md->md_base, md->md_dns, bev, addr,
 	    mr->mr_t.mt_port);
 	if (evcon == NULL)
 		bufferevent_free(bev);
@@ -395,7 +396,8 @@ proxy_upstream(struct mreq *mr, const char *addr)
 	if (mr->mr_t.mt_tls)
 		evcon = proxy_tls_connection(mr, addr);
 	else
-		evcon = evhttp_connection_base_new(md->md_base, NULL, addr, mr->mr_t.mt_port);
+		evcon = evhttp_connection_base_new(md->md_base, md->md_dns, addr,
+		    mr->mr_t.mt_port);
 	if (evcon == NULL) {
 		proxy_fail(mr, 502, "Bad Gateway", "upstream_failed");
 		return;
@@ -567,19 +569,60 @@ proxy_medop_parse(struct json_object *proxy, struct medop *mo)
 	return 0;
 }
 
+/*
+ * The listening socket, made here from the parsed address: evhttp's own
+ * bind would go through getaddrinfo (AI_ADDRCONFIG opens a netlink
+ * socket, which the seccomp filter does not allow).
+ */
 static int
-proxy_medop_listen(struct mediatord *md, struct medop *mo)
+proxy_listen_socket(const char *spec)
 {
-	char host[64];
-	int fam;
+	struct sockaddr_storage ss;
+	socklen_t sl;
+	int fam, fd, one = 1;
 	uint8_t a[16];
 	uint16_t port;
 
-	if (netpolicy_parse_listen(mo->mo_listen, &fam, a, &port) != 0 ||
-	    inet_ntop(fam, a, host, sizeof(host)) == NULL)
+	if (netpolicy_parse_listen(spec, &fam, a, &port) != 0)
 		return -1;
-	if ((mo->mo_http = evhttp_new(md->md_base)) == NULL)
+	memset(&ss, 0, sizeof(ss));
+	if (fam == AF_INET) {
+		struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+		s4->sin_family = AF_INET;
+		s4->sin_port = htons(port);
+		memcpy(&s4->sin_addr, a, 4);
+		sl = sizeof(*s4);
+	} else {
+		struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+		s6->sin6_family = AF_INET6;
+		s6->sin6_port = htons(port);
+		memcpy(&s6->sin6_addr, a, 16);
+		sl = sizeof(*s6);
+	}
+	fd = socket(fam, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
 		return -1;
+	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0 ||
+	    bind(fd, (struct sockaddr *)&ss, sl) != 0 || listen(fd, 128) != 0) {
+		int e = errno;
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	return fd;
+}
+
+static int
+proxy_medop_listen(struct mediatord *md, struct medop *mo)
+{
+	int fd;
+
+	if ((fd = proxy_listen_socket(mo->mo_listen)) < 0)
+		return -1;
+	if ((mo->mo_http = evhttp_new(md->md_base)) == NULL) {
+		close(fd);
+		return -1;
+	}
 	evhttp_set_allowed_methods(mo->mo_http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD |
 	    EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE | EVHTTP_REQ_OPTIONS | EVHTTP_REQ_TRACE |
 	    EVHTTP_REQ_CONNECT | EVHTTP_REQ_PATCH);
@@ -588,7 +631,8 @@ proxy_medop_listen(struct mediatord *md, struct medop *mo)
 	evhttp_set_max_headers_size(mo->mo_http, MEDIATORD_MAX_HEADERS_SIZE);
 	evhttp_set_timeout(mo->mo_http, mo->mo_io_timeout);
 	evhttp_set_gencb(mo->mo_http, proxy_request_cb, mo);
-	if ((mo->mo_bound = evhttp_bind_socket_with_handle(mo->mo_http, host, port)) == NULL) {
+	if ((mo->mo_bound = evhttp_accept_socket_with_handle(mo->mo_http, fd)) == NULL) {
+		close(fd);
 		evhttp_free(mo->mo_http);
 		mo->mo_http = NULL;
 		return -1;

@@ -170,6 +170,10 @@ def request(env, t, raw, source=None):
         argv += ["--source", source, "--check-close"]
     argv += ["198.51.100.1", "3128"]
     r = env.ns_run(t.ctr, argv, input=raw)
+    # A seccomp kill (or any crash) would also refuse: make it a failure of its own.
+    if t.med is not None:
+        check(t.med.poll() is None, "the mediator died (%s):\n%s" % (t.med.returncode,
+                                                                    open(t.medlog).read()))
     return json.loads(r.stdout)
 
 
