@@ -304,6 +304,25 @@ def mediator_https_verified(env):
           all(e["decision"] == "allow" for e in ev), "evidence: %r" % ev)
 
 
+def mediator_help_version_usage(env):
+    """--help (stdout, 0), --version, usage errors exit 2 as the other daemons;
+    not started as root: refused (it has nothing to drop)."""
+    run = lambda *a, **kw: subprocess.run([MEDIATORD] + list(a), capture_output=True, text=True,
+                                          timeout=30, **kw)
+    r = run("--help")
+    check(r.returncode == 0 and r.stdout.startswith("usage: gensee-httpmediatord"), "%r" % r)
+    r = run("--version")
+    check(r.returncode == 0 and r.stdout.startswith("gensee-httpmediatord "), "%r" % r)
+    for bad in ([], ["--runtime-dir"], ["--runtime-dir", "relative"], ["--bogus"],
+                ["--runtime-dir", env.runtime, "extra"]):
+        r = run(*bad)
+        check(r.returncode == 2 and "usage: gensee-httpmediatord" in r.stderr, "%r: %r" % (bad, r))
+    r = run("--runtime-dir", env.runtime, user=env.uid, group=env.gid, extra_groups=[])
+    check(r.returncode == 1 and "must be started as root" in r.stderr, "non-root: %r" % r)
+    r = run("--runtime-dir", env.runtime, "--user", "gensee-no-such-user")
+    check(r.returncode == 1 and "no such user" in r.stderr, "unknown user: %r" % r)
+
+
 def mediator_bounds(env):
     """max_response_bytes and max_request_bytes from the config bound the bodies."""
     t = setup(env, proxy_extra={"max_response_bytes": 10, "max_request_bytes": 16})
@@ -431,6 +450,7 @@ def mediator_sock_peer_checked(env):
 if __name__ == "__main__":
     main({f.__name__: f for f in (mediator_get_allowed_and_stripped, mediator_refusals,
                                   mediator_https_verified, mediator_bounds,
+                                  mediator_help_version_usage,
                                   mediator_follows_operation_end,
                                   mediator_fails_closed_without_boundaryd, mediator_confined,
                                   mediator_sock_peer_checked)})
