@@ -445,21 +445,28 @@ proxy_upstream(struct mreq *mr, const char *addr)
 		evtimer_add(mr->mr_timer, &dl);
 }
 
-/* Is the connection's peer exactly the operation's proxy.client_address? */
+/*
+ * Is the connection's peer exactly the operation's proxy.client_address?
+ * The peer's address (as the kernel gave it at accept) goes to peer: it is
+ * what boundaryd checks again, not the configured string.
+ */
 static int
-proxy_peer_ok(struct medop *mo, struct evhttp_connection *evcon)
+proxy_peer_ok(struct medop *mo, struct evhttp_connection *evcon, char *peer, size_t len)
 {
 	const struct sockaddr *sa = evhttp_connection_get_addr(evcon);
 
+	peer[0] = '\0';
 	if (sa == NULL)
 		return 0;
 	if (sa->sa_family == AF_INET && mo->mo_client_family == AF_INET) {
 		const struct sockaddr_in *s4 = (const void *)sa;
-		return memcmp(&s4->sin_addr, mo->mo_client_addr, 4) == 0;
+		return inet_ntop(AF_INET, &s4->sin_addr, peer, (socklen_t)len) != NULL &&
+		    memcmp(&s4->sin_addr, mo->mo_client_addr, 4) == 0;
 	}
 	if (sa->sa_family == AF_INET6 && mo->mo_client_family == AF_INET6) {
 		const struct sockaddr_in6 *s6 = (const void *)sa;
-		return memcmp(&s6->sin6_addr, mo->mo_client_addr, 16) == 0;
+		return inet_ntop(AF_INET6, &s6->sin6_addr, peer, (socklen_t)len) != NULL &&
+		    memcmp(&s6->sin6_addr, mo->mo_client_addr, 16) == 0;
 	}
 	return 0;
 }
@@ -473,9 +480,10 @@ proxy_request_cb(struct evhttp_request *req, void *arg)
 	struct evutil_addrinfo hints;
 	struct mreq *mr;
 	const char *method = proxy_method_name(evhttp_request_get_command(req)), *code;
+	char peer[64];
 
-	/* Another peer: refused before anything of its request is looked at. */
-	if (evcon == NULL || !proxy_peer_ok(mo, evcon)) {
+	/* Another peer: refused before anything of its request is acted on. */
+	if (evcon == NULL || !proxy_peer_ok(mo, evcon, peer, sizeof(peer))) {
 		log_info("%s: refused a peer that is not %s", mo->mo_id, mo->mo_client_str);
 		proxy_refuse(req, 403, "Forbidden", "client_not_allowed", 1);
 		return;
@@ -507,7 +515,7 @@ proxy_request_cb(struct evhttp_request *req, void *arg)
 	mo->mo_inflight++;
 	mr->mr_client = req;
 	util_strlcpy(mr->mr_op, mo->mo_id, sizeof(mr->mr_op));
-	util_strlcpy(mr->mr_client_str, mo->mo_client_str, sizeof(mr->mr_client_str));
+	util_strlcpy(mr->mr_client_str, peer, sizeof(mr->mr_client_str));
 	util_strlcpy(mr->mr_method, method, sizeof(mr->mr_method));
 	mr->mr_max_response = mo->mo_max_response;
 	mr->mr_connect_timeout = mo->mo_connect_timeout;

@@ -182,8 +182,9 @@ def get(env, t, url, method="GET", headers=(), source=None):
     return request(env, t, "\r\n".join(lines) + "\r\n\r\n", source)
 
 
-def call_as(env, sock, uid, gid, method="mediator.config"):
-    r = subprocess.run(["/usr/bin/python3", "-c", harness.USER_CALL, sock, method, "{}"],
+def call_as(env, sock, uid, gid, method="mediator.config", params=None):
+    r = subprocess.run(["/usr/bin/python3", "-c", harness.USER_CALL, sock, method,
+                        json.dumps(params or {})],
                        capture_output=True, text=True, timeout=30, user=uid, group=gid,
                        extra_groups=[], env=env.user_env(), cwd="/")
     check(r.returncode == 0, "call: %s" % r.stderr)
@@ -434,6 +435,32 @@ def mediator_sock_peer_checked(env):
     check("result" in r, "mediator uid refused: %r" % r)
     ops = r["result"]["operations"]
     check([o["operation_id"] for o in ops] == [OP], "config: %r" % ops)
+    # boundaryd decides on its own state, whatever the mediator claims.
+    base = {"operation_id": OP, "client_address": "198.51.100.12", "method": "GET",
+            "scheme": "http", "host": "up.test", "port": 8080, "path": "/p?secret=1",
+            "addresses": ["192.0.2.10"]}
+    for change, reason in (({}, "within_envelope"),
+                           ({"client_address": "198.51.100.13"}, "client_address_mismatch"),
+                           ({"method": "POST"}, "method_not_allowed"),
+                           ({"scheme": "ftp"}, "scheme_not_supported"),
+                           ({"port": 8081}, "not_granted"),
+                           ({"addresses": []}, "no_addresses"),
+                           ({"addresses": ["192.0.2.10", "10.0.0.1"]}, "restricted_destination"),
+                           ({"addresses": ["192.0.2.10", "192.0.2.20"]}, "not_granted"),
+                           ({"operation_id": "op_other"}, "operation_not_running")):
+        p = dict(base, **change)
+        r = call_as(env, sock, pw.pw_uid, pw.pw_gid, "mediator.authorize", p)
+        check(r.get("result", {}).get("reason") == reason and
+              r["result"]["decision"] == ("allow" if reason == "within_envelope" else "deny"),
+              "%r: %r" % (change, r))
+    for change in ({"host": "a@b"}, {"path": "relative"}, {"operation_id": "x/../y"},
+                   {"addresses": ["not-an-address"]}):
+        r = call_as(env, sock, pw.pw_uid, pw.pw_gid, "mediator.authorize", dict(base, **change))
+        ok = r.get("error", {}).get("code") == "invalid_params" or \
+            r.get("result", {}).get("decision") == "deny"
+        check(ok, "%r accepted: %r" % (change, r))
+    check("secret=1" not in open(os.path.join(env.state, "network-operations", OP,
+                                                "http-mediator.jsonl")).read(), "query in evidence")
     # The mediator methods exist on mediator.sock only, even for root.
     r = env.root_call("mediator.authorize", {"operation_id": OP, "client_address": "198.51.100.12",
                                              "method": "GET", "scheme": "http", "host": "up.test",
