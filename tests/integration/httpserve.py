@@ -4,7 +4,8 @@ address until killed. Every accepted connection and every request (method,
 target, headers) is appended to LOG as one JSON line, so a test can prove
 both what reached the upstream and that nothing reached it. Each answer
 carries a Set-Cookie, a WWW-Authenticate and an X-Upstream header and the
-body "hello from ADDR". Prints "ready" once every socket listens. Runs
+body "hello from ADDR"; a target starting /redirect gets a 302 to the
+metadata address instead. Prints "ready" once every socket listens. Runs
 inside a test network namespace."""
 
 import json
@@ -37,6 +38,13 @@ class Handler(BaseHTTPRequestHandler):
         log({"event": "request", "local": addr, "method": self.command, "target": self.path,
              "headers": {k.lower(): v for k, v in self.headers.items()}})
         data = ("hello from %s\n" % addr).encode()
+        if self.path.startswith("/redirect"):
+            # A redirect to the metadata address: the mediator must not follow it.
+            self.send_response(302)
+            self.send_header("Location", "http://169.254.169.254:8080/latest/meta-data")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         self.send_response(200)
         self.send_header("Content-Type", "text/plain")
         self.send_header("Content-Length", str(len(data)))

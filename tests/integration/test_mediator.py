@@ -226,8 +226,14 @@ def mediator_get_allowed_and_stripped(env):
           "upstream saw %r" % reqs[0])
     r = get(env, t, "http://192.0.2.10:8080/head", method="HEAD")
     check(r["status"] == 200 and r["body"] == "", "HEAD: %r" % r)
+    # A redirect is returned as it is, never followed (here: to the metadata address).
+    r = get(env, t, "http://up.test:8080/redirect")
+    check(r["status"] == 302 and r["headers"].get("location") ==
+          "http://169.254.169.254:8080/latest/meta-data", "redirect: %r" % r)
+    check([l for l in upstream_lines(t.uplog) if l["local"] == "169.254.169.254"] == [],
+          "the redirect was followed")
     ev = evidence(env)
-    check(len(ev) == 2 and all(e["decision"] == "allow" for e in ev), "evidence: %r" % ev)
+    check(len(ev) == 3 and all(e["decision"] == "allow" for e in ev), "evidence: %r" % ev)
     check(ev[0]["path"] == "/data/item" and ev[0]["pinned_address"] == "192.0.2.10" and
           ev[0]["host"] == "up.test" and ev[0]["port"] == 8080, "evidence: %r" % ev[0])
     # No query value, credential or cookie anywhere in evidence or logs.
