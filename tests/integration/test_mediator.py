@@ -16,6 +16,7 @@ having seen nothing, not by a timeout.
 import json
 import os
 import pwd
+import signal
 import subprocess
 import tempfile
 
@@ -376,6 +377,24 @@ def mediator_follows_operation_end(env):
     check(res["decision"] == "deny" and res["reason"] == "operation_not_running", "%r" % res)
 
 
+def mediator_silent_boundaryd_denies(env):
+    """A boundaryd that does not answer (stopped, not dead) is a refusal: 503
+    after the mediator's 5 s authorization deadline; its late answer is not
+    acted on."""
+    t = setup(env)
+    env.proc.send_signal(signal.SIGSTOP)
+    try:
+        r = get(env, t, "http://up.test:8080/while-stopped")
+        check(r["status"] == 503 and r["headers"].get("x-gensee-refusal") == "authority_timeout",
+              "silent boundaryd: %r" % r)
+    finally:
+        env.proc.send_signal(signal.SIGCONT)
+    r = get(env, t, "http://up.test:8080/after")
+    check(r["status"] == 200, "after SIGCONT: %r" % r)
+    targets = [l["target"] for l in upstream_lines(t.uplog) if l["event"] == "request"]
+    check(targets == ["/after"], "upstream saw %r" % targets)
+
+
 def mediator_fails_closed_without_boundaryd(env):
     t = setup(env)
     r = get(env, t, "http://up.test:8080/before")
@@ -483,7 +502,7 @@ def mediator_sock_peer_checked(env):
 if __name__ == "__main__":
     main({f.__name__: f for f in (mediator_get_allowed_and_stripped, mediator_refusals,
                                   mediator_https_verified, mediator_bounds,
-                                  mediator_help_version_usage,
+                                  mediator_help_version_usage, mediator_silent_boundaryd_denies,
                                   mediator_follows_operation_end,
                                   mediator_fails_closed_without_boundaryd, mediator_confined,
                                   mediator_sock_peer_checked)})
