@@ -502,3 +502,60 @@ landlock_plan_record(const struct landlock_plan *lp)
 	    json_object_get(lp->lp_skipped) : json_object_new_array());
 	return o;
 }
+
+/*
+ * A daemon's own confinement (gensee-httpmediatord): read-only access
+ * (files and directory listings, no execute) below paths, nothing else at
+ * all, and at ABI 6 no abstract Unix sockets or signals outside the
+ * domain. Landlock is required: without it this fails.
+ */
+int
+landlock_restrict_read_only(const char *const *paths, size_t n, char **cause)
+{
+	struct {
+		uint64_t handled_access_fs;
+		uint64_t handled_access_net;
+		uint64_t scoped;
+	} attr;
+	const char *why = NULL;
+	int abi = landlock_abi(&why), rfd;
+
+	if (abi <= 0) {
+		util_cause(cause, "landlock: %s", why);
+		return -1;
+	}
+	memset(&attr, 0, sizeof(attr));
+	attr.handled_access_fs = landlock_handled_access(abi);
+	if (abi >= 6)
+		attr.scoped = LANDLOCK_PLAN_SCOPE_ABSTRACT_UNIX | LANDLOCK_PLAN_SCOPE_SIGNAL;
+	rfd = (int)syscall(SYS_landlock_create_ruleset, &attr,
+	    abi >= 6 ? sizeof(attr) : sizeof(attr.handled_access_fs), 0);
+	if (rfd < 0) {
+		util_cause(cause, "landlock: landlock_create_ruleset: %s", strerror(errno));
+		return -1;
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct landlock_path_beneath_attr pb;
+		struct stat st;
+		int fd = open(paths[i], O_PATH | O_CLOEXEC);
+		if (fd < 0 || fstat(fd, &st) != 0) {
+			util_cause(cause, "landlock: %s: %s", paths[i], strerror(errno));
+			if (fd >= 0)
+				close(fd);
+			close(rfd);
+			return -1;
+		}
+		memset(&pb, 0, sizeof(pb));
+		pb.allowed_access = LANDLOCK_ACCESS_FS_READ_FILE |
+		    (S_ISDIR(st.st_mode) ? LANDLOCK_ACCESS_FS_READ_DIR : 0);
+		pb.parent_fd = fd;
+		if (syscall(SYS_landlock_add_rule, rfd, LANDLOCK_RULE_PATH_BENEATH, &pb, 0) != 0) {
+			util_cause(cause, "landlock: %s: %s", paths[i], strerror(errno));
+			close(fd);
+			close(rfd);
+			return -1;
+		}
+		close(fd);
+	}
+	return landlock_plan_restrict(rfd, cause);
+}

@@ -108,6 +108,12 @@ int landlock_plan_restrict(int rfd, char **cause);
 void landlock_plan_warnings(const struct landlock_plan *lp, const char *workspace,
     struct json_object *warnings);
 
+/*
+ * Restrict the calling thread (and what it starts later) to reading below
+ * paths and nothing else; no_new_privs must be set. Requires Landlock.
+ */
+int landlock_restrict_read_only(const char *const *paths, size_t n, char **cause);
+
 /* The operation record's host_controls.landlock. */
 struct json_object *landlock_plan_record(const struct landlock_plan *lp);
 

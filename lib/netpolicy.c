@@ -789,6 +789,58 @@ static const struct schema_field scope_fields[] = {
 	{ "path_prefix", SCHEMA_STRING, SCHEMA_REQUIRED, 1, 2048, 0 },
 };
 
+int
+netpolicy_parse_listen(const char *s, int *family, uint8_t addr[16], uint16_t *port)
+{
+	char host[INET6_ADDRSTRLEN + 2];
+	const char *colon, *p;
+	size_t hl;
+	unsigned long v = 0;
+
+	if (s == NULL)
+		return -1;
+	if (s[0] == '[') {
+		const char *close = strchr(s, ']');
+		if (close == NULL || close[1] != ':')
+			return -1;
+		hl = (size_t)(close - s - 1);
+		colon = close + 1;
+		if (hl == 0 || hl >= sizeof(host))
+			return -1;
+		memcpy(host, s + 1, hl);
+		host[hl] = '\0';
+		if (inet_pton(AF_INET6, host, addr) != 1)
+			return -1;
+		*family = AF_INET6;
+	} else {
+		colon = strrchr(s, ':');
+		if (colon == NULL)
+			return -1;
+		hl = (size_t)(colon - s);
+		if (hl == 0 || hl >= sizeof(host))
+			return -1;
+		memcpy(host, s, hl);
+		host[hl] = '\0';
+		memset(addr, 0, 16);
+		if (inet_pton(AF_INET, host, addr) != 1)
+			return -1;
+		*family = AF_INET;
+	}
+	/* A decimal port 1-65535, digits only: no sign, no spaces, no leading zeros. */
+	p = colon + 1;
+	if (*p < '1' || *p > '9')
+		return -1;
+	for (; *p != '\0'; p++) {
+		if (*p < '0' || *p > '9')
+			return -1;
+		v = v * 10 + (unsigned long)(*p - '0');
+		if (v > 65535)
+			return -1;
+	}
+	*port = (uint16_t)v;
+	return 0;
+}
+
 /* The proxy section is the mediator's: validated here, stored as given. */
 static int
 np_check_proxy(struct json_object *proxy, char **cause)
@@ -797,6 +849,7 @@ np_check_proxy(struct json_object *proxy, char **cause)
 	struct json_object *tx, *scopes;
 	int fam;
 	uint8_t a[16];
+	uint16_t port;
 
 	if (schema_validate(proxy, proxy_fields, nitems(proxy_fields), &err) != 0) {
 		util_cause(cause, "proxy: %s (%s)", err.se_message, err.se_code);
@@ -804,6 +857,11 @@ np_check_proxy(struct json_object *proxy, char **cause)
 	}
 	if (netpolicy_parse_addr(schema_string(proxy, "client_address"), &fam, a) != 0) {
 		util_cause(cause, "proxy.client_address: not an IP address");
+		return -1;
+	}
+	/* The mediator binds exactly this: an address and a port, never a name. */
+	if (netpolicy_parse_listen(schema_string(proxy, "listen"), &fam, a, &port) != 0) {
+		util_cause(cause, "proxy.listen: must be IPv4:PORT or [IPv6]:PORT");
 		return -1;
 	}
 	if ((tx = schema_child(proxy, "transaction")) == NULL)

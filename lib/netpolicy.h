@@ -89,6 +89,8 @@ const char *netpolicy_disposition_name(enum np_disposition d);
  * with *hostname set (callers warn and skip it). */
 int netpolicy_parse_range(const char *s, struct np_range *out, int *hostname);
 int netpolicy_parse_addr(const char *s, int *family, uint8_t addr[16]);
+/* proxy.listen: "192.0.2.1:3128" or "[2001:db8::1]:3128", port 1-65535. */
+int netpolicy_parse_listen(const char *s, int *family, uint8_t addr[16], uint16_t *port);
 /* "tcp"/"udp" -> IPPROTO_*, else -1. */
 int netpolicy_parse_proto(const char *s);
 const char *netpolicy_proto_name(uint8_t proto);

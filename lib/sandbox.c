@@ -6,11 +6,17 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 
-#include <cap-ng.h>
+#include <unistd.h>
 
+#include <cap-ng.h>
+#include <seccomp.h>
+
+#include "landlock.h"
 #include "sandbox.h"
 #include "util.h"
 
@@ -111,4 +117,144 @@ sandbox_sensord(char **cause)
 	static const int caps[] = { CAP_SYS_ADMIN, CAP_NET_ADMIN, CAP_DAC_READ_SEARCH,
 		CAP_SYS_PTRACE, -1 };
 	return sandbox_keep_caps(caps, NULL, cause);
+}
+
+/*
+ * gensee-httpmediatord, step 1: become the mediator user with nothing.
+ * It parses HTTP from untrusted clients and servers, so it is assumed
+ * compromisable and must hold no authority: no root uid or gid, no
+ * supplementary groups, no capability in any set (effective, permitted,
+ * inheritable, bounding, ambient), and no_new_privs so that no exec can
+ * gain any. Checked afterwards: a partial drop is fatal, never ignored.
+ */
+int
+sandbox_httpmediatord_drop(uid_t uid, gid_t gid, char **cause)
+{
+	uid_t ru, eu, su;
+	gid_t rg, eg, sg;
+
+	if (uid == 0 || gid == 0) {
+		util_cause(cause, "the mediator user must not be root (uid or gid 0)");
+		return -1;
+	}
+	capng_clear(CAPNG_SELECT_BOTH);
+	if (capng_change_id((int)uid, (int)gid, CAPNG_DROP_SUPP_GRP | CAPNG_CLEAR_BOUNDING) != 0) {
+		util_cause(cause, "capng_change_id to %u:%u failed", (unsigned)uid, (unsigned)gid);
+		return -1;
+	}
+	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0 && errno != EINVAL) {
+		util_cause(cause, "PR_CAP_AMBIENT_CLEAR_ALL: %s", strerror(errno));
+		return -1;
+	}
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
+		util_cause(cause, "PR_SET_NO_NEW_PRIVS: %s", strerror(errno));
+		return -1;
+	}
+	if (getresuid(&ru, &eu, &su) != 0 || getresgid(&rg, &eg, &sg) != 0 ||
+	    ru != uid || eu != uid || su != uid || rg != gid || eg != gid || sg != gid ||
+	    getgroups(0, NULL) != 0) {
+		util_cause(cause, "uid/gid drop incomplete");
+		return -1;
+	}
+	/* Back to root must be impossible now. */
+	if (setuid(0) == 0 || setgid(0) == 0) {
+		util_cause(cause, "could regain root after the drop");
+		return -1;
+	}
+	capng_clear(CAPNG_SELECT_ALL);
+	if (capng_get_caps_process() != 0 || capng_have_capabilities(CAPNG_SELECT_BOTH) != CAPNG_NONE) {
+		util_cause(cause, "capabilities left after the drop");
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * gensee-httpmediatord, step 2: the seccomp allowlist. The default action
+ * kills the process (not EPERM): the mediator's own syscalls are a small
+ * known set, so anything else is exploit code or a bug, and letting it see
+ * EPERM and try the next thing helps only the attacker. A dead mediator
+ * fails closed (boundaryd sees the channel close, clients their
+ * connection reset) and systemd restarts it. Other ABIs (x32, i386) are
+ * killed too (libseccomp's bad-arch action), so the list cannot be
+ * bypassed through int 0x80.
+ */
+static const char *const sandbox_mediator_syscalls[] = {
+	/* event loop and sockets (clients, upstreams, mediator.sock, DNS) */
+	"epoll_create1", "epoll_ctl", "epoll_wait", "epoll_pwait", "epoll_pwait2",
+	"poll", "ppoll", "eventfd2", "pipe2",
+	"connect", "accept", "accept4", "bind", "listen", "shutdown",
+	"getsockname", "getpeername", "setsockopt", "getsockopt",
+	"sendto", "recvfrom", "sendmsg", "recvmsg", "sendmmsg", "recvmmsg",
+	"read", "write", "readv", "writev", "close", "fcntl",
+	/* the CA bundle (Landlock limits what can be opened) */
+	"openat", "newfstatat", "fstat", "lseek",
+	/* time, memory, threads' basics, signals, exit */
+	"clock_gettime", "gettimeofday", "nanosleep", "clock_nanosleep",
+	"brk", "mmap", "munmap", "mremap", "madvise", "mprotect",
+	"futex", "getrandom", "getpid", "gettid", "sched_yield",
+	"rt_sigaction", "rt_sigprocmask", "rt_sigreturn", "sigaltstack", "restart_syscall",
+	"tgkill", "exit", "exit_group", "prlimit64", "getrlimit",
+#if defined(__SANITIZE_ADDRESS__)
+	/* ASan/UBSan reports in the sanitizer build only */
+	"readlink", "readlinkat", "prctl", "sched_getaffinity", "uname", "getppid",
+#endif
+};
+
+int
+sandbox_httpmediatord(const char *ca_file, const char *runtime_dir, char **cause)
+{
+	const char *paths[2] = { ca_file, runtime_dir };
+	scmp_filter_ctx ctx;
+	int rc;
+
+	/* no_new_privs is already set (sandbox_httpmediatord_drop). */
+	if (landlock_restrict_read_only(paths, 2, cause) != 0)
+		return -1;
+	if ((ctx = seccomp_init(SCMP_ACT_KILL_PROCESS)) == NULL) {
+		util_cause(cause, "seccomp_init failed");
+		return -1;
+	}
+	if (seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS) != 0) {
+		seccomp_release(ctx);
+		util_cause(cause, "seccomp: bad-arch action");
+		return -1;
+	}
+	for (size_t i = 0; i < nitems(sandbox_mediator_syscalls); i++) {
+		int nr = seccomp_syscall_resolve_name(sandbox_mediator_syscalls[i]);
+		/* A name this architecture does not have (epoll_wait on arm64) is skipped. */
+		if (nr == __NR_SCMP_ERROR || nr < 0)
+			continue;
+		if ((rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 0)) != 0) {
+			seccomp_release(ctx);
+			util_cause(cause, "seccomp: %s: %s", sandbox_mediator_syscalls[i],
+			    strerror(-rc));
+			return -1;
+		}
+	}
+	/*
+	 * socket(2) for IPv4, IPv6 and Unix only (no netlink, packet or
+	 * crypto sockets); ioctl(2) for FIONREAD only (libevent sizes its
+	 * reads with it). The kernel reads both as 32-bit ints: only the low
+	 * half of the register is compared (the upper half is not defined).
+	 */
+	if ((rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socket), 1,
+	    SCMP_A0(SCMP_CMP_MASKED_EQ, 0xffffffff, AF_INET))) != 0 ||
+	    (rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socket), 1,
+	    SCMP_A0(SCMP_CMP_MASKED_EQ, 0xffffffff, AF_INET6))) != 0 ||
+	    (rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socket), 1,
+	    SCMP_A0(SCMP_CMP_MASKED_EQ, 0xffffffff, AF_UNIX))) != 0 ||
+	    (rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 1,
+	    SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffff, FIONREAD))) != 0) {
+		seccomp_release(ctx);
+		util_cause(cause, "seccomp: socket/ioctl rules: %s", strerror(-rc));
+		return -1;
+	}
+	rc = seccomp_load(ctx);
+	seccomp_release(ctx);
+	if (rc != 0) {
+		util_cause(cause, "seccomp_load: %s", strerror(-rc));
+		return -1;
+	}
+	return 0;
 }

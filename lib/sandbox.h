@@ -20,4 +20,13 @@ int sandbox_base_mkdir(int dirfd, const char *name, mode_t mode);
  */
 int sandbox_sensord(char **cause);
 
+/*
+ * gensee-httpmediatord holds no authority: it becomes uid:gid with no
+ * groups, no capabilities in any set and no_new_privs (step 1, before it
+ * connects to mediator.sock), then confines itself to reading ca_file and
+ * runtime_dir (Landlock) and to a syscall allowlist (seccomp, step 2).
+ */
+int sandbox_httpmediatord_drop(uid_t uid, gid_t gid, char **cause);
+int sandbox_httpmediatord(const char *ca_file, const char *runtime_dir, char **cause);
+
 #endif

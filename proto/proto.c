@@ -145,6 +145,17 @@ bad:
 	return -1;
 }
 
+static const struct schema_field mediator_authorize_params[] = {
+	{ "operation_id", SCHEMA_STRING, SCHEMA_REQUIRED, 1, 72, 0 },
+	{ "client_address", SCHEMA_STRING, SCHEMA_REQUIRED, 2, 64, 0 },
+	{ "method", SCHEMA_STRING, SCHEMA_REQUIRED, 1, 16, 0 },
+	{ "scheme", SCHEMA_STRING, SCHEMA_REQUIRED, 1, 8, 0 },
+	{ "host", SCHEMA_STRING, SCHEMA_REQUIRED, 1, 255, 0 },
+	{ "port", SCHEMA_INT, SCHEMA_REQUIRED, 1, 65535, 0 },
+	{ "path", SCHEMA_STRING, SCHEMA_REQUIRED, 1, 2048, 0 },
+	{ "addresses", SCHEMA_STRING_ARRAY, SCHEMA_REQUIRED, 0, 32, 64 },
+};
+
 /*
  * The access table. A method absent from a socket's mask is refused there;
  * PA_ANY_USER methods scope what they touch to the caller's uid. The last
@@ -194,6 +205,11 @@ static const struct proto_method_info proto_methods[PM__COUNT] = {
 	/* Removing evidence is the host's decision alone. */
 	{ PM_OPERATION_PRUNE, "operation.prune", PS_BOUNDARY, PA_ROOT, operation_prune_params,
 	    nitems(operation_prune_params), PIO_DENY },
+	/* The mediator channel: gensee-httpmediatord's uid, on mediator.sock only. */
+	{ PM_MEDIATOR_CONFIG, "mediator.config", PS_MEDIATOR, PA_MEDIATOR, no_params, 0,
+	    PIO_DENY },
+	{ PM_MEDIATOR_AUTHORIZE, "mediator.authorize", PS_MEDIATOR, PA_MEDIATOR,
+	    mediator_authorize_params, nitems(mediator_authorize_params), PIO_DENY },
 };
 
 const struct proto_method_info *
@@ -224,6 +240,9 @@ proto_authorized(const struct proto_method_info *info, enum proto_socket sock, u
 		return uid == 0 && sock == PS_BOUNDARY;
 	case PA_ANY_USER:
 		return 1;
+	case PA_MEDIATOR:
+		/* boundaryd accepts on mediator.sock only the --mediator-user uid. */
+		return sock == PS_MEDIATOR;
 	}
 	return 0;
 }

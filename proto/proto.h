@@ -62,6 +62,8 @@ enum proto_method {
 	PM_FILE_DECISION,
 	PM_SENSOR_HEARTBEAT,
 	PM_OPERATION_PRUNE,
+	PM_MEDIATOR_CONFIG,
+	PM_MEDIATOR_AUTHORIZE,
 	PM__COUNT
 };
 
@@ -70,12 +72,14 @@ enum proto_socket {
 	PS_BOUNDARY = 0x01, /* boundary.sock: root only */
 	PS_CLIENT = 0x02,   /* client.sock: any local user */
 	PS_SUPERVISOR = 0x04, /* network-operations/ID/supervisor.sock: root, one operation */
+	PS_MEDIATOR = 0x08, /* mediator.sock: the mediator's uid only (--mediator-user) */
 };
 
 /* Who may call: root only, or any user (the handler scopes to the caller). */
 enum proto_access {
 	PA_ROOT,
 	PA_ANY_USER,
+	PA_MEDIATOR,	/* the mediator's uid, on mediator.sock only (checked at accept) */
 };
 
 /*

@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,7 +37,7 @@ usage_to(int help)
 	fprintf(help ? stdout : stderr, "usage: " BOUNDARYD_NAME
 	    " --state-root DIR --runtime-dir DIR [--cgroup-base NAME] [--foreground] [--debug]\n"
 	    "       [--ocsf] [--idle-timeout-seconds N] [--sensor-heartbeat-ms N]\n"
-	    "       [--retain-days N] [--retain-count N]\n"
+	    "       [--retain-days N] [--retain-count N] [--mediator-user NAME]\n"
 	    "       " BOUNDARYD_NAME " --help | --version\n");
 	exit(help ? 0 : 2);
 }
@@ -334,12 +335,14 @@ main(int argc, char **argv)
 		{ "sensor-heartbeat-ms", required_argument, NULL, 'H' },
 		{ "retain-days", required_argument, NULL, 'D' },
 		{ "retain-count", required_argument, NULL, 'C' },
+		{ "mediator-user", required_argument, NULL, 'M' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct boundaryd bd;
 	const char *state_root = NULL, *runtime_dir = NULL, *cgroup_base = CGROUP_BASE;
+	const char *mediator_user = NULL;
 	int lock_state, lock_runtime;
 	int foreground = 0, logflags = LOG_F_ASYNC, ch, ready_fd = -1, ocsf = 0;
 	int idle_sec = CONTROL_IDLE_SEC, hb_ms = SENSOR_HEARTBEAT_MS;
@@ -386,6 +389,9 @@ main(int argc, char **argv)
 				usage();
 			retain_count = v;
 			break;
+		case 'M':
+			mediator_user = optarg;
+			break;
 		case 'h':
 			usage_to(1);
 		case 'V':
@@ -410,6 +416,18 @@ main(int argc, char **argv)
 	umask(077);
 
 	memset(&bd, 0, sizeof(bd));
+	if (mediator_user != NULL) {
+		/*
+		 * The mediator's uid, resolved once: mediator.sock accepts it
+		 * and nothing else. Root is refused: the mediator must hold no
+		 * authority, and root's channel is boundary.sock.
+		 */
+		struct passwd *pw = getpwnam(mediator_user);
+		if (pw == NULL || pw->pw_uid == 0)
+			fatalx("--mediator-user %s: no such unprivileged user", mediator_user);
+		bd.bd_have_mediator = 1;
+		bd.bd_mediator_uid = pw->pw_uid;
+	}
 	TAILQ_INIT(&bd.bd_ops);
 	TAILQ_INIT(&bd.bd_conns);
 	bd.bd_idle_sec = idle_sec;
@@ -483,6 +501,17 @@ main(int argc, char **argv)
 	    control_listen(&bd, &bd.bd_client, bd.bd_runtime_fd, runtime_dir, "client.sock",
 		PS_CLIENT, 0666) != 0)
 		fatalx("cannot open sockets in %s", runtime_dir);
+	/*
+	 * mediator.sock: owned by the mediator's uid, mode 0600, made while
+	 * CAP_CHOWN is still held. The mode is defence in depth; the check
+	 * is SO_PEERCRED at accept (control.c).
+	 */
+	if (bd.bd_have_mediator &&
+	    (control_listen(&bd, &bd.bd_mediator, bd.bd_runtime_fd, runtime_dir, "mediator.sock",
+		PS_MEDIATOR, 0600) != 0 ||
+	    fchownat(bd.bd_runtime_fd, "mediator.sock", bd.bd_mediator_uid, 0,
+		AT_SYMLINK_NOFOLLOW) != 0))
+		fatalx("cannot open mediator.sock in %s", runtime_dir);
 	if (sandbox_boundaryd(&cause) != 0)
 		fatalx("sandbox: %s", cause);
 	/*
@@ -520,6 +549,10 @@ main(int argc, char **argv)
 	control_close(&bd.bd_client);
 	unlinkat(bd.bd_runtime_fd, "boundary.sock", 0);
 	unlinkat(bd.bd_runtime_fd, "client.sock", 0);
+	if (bd.bd_have_mediator) {
+		control_close(&bd.bd_mediator);
+		unlinkat(bd.bd_runtime_fd, "mediator.sock", 0);
+	}
 	control_close_all(&bd);
 	operation_free_all(&bd);
 	netop_shutdown(&bd);

@@ -49,6 +49,8 @@ struct evconnlistener;
 #define CONTROL_ROOT_RESERVE 32
 #define CONTROL_MAX_PER_UID 96
 #define CONTROL_MAX_BOUNDARY 64
+/* mediator.sock: one mediator needs one channel; a few for its restarts. */
+#define CONTROL_MAX_MEDIATOR 8
 /*
  * The sensor channel has no idle timeout: both sides send a heartbeat
  * every interval (--sensor-heartbeat-ms) and give the channel up after
@@ -309,9 +311,13 @@ struct boundaryd {
 	char bd_started_at[40];
 	struct listener bd_boundary;
 	struct listener bd_client;
+	struct listener bd_mediator;	/* mediator.sock, with --mediator-user only */
+	int bd_have_mediator;
+	uid_t bd_mediator_uid;
 	int bd_nconns;
 	int bd_nclient;		/* ... on client.sock */
 	int bd_nboundary;	/* ... on boundary.sock and supervisor sockets */
+	int bd_nmediator;	/* ... on mediator.sock */
 	uint64_t bd_conns_refused; /* over a budget */
 	uint64_t bd_conns_dropped; /* closed: replies not read (queue bounds) */
 	struct conn_list bd_conns;
@@ -425,6 +431,20 @@ void network_start(struct boundaryd *bd, const struct peer *p, struct json_objec
 void network_reinstall(struct boundaryd *bd, const struct peer *p, struct json_object *params,
     struct op_reply *r);
 void operation_evidence(struct boundaryd *bd, const struct peer *p, struct json_object *params,
+    struct op_reply *r);
+/* Append one evidence line (time and operation_id added) to STATE/network-operations/ID/file. */
+void netop_append(struct netop *no, const char *file, struct json_object *o);
+/*
+ * Is (family, addr, proto, port) allowed now by the operation's envelope,
+ * deny list and active leases (netpolicy_decide's NP_ALLOW)? *reason is
+ * its stable reason either way.
+ */
+int netop_tuple_allowed(struct netop *no, int family, const uint8_t addr[16], uint8_t proto,
+    uint16_t port, const char **reason);
+
+/* mediator.c: the mediator channel (mediator.sock, the --mediator-user uid only) */
+void mediator_config(struct boundaryd *bd, struct op_reply *r);
+void mediator_authorize(struct boundaryd *bd, const struct peer *p, struct json_object *params,
     struct op_reply *r);
 
 /* operation.c helpers shared with netop.c */

@@ -171,7 +171,8 @@ control_dispatch(struct conn *c, struct json_object *msg)
 	if (!proto_authorized(req.pr_info, c->c_kind, c->c_peer.pr_uid)) {
 		log_info("refused %s from uid %u on %s", req.pr_info->pmi_name,
 		    (unsigned)c->c_peer.pr_uid,
-		    c->c_kind == PS_BOUNDARY ? "boundary.sock" : "client.sock");
+		    c->c_kind == PS_BOUNDARY ? "boundary.sock" : c->c_kind == PS_MEDIATOR ?
+		    "mediator.sock" : "client.sock");
 		control_send(c, proto_error_new(req.pr_id, PE_NOT_AUTHORIZED,
 		    "this method is not available to the caller"));
 		return;
@@ -260,6 +261,12 @@ control_dispatch(struct conn *c, struct json_object *msg)
 		break;
 	case PM_SENSOR_HEARTBEAT:
 		sensor_heartbeat(bd, c, &r);
+		break;
+	case PM_MEDIATOR_CONFIG:
+		mediator_config(bd, &r);
+		break;
+	case PM_MEDIATOR_AUTHORIZE:
+		mediator_authorize(bd, &c->c_peer, req.pr_params, &r);
 		break;
 	case PM__COUNT:
 		r.or_code = PE_INTERNAL;
@@ -374,6 +381,8 @@ control_conn_free(struct conn *c)
 	c->c_bd->bd_nconns--;
 	if (c->c_kind == PS_CLIENT)
 		c->c_bd->bd_nclient--;
+	else if (c->c_kind == PS_MEDIATOR)
+		c->c_bd->bd_nmediator--;
 	else
 		c->c_bd->bd_nboundary--;
 	free(c);
@@ -444,6 +453,7 @@ control_accept_cb(struct evconnlistener *lev, evutil_socket_t fd, struct sockadd
 	(void)salen;
 	/* Refuse before allocating anything for the connection. */
 	if (l->l_kind == PS_CLIENT ? bd->bd_nclient >= CONTROL_MAX_CLIENT :
+	    l->l_kind == PS_MEDIATOR ? bd->bd_nmediator >= CONTROL_MAX_MEDIATOR :
 	    bd->bd_nboundary >= CONTROL_MAX_BOUNDARY) {
 		bd->bd_conns_refused++;
 		close(fd);
@@ -457,6 +467,16 @@ control_accept_cb(struct evconnlistener *lev, evutil_socket_t fd, struct sockadd
 	}
 	/* The socket mode is not the only check: boundary.sock is root's alone. */
 	if ((l->l_kind == PS_BOUNDARY || l->l_kind == PS_SUPERVISOR) && p.pr_uid != 0) {
+		log_info("refused %s connection from uid %u", l->l_path, (unsigned)p.pr_uid);
+		close(fd);
+		return;
+	}
+	/*
+	 * mediator.sock is the mediator's uid alone, root included: root has
+	 * boundary.sock, and a second root path into the mediator methods
+	 * would let any root process speak as the mediator in evidence.
+	 */
+	if (l->l_kind == PS_MEDIATOR && (!bd->bd_have_mediator || p.pr_uid != bd->bd_mediator_uid)) {
 		log_info("refused %s connection from uid %u", l->l_path, (unsigned)p.pr_uid);
 		close(fd);
 		return;
@@ -501,12 +521,18 @@ control_accept_cb(struct evconnlistener *lev, evutil_socket_t fd, struct sockadd
 	bd->bd_nconns++;
 	if (c->c_kind == PS_CLIENT)
 		bd->bd_nclient++;
+	else if (c->c_kind == PS_MEDIATOR)
+		bd->bd_nmediator++;
 	else
 		bd->bd_nboundary++;
 	TAILQ_INSERT_TAIL(&bd->bd_conns, c, c_entry);
 	struct timeval idle = { bd->bd_idle_sec, 0 };
-	/* The write timeout only runs while replies wait: a peer that takes none is closed. */
-	bufferevent_set_timeouts(c->c_bev, &idle, &idle);
+	/*
+	 * The write timeout only runs while replies wait: a peer that takes
+	 * none is closed. The mediator's channel is long-lived (no read
+	 * timeout); its connections have a small budget of their own.
+	 */
+	bufferevent_set_timeouts(c->c_bev, c->c_kind == PS_MEDIATOR ? NULL : &idle, &idle);
 	bufferevent_setcb(c->c_bev, control_read_cb, control_write_cb, control_event_cb, c);
 	bufferevent_setwatermark(c->c_bev, EV_READ, 0, FRAME_MAX_DEFAULT + FRAME_HEADER_LEN);
 	bufferevent_enable(c->c_bev, EV_READ | EV_WRITE);

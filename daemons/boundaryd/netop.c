@@ -639,7 +639,7 @@ netop_publish(struct netop *no)
 	}
 }
 
-static void
+void
 netop_append(struct netop *no, const char *file, struct json_object *o)
 {
 	char *cause = NULL;
@@ -654,8 +654,12 @@ netop_append(struct netop *no, const char *file, struct json_object *o)
 		free(cause);
 		operation_violation(no->no_op, "evidence_append_failed");
 	}
-	/* The decision was made either way: the SIEM hears of it. */
-	ocsf_emit(strcmp(file, "effects.jsonl") == 0 ? "effect" :
+	/*
+	 * The decision was made either way: the SIEM hears of it. Mediator
+	 * decisions have no OCSF mapping yet (http-mediator.jsonl only).
+	 */
+	if (strcmp(file, "http-mediator.jsonl") != 0)
+		ocsf_emit(strcmp(file, "effects.jsonl") == 0 ? "effect" :
 	    strcmp(file, "faults.jsonl") == 0 ? "fault" : "counters", o);
 	json_object_put(o);
 }
@@ -1755,6 +1759,34 @@ netop_decide(struct netop *no, struct json_object *subj, struct json_object *cap
 	json_object_object_add(f, "retry", json_object_get(schema_child(res, "retry")));
 	netop_append(no, "faults.jsonl", f);
 	return res;
+}
+
+int
+netop_tuple_allowed(struct netop *no, int family, const uint8_t addr[16], uint8_t proto,
+    uint16_t port, const char **reason)
+{
+	struct np_event ev = { 0 };
+	struct np_decision d;
+	struct np_grants leases;
+
+	memset(&d, 0, sizeof(d));
+	ev.ne_family = family;
+	memcpy(ev.ne_addr, addr, 16);
+	ev.ne_proto = proto;
+	ev.ne_port = port;
+	netop_leases_grants(no, &leases);
+	struct np_boundary b = {
+		/* Monitor mode lets everything pass in the kernel; the mediator never does. */
+		.nb_monitor = 0,
+		.nb_allow = &no->no_spec.ns_allow,
+		.nb_deny = &no->no_spec.ns_deny,
+		.nb_leases = &leases,
+	};
+	/* A requested TTL of 1 s: a lease disposition is not an allow here (no lease is made). */
+	netpolicy_decide(&no->no_spec.ns_policy, &b, &ev, 1, &d);
+	np_grants_free(&leases);
+	*reason = d.nd_reason;
+	return d.nd_disposition == NP_ALLOW;
 }
 
 static int

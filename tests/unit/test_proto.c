@@ -176,6 +176,19 @@ START_TEST(test_access_table)
 		ck_assert_int_eq(proto_authorized(m, PS_CLIENT, 1000), 1);
 		ck_assert_int_eq(proto_authorized(m, PS_CLIENT, 0), 1);
 		ck_assert_int_eq(proto_authorized(m, PS_BOUNDARY, 0), 1);
+		/* mediator.sock serves the mediator's two methods and nothing else. */
+		ck_assert_int_eq(proto_authorized(m, PS_MEDIATOR, 999), 0);
+	}
+	/* The mediator's methods: mediator.sock only, not even root elsewhere. */
+	const char *med[] = { "mediator.config", "mediator.authorize" };
+	for (size_t i = 0; i < nitems(med); i++) {
+		const struct proto_method_info *m = proto_method_lookup(med[i]);
+		ck_assert_ptr_nonnull(m);
+		ck_assert_int_eq(proto_authorized(m, PS_BOUNDARY, 0), 0);
+		ck_assert_int_eq(proto_authorized(m, PS_CLIENT, 0), 0);
+		ck_assert_int_eq(proto_authorized(m, PS_CLIENT, 999), 0);
+		ck_assert_int_eq(proto_authorized(m, PS_SUPERVISOR, 0), 0);
+		ck_assert_int_eq(proto_authorized(m, PS_MEDIATOR, 999), 1);
 	}
 }
 END_TEST
@@ -209,6 +222,8 @@ START_TEST(test_access_rows)
 		{ "file.decision", PS_BOUNDARY, PA_ROOT },
 		{ "sensor.heartbeat", PS_BOUNDARY, PA_ROOT },
 		{ "operation.prune", PS_BOUNDARY, PA_ROOT },
+		{ "mediator.config", PS_MEDIATOR, PA_MEDIATOR },
+		{ "mediator.authorize", PS_MEDIATOR, PA_MEDIATOR },
 	};
 
 	ck_assert_int_eq(nitems(rows), PM__COUNT);
@@ -259,6 +274,8 @@ START_TEST(test_in_op_rows)
 		{ "file.decision", PIO_DENY, PE_NOT_AUTHORIZED },
 		{ "sensor.heartbeat", PIO_DENY, PE_NOT_AUTHORIZED },
 		{ "operation.prune", PIO_DENY, PE_NOT_AUTHORIZED },
+		{ "mediator.config", PIO_DENY, PE_NOT_AUTHORIZED },
+		{ "mediator.authorize", PIO_DENY, PE_NOT_AUTHORIZED },
 	};
 
 	ck_assert_int_eq(nitems(rows), PM__COUNT);
@@ -290,7 +307,7 @@ START_TEST(test_method_table)
 		ck_assert_int_eq(i->pmi_method, m);
 		ck_assert_ptr_eq(proto_method_lookup(i->pmi_name), i);
 		ck_assert_int_ne(i->pmi_sockets, 0);
-		ck_assert_int_eq(i->pmi_sockets & ~(PS_BOUNDARY | PS_CLIENT | PS_SUPERVISOR), 0);
+		ck_assert_int_eq(i->pmi_sockets & ~(PS_BOUNDARY | PS_CLIENT | PS_SUPERVISOR | PS_MEDIATOR), 0);
 		/* supervisor.sock is root's: no method is open to others there. */
 		ck_assert_int_eq(proto_authorized(i, PS_SUPERVISOR, 1000), 0);
 		if (i->pmi_nparams > 0)

@@ -1,0 +1,241 @@
+/*
+ * mediator.c: boundaryd's side of the HTTP mediator channel (mediator.sock).
+ *
+ * Trust model: gensee-httpmediatord parses HTTP from untrusted clients and
+ * talks to untrusted servers, so it is treated as compromisable. It holds
+ * no authority: it asks here for every request, and everything it sends
+ * is a claim to check. Only the --mediator-user uid reaches these handlers
+ * (SO_PEERCRED at accept, and the method table). The operation, its proxy
+ * section, the client address, the grants and the restricted ranges all
+ * come from boundaryd's own state, never from the request. A decision can
+ * only narrow: any doubt (an unknown operation, an unparsable address, an
+ * address outside the grants or inside a restricted range) denies the
+ * whole request. Every decision is evidence in http-mediator.jsonl, with
+ * the path cut before any query string and no header value at all.
+ */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <json-c/json.h>
+
+#include "boundaryd.h"
+#include "ids.h"
+#include "log.h"
+#include "netpolicy.h"
+#include "util.h"
+
+#define MEDIATOR_MAX_ADDRESSES 32
+
+/* Stable decision reasons (docs/protocol.md). */
+#define MDR_ALLOW "within_envelope"
+#define MDR_NOT_RUNNING "operation_not_running"
+#define MDR_NO_PROXY "proxy_not_configured"
+#define MDR_TRANSACTION "transaction_required"
+#define MDR_CLIENT "client_address_mismatch"
+#define MDR_METHOD "method_not_allowed"
+#define MDR_SCHEME "scheme_not_supported"
+#define MDR_NO_ADDRESS "no_addresses"
+#define MDR_RESTRICTED NPR_RESTRICTED
+#define MDR_NOT_GRANTED "not_granted"
+
+/* Every operation with a proxy section, running now: what the mediator serves. */
+void
+mediator_config(struct boundaryd *bd, struct op_reply *r)
+{
+	struct json_object *ops = json_object_new_array();
+	struct operation *op;
+
+	TAILQ_FOREACH(op, &bd->bd_ops, op_entry) {
+		if (op->op_phase != OP_RUNNING || op->op_net == NULL || op->op_net->no_table_gone ||
+		    op->op_net->no_spec.ns_proxy == NULL)
+			continue;
+		struct json_object *o = json_object_new_object();
+		json_object_object_add(o, "operation_id", json_object_new_string(op->op_id));
+		json_object_object_add(o, "proxy", json_object_get(op->op_net->no_spec.ns_proxy));
+		json_object_array_add(ops, o);
+	}
+	r->or_result = json_object_new_object();
+	json_object_object_add(r->or_result, "operations", ops);
+}
+
+/*
+ * A host as the mediator resolved it: a DNS name or an address literal,
+ * lower case. Anything that could smuggle a second authority, userinfo or a
+ * path (@ / ? # \ whitespace, %) is refused before it reaches evidence.
+ */
+static int
+mediator_valid_host(const char *h)
+{
+	size_t n = strlen(h);
+
+	if (n == 0 || n > 253)
+		return 0;
+	for (const char *p = h; *p != '\0'; p++) {
+		unsigned char c = (unsigned char)*p;
+		if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '-' ||
+		    c == ':' || c == '_'))
+			return 0;
+	}
+	return 1;
+}
+
+/* The path as evidence: up to the first '?' or '#', so no query value is kept. */
+static struct json_object *
+mediator_path_json(const char *path)
+{
+	size_t n = strcspn(path, "?#");
+	return json_object_new_string_len(path, (int)n);
+}
+
+static void
+mediator_decide(struct boundaryd *bd, struct json_object *params, const char **reason,
+    const char **bad_addr, char *pinned, size_t pinnedlen, struct operation **opp)
+{
+	const char *id = schema_string(params, "operation_id");
+	const char *method = schema_string(params, "method");
+	struct json_object *addrs = schema_child(params, "addresses");
+	uint16_t port = (uint16_t)schema_int(params, "port", 0);
+	struct operation *op = operation_find(bd, id);
+	struct json_object *proxy;
+	uint8_t ca[16], pa[16];
+	int cf, pf;
+
+	*opp = NULL;
+	pinned[0] = '\0';
+	if (op == NULL || op->op_phase != OP_RUNNING || op->op_net == NULL ||
+	    op->op_net->no_table_gone) {
+		*reason = MDR_NOT_RUNNING;
+		return;
+	}
+	*opp = op;
+	proxy = op->op_net->no_spec.ns_proxy;
+	if (proxy == NULL) {
+		*reason = MDR_NO_PROXY;
+		return;
+	}
+	/*
+	 * With proxy.transaction the mediator is inactive until a transaction
+	 * is active; transactions do not exist yet, so it stays inactive.
+	 */
+	if (schema_child(proxy, "transaction") != NULL) {
+		*reason = MDR_TRANSACTION;
+		return;
+	}
+	/* The client identity is the configured address, exactly (not a claim to trust). */
+	if (netpolicy_parse_addr(schema_string(proxy, "client_address"), &cf, ca) != 0 ||
+	    netpolicy_parse_addr(schema_string(params, "client_address"), &pf, pa) != 0 ||
+	    cf != pf || memcmp(ca, pa, 16) != 0) {
+		*reason = MDR_CLIENT;
+		return;
+	}
+	if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0) {
+		*reason = MDR_METHOD;
+		return;
+	}
+	if (strcmp(schema_string(params, "scheme"), "http") != 0 &&
+	    strcmp(schema_string(params, "scheme"), "https") != 0) {
+		*reason = MDR_SCHEME;
+		return;
+	}
+	if (json_object_array_length(addrs) == 0) {
+		*reason = MDR_NO_ADDRESS;
+		return;
+	}
+	/*
+	 * A DNS answer with any restricted address is denied whole: otherwise
+	 * a rebinding answer (public + metadata) would be half allowed and the
+	 * mediator could be steered to the other half.
+	 */
+	for (size_t i = 0; i < json_object_array_length(addrs); i++) {
+		const char *a = json_object_get_string(json_object_array_get_idx(addrs, i));
+		const char *why = NULL;
+		int f;
+		uint8_t b[16];
+		if (netpolicy_parse_addr(a, &f, b) != 0 ||
+		    netpolicy_restricted(&op->op_net->no_spec.ns_policy, f, b, &why)) {
+			*reason = MDR_RESTRICTED;
+			*bad_addr = a;
+			return;
+		}
+	}
+	for (size_t i = 0; i < json_object_array_length(addrs); i++) {
+		const char *a = json_object_get_string(json_object_array_get_idx(addrs, i));
+		const char *why = NULL;
+		int f;
+		uint8_t b[16];
+		if (netpolicy_parse_addr(a, &f, b) != 0 ||
+		    !netop_tuple_allowed(op->op_net, f, b, IPPROTO_TCP, port, &why)) {
+			*reason = MDR_NOT_GRANTED;
+			*bad_addr = a;
+			return;
+		}
+	}
+	/* The mediator connects to this address and no other (pinned). */
+	util_strlcpy(pinned, json_object_get_string(json_object_array_get_idx(addrs, 0)),
+	    pinnedlen);
+	*reason = MDR_ALLOW;
+}
+
+void
+mediator_authorize(struct boundaryd *bd, const struct peer *p, struct json_object *params,
+    struct op_reply *r)
+{
+	const char *id = schema_string(params, "operation_id");
+	const char *reason = NULL, *bad = NULL;
+	struct operation *op = NULL;
+	char pinned[64], did[ID_MAX_LEN];
+
+	(void)p;
+	if (!ids_valid_operation(id)) {
+		reply_error(r, PE_INVALID_PARAMS, "operation_id: malformed id");
+		return;
+	}
+	if (!mediator_valid_host(schema_string(params, "host"))) {
+		reply_error(r, PE_INVALID_PARAMS, "host: not a lower-case name or address");
+		return;
+	}
+	if (schema_string(params, "path")[0] != '/') {
+		reply_error(r, PE_INVALID_PARAMS, "path: must start with /");
+		return;
+	}
+	mediator_decide(bd, params, &reason, &bad, pinned, sizeof(pinned), &op);
+	int allow = strcmp(reason, MDR_ALLOW) == 0;
+	ids_new("med_", did, sizeof(did));
+
+	r->or_result = json_object_new_object();
+	json_object_object_add(r->or_result, "decision_id", json_object_new_string(did));
+	json_object_object_add(r->or_result, "decision",
+	    json_object_new_string(allow ? "allow" : "deny"));
+	json_object_object_add(r->or_result, "reason", json_object_new_string(reason));
+	json_object_object_add(r->or_result, "address",
+	    allow ? json_object_new_string(pinned) : NULL);
+	json_object_object_add(r->or_result, "denied_address", bad ? json_object_new_string(bad) :
+	    NULL);
+
+	if (op == NULL || op->op_net == NULL) {
+		/* No operation directory to write to: the log keeps the refusal. */
+		log_info("mediator: %s refused for %s", reason, id);
+		return;
+	}
+	struct json_object *o = json_object_new_object();
+	json_object_object_add(o, "type", json_object_new_string("http_mediator_decision"));
+	json_object_object_add(o, "decision_id", json_object_new_string(did));
+	json_object_object_add(o, "decision", json_object_new_string(allow ? "allow" : "deny"));
+	json_object_object_add(o, "reason", json_object_new_string(reason));
+	json_object_object_add(o, "client_address",
+	    json_object_new_string(schema_string(params, "client_address")));
+	json_object_object_add(o, "method", json_object_new_string(schema_string(params, "method")));
+	json_object_object_add(o, "scheme", json_object_new_string(schema_string(params, "scheme")));
+	json_object_object_add(o, "host", json_object_new_string(schema_string(params, "host")));
+	json_object_object_add(o, "port", json_object_new_int((int)schema_int(params, "port", 0)));
+	json_object_object_add(o, "path", mediator_path_json(schema_string(params, "path")));
+	json_object_object_add(o, "addresses",
+	    json_object_get(schema_child(params, "addresses")));
+	json_object_object_add(o, "pinned_address", allow ? json_object_new_string(pinned) : NULL);
+	json_object_object_add(o, "denied_address", bad ? json_object_new_string(bad) : NULL);
+	json_object_object_add(o, "generation",
+	    json_object_new_int64((int64_t)op->op_net->no_generation));
+	netop_append(op->op_net, "http-mediator.jsonl", o);
+}

@@ -1,0 +1,117 @@
+/*
+ * httpmediatord.h: gensee-httpmediatord, the confined HTTP mediator.
+ *
+ * Trust model: the mediator parses HTTP from untrusted clients and
+ * untrusted servers, so it is built to be compromisable without harm: it
+ * runs as its own unprivileged user with no capabilities, no_new_privs, a
+ * seccomp allowlist and Landlock (read its CA bundle and runtime dir,
+ * nothing else), and it holds no authority. Every request is authorized by
+ * boundaryd over mediator.sock; no answer, a lost channel or any error
+ * means the request is refused.
+ */
+#ifndef GENSEE_HTTPMEDIATORD_H
+#define GENSEE_HTTPMEDIATORD_H
+
+#include <stdint.h>
+#include <sys/queue.h>
+#include <sys/types.h>
+
+#include "medreq.h"
+
+struct event_base;
+struct event;
+struct evdns_base;
+struct evhttp;
+struct evhttp_bound_socket;
+struct evhttp_request;
+struct bufferevent;
+struct json_object;
+struct ssl_ctx_st;
+
+#define MEDIATORD_NAME "gensee-httpmediatord"
+#define MEDIATORD_DEFAULT_USER "gensee-mediator"
+#define MEDIATORD_DEFAULT_CA "/etc/ssl/certs/ca-certificates.crt"
+/* boundaryd must answer an authorization within this; silence is a refusal. */
+#define MEDIATORD_AUTH_TIMEOUT_SEC 5
+/* How often the proxy list is asked for again (new operations, ended ones). */
+#define MEDIATORD_REFRESH_MS 500
+#define MEDIATORD_RECONNECT_MS 500
+#define MEDIATORD_MAX_ADDRESSES 32
+#define MEDIATORD_MAX_HEADERS_SIZE (64 * 1024)
+#define MEDIATORD_MAX_OPS 256
+/* proxy.* defaults when the config leaves them out (seed 001). */
+#define MEDIATORD_DEFAULT_MAX_REQUEST (16LL * 1024 * 1024)
+#define MEDIATORD_DEFAULT_MAX_RESPONSE (128LL * 1024 * 1024)
+#define MEDIATORD_DEFAULT_CONNECT_TIMEOUT 10
+#define MEDIATORD_DEFAULT_IO_TIMEOUT 30
+
+/* One operation's proxy, as boundaryd configured it. */
+struct medop {
+	TAILQ_ENTRY(medop) mo_entry;
+	struct mediatord *mo_md;
+	char mo_id[80];
+	char mo_listen[72];
+	int mo_client_family;
+	uint8_t mo_client_addr[16];
+	char mo_client_str[64];
+	int64_t mo_max_request;
+	int64_t mo_max_response;
+	int mo_connect_timeout;
+	int mo_io_timeout;
+	struct evhttp *mo_http;
+	struct evhttp_bound_socket *mo_bound;
+	int mo_seen;		/* in the last mediator.config answer */
+	int mo_gone;		/* no longer configured: freed with its last request */
+	int mo_inflight;	/* requests not yet answered */
+};
+TAILQ_HEAD(medop_list, medop);
+
+/* One client request in flight. */
+struct mreq {
+	TAILQ_ENTRY(mreq) mr_entry;	/* waiting for boundaryd */
+	struct mediatord *mr_md;
+	struct medop *mr_mo;
+	struct evhttp_request *mr_client;	/* NULL once answered */
+	char mr_op[80];
+	char mr_client_str[64];
+	char mr_method[16];
+	struct medreq_target mr_t;
+	char mr_addrs[MEDIATORD_MAX_ADDRESSES][64];
+	size_t mr_naddrs;
+	int64_t mr_auth_id;
+	int mr_waiting;		/* in md_pending */
+	struct event *mr_timer;	/* authorization timeout, then the upstream deadline */
+	struct evhttp_request *mr_up;	/* the upstream request, while it runs */
+	int mr_up_error;	/* enum evhttp_request_error + 1, 0 when none */
+	int64_t mr_max_response;
+	int mr_connect_timeout;
+	int mr_io_timeout;
+};
+TAILQ_HEAD(mreq_list, mreq);
+
+struct mediatord {
+	struct event_base *md_base;
+	struct evdns_base *md_dns;
+	struct ssl_ctx_st *md_tls;	/* https upstreams: the CA bundle, TLS 1.2 at least */
+	char md_runtime_dir[4096];
+	struct bufferevent *md_chan;	/* mediator.sock, NULL while down */
+	int64_t md_next_id;
+	int64_t md_config_id;		/* the mediator.config in flight, 0 when none */
+	struct event *md_refresh;
+	struct medop_list md_ops;
+	struct mreq_list md_pending;
+	int md_nops;
+};
+
+/* httpmediatord.c: the boundaryd channel */
+int mediatord_send(struct mediatord *md, const char *method, struct json_object *params,
+    int64_t *id);
+
+/* proxy.c */
+void proxy_apply_config(struct mediatord *md, struct json_object *ops);
+void proxy_authorized(struct mediatord *md, int64_t id, struct json_object *result,
+    const char *error_code);
+void proxy_channel_lost(struct mediatord *md);
+void proxy_free_all(struct mediatord *md);
+
+#endif

@@ -1,0 +1,716 @@
+/*
+ * proxy.c: the mediator's HTTP side (libevent evhttp, server and client).
+ *
+ * Trust model: clients and upstream servers are both untrusted. A request
+ * goes through, in order: the peer address must be the operation's
+ * proxy.client_address (else 403 and the connection closed); CONNECT is
+ * refused (405: there is no tunnel); the target must be absolute-form
+ * http:// or https:// (origin-form 400; https is TLS from the mediator to
+ * the upstream, hostname-verified against the CA bundle); the host is
+ * resolved here and every address is sent to boundaryd, which answers
+ * allow with one pinned address or deny. Only then is a socket opened,
+ * to the pinned address and nowhere else (no second resolution: a DNS
+ * answer that changes cannot move the connection). Client credentials and
+ * hop-by-hop headers never go upstream; only allowlisted response headers
+ * come back. Redirects are not followed: a 3xx is returned as it is, and
+ * the client's next request is authorized like any other.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
+#include <event2/dns.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+#include <event2/util.h>
+#include <json-c/json.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+
+#include "httpmediatord.h"
+#include "log.h"
+#include "medreq.h"
+#include "netpolicy.h"
+#include "schema.h"
+#include "util.h"
+
+static void proxy_upstream(struct mreq *mr, const char *addr);
+
+static const char *
+proxy_method_name(enum evhttp_cmd_type t)
+{
+	switch (t) {
+	case EVHTTP_REQ_GET:
+		return "GET";
+	case EVHTTP_REQ_HEAD:
+		return "HEAD";
+	case EVHTTP_REQ_POST:
+		return "POST";
+	case EVHTTP_REQ_PUT:
+		return "PUT";
+	case EVHTTP_REQ_DELETE:
+		return "DELETE";
+	case EVHTTP_REQ_OPTIONS:
+		return "OPTIONS";
+	case EVHTTP_REQ_TRACE:
+		return "TRACE";
+	case EVHTTP_REQ_CONNECT:
+		return "CONNECT";
+	case EVHTTP_REQ_PATCH:
+		return "PATCH";
+	}
+	return NULL;
+}
+
+/* A refusal to the client: a stable code as the body, and the status. */
+static void
+proxy_refuse(struct evhttp_request *req, int status, const char *reason, const char *code,
+    int close_conn)
+{
+	struct evbuffer *b = evbuffer_new();
+	struct evkeyvalq *h = evhttp_request_get_output_headers(req);
+
+	evhttp_add_header(h, "Content-Type", "text/plain");
+	evhttp_add_header(h, "X-Gensee-Refusal", code);
+	if (close_conn)
+		evhttp_add_header(h, "Connection", "close");
+	if (b != NULL)
+		evbuffer_add_printf(b, "gensee-httpmediatord: %s\n", code);
+	evhttp_send_reply(req, status, reason, b);
+	if (b != NULL)
+		evbuffer_free(b);
+}
+
+static void proxy_medop_free(struct medop *mo);
+
+/*
+ * The request is answered: forget the client side. (evhttp keeps a
+ * request whose client went away until it is answered, so every request
+ * is answered exactly once, and evhttp_send_reply frees it.)
+ */
+static void
+proxy_detach_client(struct mreq *mr)
+{
+	mr->mr_client = NULL;
+}
+
+static void
+proxy_mreq_free(struct mreq *mr)
+{
+	struct medop *mo = mr->mr_mo;
+
+	if (mr->mr_waiting)
+		TAILQ_REMOVE(&mr->mr_md->md_pending, mr, mr_entry);
+	if (mr->mr_timer != NULL)
+		event_free(mr->mr_timer);
+	free(mr);
+	/* An ended operation's server goes once its last request is answered. */
+	if (--mo->mo_inflight == 0 && mo->mo_gone)
+		proxy_medop_free(mo);
+}
+
+/* Log one refusal: host, port and the path before any query (no query values, no headers). */
+static void
+proxy_log_refusal(const struct mreq *mr, const char *code)
+{
+	size_t n = strcspn(mr->mr_t.mt_path, "?#");
+	log_info("%s: %s %s://%s:%u%.*s refused: %s", mr->mr_op, mr->mr_method,
+	    mr->mr_t.mt_scheme, mr->mr_t.mt_host, (unsigned)mr->mr_t.mt_port, (int)n, mr->mr_t.mt_path, code);
+}
+
+/* Answer the client (if still there) with a refusal and end the request. */
+static void
+proxy_fail(struct mreq *mr, int status, const char *reason, const char *code)
+{
+	proxy_log_refusal(mr, code);
+	if (mr->mr_client != NULL) {
+		struct evhttp_request *req = mr->mr_client;
+		proxy_detach_client(mr);
+		proxy_refuse(req, status, reason, code, 0);
+	}
+	proxy_mreq_free(mr);
+}
+
+static void
+proxy_auth_timeout_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct mreq *mr = arg;
+	(void)fd;
+	(void)what;
+	/* boundaryd did not answer: no answer is a refusal. */
+	proxy_fail(mr, 503, "Service Unavailable", "authority_timeout");
+}
+
+static void
+proxy_dns_cb(int result, struct evutil_addrinfo *res, void *arg)
+{
+	struct mreq *mr = arg;
+	struct mediatord *md = mr->mr_md;
+	struct json_object *params, *addrs;
+	struct timeval tv = { MEDIATORD_AUTH_TIMEOUT_SEC, 0 };
+
+	if (result != 0 || res == NULL) {
+		if (res != NULL)
+			evutil_freeaddrinfo(res);
+		proxy_fail(mr, 502, "Bad Gateway", "resolve_failed");
+		return;
+	}
+	for (struct evutil_addrinfo *ai = res; ai != NULL; ai = ai->ai_next) {
+		char a[64];
+		const void *src;
+		if (ai->ai_family == AF_INET)
+			src = &((struct sockaddr_in *)(void *)ai->ai_addr)->sin_addr;
+		else if (ai->ai_family == AF_INET6)
+			src = &((struct sockaddr_in6 *)(void *)ai->ai_addr)->sin6_addr;
+		else
+			continue;
+		if (inet_ntop(ai->ai_family, src, a, sizeof(a)) == NULL)
+			continue;
+		size_t i;
+		for (i = 0; i < mr->mr_naddrs; i++)
+			if (strcmp(mr->mr_addrs[i], a) == 0)
+				break;
+		if (i < mr->mr_naddrs)
+			continue;
+		/* Every address is authorized, or none: too many is a refusal. */
+		if (mr->mr_naddrs == MEDIATORD_MAX_ADDRESSES) {
+			evutil_freeaddrinfo(res);
+			proxy_fail(mr, 502, "Bad Gateway", "too_many_addresses");
+			return;
+		}
+		util_strlcpy(mr->mr_addrs[mr->mr_naddrs++], a, sizeof(mr->mr_addrs[0]));
+	}
+	evutil_freeaddrinfo(res);
+	if (mr->mr_client == NULL) {
+		proxy_mreq_free(mr);
+		return;
+	}
+	if (mr->mr_naddrs == 0) {
+		proxy_fail(mr, 502, "Bad Gateway", "resolve_failed");
+		return;
+	}
+	params = json_object_new_object();
+	addrs = json_object_new_array();
+	for (size_t i = 0; i < mr->mr_naddrs; i++)
+		json_object_array_add(addrs, json_object_new_string(mr->mr_addrs[i]));
+	json_object_object_add(params, "operation_id", json_object_new_string(mr->mr_op));
+	json_object_object_add(params, "client_address", json_object_new_string(mr->mr_client_str));
+	json_object_object_add(params, "method", json_object_new_string(mr->mr_method));
+	json_object_object_add(params, "scheme", json_object_new_string(mr->mr_t.mt_scheme));
+	json_object_object_add(params, "host", json_object_new_string(mr->mr_t.mt_host));
+	json_object_object_add(params, "port", json_object_new_int(mr->mr_t.mt_port));
+	json_object_object_add(params, "path", json_object_new_string(mr->mr_t.mt_path));
+	json_object_object_add(params, "addresses", addrs);
+	if (mediatord_send(md, "mediator.authorize", params, &mr->mr_auth_id) != 0) {
+		proxy_fail(mr, 503, "Service Unavailable", "authority_unavailable");
+		return;
+	}
+	mr->mr_timer = evtimer_new(md->md_base, proxy_auth_timeout_cb, mr);
+	if (mr->mr_timer == NULL || evtimer_add(mr->mr_timer, &tv) != 0) {
+		proxy_fail(mr, 503, "Service Unavailable", "authority_unavailable");
+		return;
+	}
+	TAILQ_INSERT_TAIL(&md->md_pending, mr, mr_entry);
+	mr->mr_waiting = 1;
+}
+
+void
+proxy_authorized(struct mediatord *md, int64_t id, struct json_object *result,
+    const char *error_code)
+{
+	struct mreq *mr;
+	const char *decision, *addr, *reason;
+
+	TAILQ_FOREACH(mr, &md->md_pending, mr_entry)
+		if (mr->mr_auth_id == id)
+			break;
+	if (mr == NULL)
+		return;	/* timed out already: it was refused */
+	TAILQ_REMOVE(&md->md_pending, mr, mr_entry);
+	mr->mr_waiting = 0;
+	evtimer_del(mr->mr_timer);
+	if (mr->mr_client == NULL) {
+		proxy_mreq_free(mr);
+		return;
+	}
+	if (result == NULL) {
+		log_warnx("%s: mediator.authorize error %s", mr->mr_op,
+		    error_code ? error_code : "(none)");
+		proxy_fail(mr, 503, "Service Unavailable", "authority_error");
+		return;
+	}
+	decision = schema_string(result, "decision");
+	addr = schema_string(result, "address");
+	reason = schema_string(result, "reason");
+	if (decision == NULL || strcmp(decision, "allow") != 0 || addr == NULL) {
+		const char *code = reason != NULL && strlen(reason) < 64 ? reason : "denied";
+		proxy_fail(mr, 403, "Forbidden", code);
+		return;
+	}
+	/* The pinned address must be one we asked about; anything else is not acted on. */
+	for (size_t i = 0; i < mr->mr_naddrs; i++) {
+		if (strcmp(mr->mr_addrs[i], addr) == 0) {
+			proxy_upstream(mr, mr->mr_addrs[i]);
+			return;
+		}
+	}
+	proxy_fail(mr, 503, "Service Unavailable", "authority_error");
+}
+
+void
+proxy_channel_lost(struct mediatord *md)
+{
+	struct mreq *mr;
+
+	while ((mr = TAILQ_FIRST(&md->md_pending)) != NULL)
+		proxy_fail(mr, 503, "Service Unavailable", "authority_unavailable");
+}
+
+static void
+proxy_upstream_error_cb(enum evhttp_request_error err, void *arg)
+{
+	struct mreq *mr = arg;
+	mr->mr_up_error = (int)err + 1;
+}
+
+/* The upstream answered (or failed): relay what may be relayed, then end. */
+static void
+proxy_upstream_done(struct evhttp_request *resp, void *arg)
+{
+	struct mreq *mr = arg;
+	struct evhttp_request *req = mr->mr_client;
+	struct evkeyvalq *in, *out;
+	struct evkeyval *kv;
+	int code;
+
+	mr->mr_up = NULL;
+	if (req == NULL) {
+		proxy_mreq_free(mr);
+		return;
+	}
+	code = resp != NULL ? evhttp_request_get_response_code(resp) : 0;
+	if (resp == NULL || code < 100 || code > 599) {
+		const char *why = "upstream_failed";
+		if (mr->mr_up_error == EVREQ_HTTP_TIMEOUT + 1)
+			why = "upstream_timeout";
+		else if (mr->mr_up_error == EVREQ_HTTP_DATA_TOO_LONG + 1)
+			why = "response_too_large";
+		proxy_fail(mr, strcmp(why, "upstream_timeout") == 0 ? 504 : 502,
+		    strcmp(why, "upstream_timeout") == 0 ? "Gateway Timeout" : "Bad Gateway", why);
+		return;
+	}
+	in = evhttp_request_get_input_headers(resp);
+	out = evhttp_request_get_output_headers(req);
+	/* Allowlisted headers only: never Set-Cookie, WWW-Authenticate or the like. */
+	TAILQ_FOREACH(kv, in, next)
+		if (medreq_response_header_allowed(kv->key))
+			evhttp_add_header(out, kv->key, kv->value);
+	proxy_detach_client(mr);
+	evhttp_send_reply(req, code, evhttp_request_get_response_code_line(resp),
+	    evhttp_request_get_input_buffer(resp));
+	proxy_mreq_free(mr);
+}
+
+/*
+ * An https upstream: TLS over the pinned address, with SNI and hostname
+ * verification on the original name (or the address literal the client
+ * named), against the CA bundle only. Threat: a pinned address proves
+ * where the socket goes, not who answers; without verification anyone on
+ * the path could answer for the name.
+ */
+static struct evhttp_connection *
+proxy_tls_connection(struct mreq *mr, const char *addr)
+{
+	struct mediatord *md = mr->mr_md;
+	struct bufferevent *bev;
+	struct evhttp_connection *evcon;
+	struct in6_addr lit;
+	int literal = inet_pton(AF_INET, mr->mr_t.mt_host, &lit) == 1 ||
+	    inet_pton(AF_INET6, mr->mr_t.mt_host, &lit) == 1;
+	SSL *ssl = SSL_new(md->md_tls);
+
+	if (ssl == NULL)
+		return NULL;
+	SSL_set_verify(ssl, SSL_VERIFY_PEER, NULL);
+	if (literal ? X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), mr->mr_t.mt_host) != 1 :
+	    (SSL_set_tlsext_host_name(ssl, mr->mr_t.mt_host) != 1 ||
+	    SSL_set1_host(ssl, mr->mr_t.mt_host) != 1)) {
+		SSL_free(ssl);
+		return NULL;
+	}
+	/* The bufferevent owns ssl from here (BEV_OPT_CLOSE_ON_FREE frees it). */
+	bev = bufferevent_openssl_socket_new(md->md_base, -1, ssl, BUFFEREVENT_SSL_CONNECTING,
+	    BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
+	if (bev == NULL) {
+		SSL_free(ssl);
+		return NULL;
+	}
+	/* A close without close_notify still ends the body (Content-Length bounds it). */
+	bufferevent_openssl_set_allow_dirty_shutdown(bev, 1);
+	evcon = evhttp_connection_base_bufferevent_new(md->md_base, md->md_dns, bev, addr,
+	    mr->mr_t.mt_port);
+	if (evcon == NULL)
+		bufferevent_free(bev);
+	return evcon;
+}
+
+/*
+ * The exchange ran past connect_timeout + io_timeout: the client gets 504
+ * now; the upstream request ends by itself within io_timeout and frees mr.
+ */
+static void
+proxy_deadline_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct mreq *mr = arg;
+	(void)fd;
+	(void)what;
+	if (mr->mr_client != NULL) {
+		struct evhttp_request *req = mr->mr_client;
+		proxy_log_refusal(mr, "upstream_timeout");
+		proxy_detach_client(mr);
+		proxy_refuse(req, 504, "Gateway Timeout", "upstream_timeout", 0);
+	}
+}
+
+/* Connect to the pinned address (no name, no second resolution) and send the request. */
+static void
+proxy_upstream(struct mreq *mr, const char *addr)
+{
+	struct mediatord *md = mr->mr_md;
+	struct evhttp_connection *evcon;
+	struct evhttp_request *up;
+	struct evkeyvalq *in, *out;
+	struct evkeyval *kv;
+	const char *connection;
+	enum evhttp_cmd_type cmd = strcmp(mr->mr_method, "HEAD") == 0 ? EVHTTP_REQ_HEAD :
+	    EVHTTP_REQ_GET;
+
+	if (mr->mr_t.mt_tls)
+		evcon = proxy_tls_connection(mr, addr);
+	else
+		evcon = evhttp_connection_base_new(md->md_base, md->md_dns, addr,
+		    mr->mr_t.mt_port);
+	if (evcon == NULL) {
+		proxy_fail(mr, 502, "Bad Gateway", "upstream_failed");
+		return;
+	}
+	/*
+	 * Bounds: each read and write (and the connect) within io_timeout
+	 * (libevent 2.1 has one timeout for both), the whole exchange within
+	 * connect_timeout + io_timeout (proxy_deadline_cb), the body within
+	 * max_response_bytes, and no retries (a retry is a new effect).
+	 */
+	evhttp_connection_set_timeout(evcon, mr->mr_io_timeout);
+	evhttp_connection_set_retries(evcon, 0);
+	evhttp_connection_set_max_headers_size(evcon, MEDIATORD_MAX_HEADERS_SIZE);
+	evhttp_connection_set_max_body_size(evcon, mr->mr_max_response);
+	up = evhttp_request_new(proxy_upstream_done, mr);
+	if (up == NULL) {
+		evhttp_connection_free(evcon);
+		proxy_fail(mr, 502, "Bad Gateway", "upstream_failed");
+		return;
+	}
+	evhttp_request_set_error_cb(up, proxy_upstream_error_cb);
+	in = evhttp_request_get_input_headers(mr->mr_client);
+	out = evhttp_request_get_output_headers(up);
+	connection = evhttp_find_header(in, "Connection");
+	TAILQ_FOREACH(kv, in, next)
+		if (medreq_request_header_forwarded(kv->key, connection))
+			evhttp_add_header(out, kv->key, kv->value);
+	/* Host is the original authority, whatever the client sent. */
+	evhttp_add_header(out, "Host", mr->mr_t.mt_authority);
+	evhttp_add_header(out, "Connection", "close");
+	mr->mr_up = up;
+	if (evhttp_make_request(evcon, up, cmd, mr->mr_t.mt_path) != 0) {
+		/* make_request frees up on failure */
+		mr->mr_up = NULL;
+		evhttp_connection_free(evcon);
+		proxy_fail(mr, 502, "Bad Gateway", "upstream_failed");
+		return;
+	}
+	/* The connection goes with its (only) request. */
+	evhttp_connection_free_on_completion(evcon);
+	struct timeval dl = { (time_t)mr->mr_connect_timeout + mr->mr_io_timeout, 0 };
+	event_free(mr->mr_timer);
+	mr->mr_timer = evtimer_new(md->md_base, proxy_deadline_cb, mr);
+	if (mr->mr_timer != NULL)
+		evtimer_add(mr->mr_timer, &dl);
+}
+
+/*
+ * Is the connection's peer exactly the operation's proxy.client_address?
+ * The peer's address (as the kernel gave it at accept) goes to peer: it is
+ * what boundaryd checks again, not the configured string.
+ */
+static int
+proxy_peer_ok(struct medop *mo, struct evhttp_connection *evcon, char *peer, size_t len)
+{
+	const struct sockaddr *sa = evhttp_connection_get_addr(evcon);
+
+	peer[0] = '\0';
+	if (sa == NULL)
+		return 0;
+	if (sa->sa_family == AF_INET && mo->mo_client_family == AF_INET) {
+		const struct sockaddr_in *s4 = (const void *)sa;
+		return inet_ntop(AF_INET, &s4->sin_addr, peer, (socklen_t)len) != NULL &&
+		    memcmp(&s4->sin_addr, mo->mo_client_addr, 4) == 0;
+	}
+	if (sa->sa_family == AF_INET6 && mo->mo_client_family == AF_INET6) {
+		const struct sockaddr_in6 *s6 = (const void *)sa;
+		return inet_ntop(AF_INET6, &s6->sin6_addr, peer, (socklen_t)len) != NULL &&
+		    memcmp(&s6->sin6_addr, mo->mo_client_addr, 16) == 0;
+	}
+	return 0;
+}
+
+static void
+proxy_request_cb(struct evhttp_request *req, void *arg)
+{
+	struct medop *mo = arg;
+	struct mediatord *md = mo->mo_md;
+	struct evhttp_connection *evcon = evhttp_request_get_connection(req);
+	struct evutil_addrinfo hints;
+	struct mreq *mr;
+	const char *method = proxy_method_name(evhttp_request_get_command(req)), *code;
+	char peer[64];
+
+	/* Another peer: refused before anything of its request is acted on. */
+	if (evcon == NULL || !proxy_peer_ok(mo, evcon, peer, sizeof(peer))) {
+		log_info("%s: refused a peer that is not %s", mo->mo_id, mo->mo_client_str);
+		proxy_refuse(req, 403, "Forbidden", "client_not_allowed", 1);
+		return;
+	}
+	/* No tunnel exists: CONNECT is refused, whatever the target. */
+	if (method == NULL || strcmp(method, "CONNECT") == 0) {
+		proxy_refuse(req, 405, "Method Not Allowed", "connect_refused", 1);
+		return;
+	}
+	if ((mr = calloc(1, sizeof(*mr))) == NULL) {
+		proxy_refuse(req, 503, "Service Unavailable", "out_of_memory", 1);
+		return;
+	}
+	if (medreq_parse_target(evhttp_request_get_uri(req), &mr->mr_t, &code) != 0) {
+		free(mr);
+		log_info("%s: %s refused: %s", mo->mo_id, method, code);
+		proxy_refuse(req, 400, "Bad Request", code, 0);
+		return;
+	}
+	/* Only GET and HEAD go upstream, and they carry no body here. */
+	if (evbuffer_get_length(evhttp_request_get_input_buffer(req)) > 0 &&
+	    (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0)) {
+		free(mr);
+		proxy_refuse(req, 400, "Bad Request", "request_body_refused", 0);
+		return;
+	}
+	mr->mr_md = md;
+	mr->mr_mo = mo;
+	mo->mo_inflight++;
+	mr->mr_client = req;
+	util_strlcpy(mr->mr_op, mo->mo_id, sizeof(mr->mr_op));
+	util_strlcpy(mr->mr_client_str, peer, sizeof(mr->mr_client_str));
+	util_strlcpy(mr->mr_method, method, sizeof(mr->mr_method));
+	mr->mr_max_response = mo->mo_max_response;
+	mr->mr_connect_timeout = mo->mo_connect_timeout;
+	mr->mr_io_timeout = mo->mo_io_timeout;
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_socktype = SOCK_STREAM;
+	hints.ai_protocol = IPPROTO_TCP;
+	/* The callback may run before this returns (literals, hosts file); mr is its own then. */
+	evdns_getaddrinfo(md->md_dns, mr->mr_t.mt_host, NULL, &hints, proxy_dns_cb, mr);
+}
+
+static void
+proxy_medop_free(struct medop *mo)
+{
+	if (mo->mo_http != NULL)
+		evhttp_free(mo->mo_http);
+	free(mo);
+}
+
+/*
+ * The operation ended: stop accepting at once; the server itself is freed
+ * when its last request in flight is answered (boundaryd refuses those).
+ */
+static void
+proxy_medop_retire(struct medop *mo)
+{
+	if (mo->mo_bound != NULL) {
+		evhttp_del_accept_socket(mo->mo_http, mo->mo_bound);
+		mo->mo_bound = NULL;
+	}
+	mo->mo_gone = 1;
+	if (mo->mo_inflight == 0)
+		proxy_medop_free(mo);
+}
+
+/* A proxy section from boundaryd, into mo; -1 when it is not usable (not served). */
+static int
+proxy_medop_parse(struct json_object *proxy, struct medop *mo)
+{
+	const char *listen = schema_string(proxy, "listen");
+	const char *client = schema_string(proxy, "client_address");
+
+	if (listen == NULL || client == NULL ||
+	    netpolicy_parse_addr(client, &mo->mo_client_family, mo->mo_client_addr) != 0)
+		return -1;
+	util_strlcpy(mo->mo_listen, listen, sizeof(mo->mo_listen));
+	util_strlcpy(mo->mo_client_str, client, sizeof(mo->mo_client_str));
+	mo->mo_max_request = schema_int(proxy, "max_request_bytes", MEDIATORD_DEFAULT_MAX_REQUEST);
+	mo->mo_max_response = schema_int(proxy, "max_response_bytes",
+	    MEDIATORD_DEFAULT_MAX_RESPONSE);
+	mo->mo_connect_timeout = (int)schema_int(proxy, "connect_timeout_seconds",
+	    MEDIATORD_DEFAULT_CONNECT_TIMEOUT);
+	mo->mo_io_timeout = (int)schema_int(proxy, "io_timeout_seconds",
+	    MEDIATORD_DEFAULT_IO_TIMEOUT);
+	if (mo->mo_connect_timeout < 1 || mo->mo_io_timeout < 1 || mo->mo_max_request < 0 ||
+	    mo->mo_max_response < 0)
+		return -1;
+	return 0;
+}
+
+/*
+ * The listening socket, made here from the parsed address: evhttp's own
+ * bind would go through getaddrinfo (AI_ADDRCONFIG opens a netlink
+ * socket, which the seccomp filter does not allow).
+ */
+static int
+proxy_listen_socket(const char *spec)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl;
+	int fam, fd, one = 1;
+	uint8_t a[16];
+	uint16_t port;
+
+	if (netpolicy_parse_listen(spec, &fam, a, &port) != 0)
+		return -1;
+	memset(&ss, 0, sizeof(ss));
+	if (fam == AF_INET) {
+		struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+		s4->sin_family = AF_INET;
+		s4->sin_port = htons(port);
+		memcpy(&s4->sin_addr, a, 4);
+		sl = sizeof(*s4);
+	} else {
+		struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+		s6->sin6_family = AF_INET6;
+		s6->sin6_port = htons(port);
+		memcpy(&s6->sin6_addr, a, 16);
+		sl = sizeof(*s6);
+	}
+	fd = socket(fam, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -1;
+	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0 ||
+	    bind(fd, (struct sockaddr *)&ss, sl) != 0 || listen(fd, 128) != 0) {
+		int e = errno;
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	return fd;
+}
+
+static int
+proxy_medop_listen(struct mediatord *md, struct medop *mo)
+{
+	int fd;
+
+	if ((fd = proxy_listen_socket(mo->mo_listen)) < 0)
+		return -1;
+	if ((mo->mo_http = evhttp_new(md->md_base)) == NULL) {
+		close(fd);
+		return -1;
+	}
+	evhttp_set_allowed_methods(mo->mo_http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD |
+	    EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE | EVHTTP_REQ_OPTIONS | EVHTTP_REQ_TRACE |
+	    EVHTTP_REQ_CONNECT | EVHTTP_REQ_PATCH);
+	/* Larger bodies are answered 413 by evhttp before the callback. */
+	evhttp_set_max_body_size(mo->mo_http, mo->mo_max_request);
+	evhttp_set_max_headers_size(mo->mo_http, MEDIATORD_MAX_HEADERS_SIZE);
+	evhttp_set_timeout(mo->mo_http, mo->mo_io_timeout);
+	evhttp_set_gencb(mo->mo_http, proxy_request_cb, mo);
+	if ((mo->mo_bound = evhttp_accept_socket_with_handle(mo->mo_http, fd)) == NULL) {
+		close(fd);
+		evhttp_free(mo->mo_http);
+		mo->mo_http = NULL;
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * boundaryd's list of operations with a proxy: listen for new ones, stop
+ * listening for those no longer there (ended). A listener that cannot be
+ * bound yet is tried again at the next refresh.
+ */
+void
+proxy_apply_config(struct mediatord *md, struct json_object *ops)
+{
+	struct medop *mo, *next;
+
+	TAILQ_FOREACH(mo, &md->md_ops, mo_entry)
+		mo->mo_seen = 0;
+	for (size_t i = 0; i < json_object_array_length(ops); i++) {
+		struct json_object *o = json_object_array_get_idx(ops, i);
+		const char *id = schema_string(o, "operation_id");
+		struct json_object *proxy = schema_child(o, "proxy");
+		if (id == NULL || proxy == NULL || strlen(id) >= sizeof(mo->mo_id))
+			continue;
+		TAILQ_FOREACH(mo, &md->md_ops, mo_entry)
+			if (strcmp(mo->mo_id, id) == 0)
+				break;
+		if (mo != NULL) {
+			mo->mo_seen = 1;
+			continue;
+		}
+		if (md->md_nops >= MEDIATORD_MAX_OPS || (mo = calloc(1, sizeof(*mo))) == NULL)
+			continue;
+		mo->mo_md = md;
+		util_strlcpy(mo->mo_id, id, sizeof(mo->mo_id));
+		if (proxy_medop_parse(proxy, mo) != 0) {
+			log_warnx("%s: proxy section not usable", id);
+			free(mo);
+			continue;
+		}
+		if (proxy_medop_listen(md, mo) != 0) {
+			log_warnx("%s: cannot listen on %s: %s", id, mo->mo_listen, strerror(errno));
+			free(mo);
+			continue;
+		}
+		mo->mo_seen = 1;
+		TAILQ_INSERT_TAIL(&md->md_ops, mo, mo_entry);
+		md->md_nops++;
+		log_info("%s: listening on %s for client %s", id, mo->mo_listen, mo->mo_client_str);
+	}
+	for (mo = TAILQ_FIRST(&md->md_ops); mo != NULL; mo = next) {
+		next = TAILQ_NEXT(mo, mo_entry);
+		if (mo->mo_seen)
+			continue;
+		log_info("%s: no longer configured; listener on %s closed", mo->mo_id, mo->mo_listen);
+		TAILQ_REMOVE(&md->md_ops, mo, mo_entry);
+		md->md_nops--;
+		proxy_medop_retire(mo);
+	}
+}
+
+void
+proxy_free_all(struct mediatord *md)
+{
+	struct medop *mo;
+
+	proxy_channel_lost(md);
+	while ((mo = TAILQ_FIRST(&md->md_ops)) != NULL) {
+		TAILQ_REMOVE(&md->md_ops, mo, mo_entry);
+		proxy_medop_free(mo);
+	}
+}

@@ -1,0 +1,91 @@
+"""Test upstream: `httpserve.py LOG addr,port[,cert,key] ...` serves HTTP/1.1
+(HTTPS with cert and key) on each
+address until killed. Every accepted connection and every request (method,
+target, headers) is appended to LOG as one JSON line, so a test can prove
+both what reached the upstream and that nothing reached it. Each answer
+carries a Set-Cookie, a WWW-Authenticate and an X-Upstream header and the
+body "hello from ADDR"; a target starting /redirect gets a 302 to the
+metadata address instead. Prints "ready" once every socket listens. Runs
+inside a test network namespace."""
+
+import json
+import socket
+import socketserver
+import ssl
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+LOG = sys.argv[1]
+lock = threading.Lock()
+
+
+def log(obj):
+    with lock, open(LOG, "a") as f:
+        f.write(json.dumps(obj) + "\n")
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def setup(self):
+        super().setup()
+        log({"event": "connect", "local": self.server.server_address[0],
+             "port": self.server.server_address[1], "peer": self.client_address[0]})
+
+    def answer(self, body):
+        addr = self.server.server_address[0]
+        log({"event": "request", "local": addr, "method": self.command, "target": self.path,
+             "headers": {k.lower(): v for k, v in self.headers.items()}})
+        data = ("hello from %s\n" % addr).encode()
+        if self.path.startswith("/redirect"):
+            # A redirect to the metadata address: the mediator must not follow it.
+            self.send_response(302)
+            self.send_header("Location", "http://169.254.169.254:8080/latest/meta-data")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("Set-Cookie", "session=upstream-secret")
+        self.send_header("WWW-Authenticate", "Basic realm=x")
+        self.send_header("X-Upstream", "1")
+        self.send_header("ETag", '"v1"')
+        self.end_headers()
+        if body:
+            self.wfile.write(data)
+
+    def do_GET(self):
+        self.answer(True)
+
+    def do_HEAD(self):
+        self.answer(False)
+
+    def log_message(self, *a):
+        pass
+
+
+def server_bind(self):
+    # HTTPServer.server_bind would call getfqdn(): a DNS lookup that waits out
+    # its timeouts in a namespace without a resolver.
+    socketserver.TCPServer.server_bind(self)
+    self.server_name, self.server_port = self.server_address[:2]
+
+
+servers = []
+for spec in sys.argv[2:]:
+    parts = spec.split(",")
+    addr, port = parts[0], parts[1]
+    cls = type("S", (ThreadingHTTPServer,), {"address_family": socket.AF_INET6 if ":" in addr
+                                             else socket.AF_INET, "daemon_threads": True,
+                                             "server_bind": server_bind})
+    srv = cls((addr, int(port)), Handler)
+    if len(parts) == 4:  # addr,port,certfile,keyfile: TLS
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(parts[2], parts[3])
+        srv.socket = ctx.wrap_socket(srv.socket, server_side=True, do_handshake_on_connect=False)
+    servers.append(srv)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+print("ready", flush=True)
+threading.Event().wait()
