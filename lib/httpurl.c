@@ -479,7 +479,7 @@ httpurl_path_canon(const char *in, size_t len, char *out, size_t outsz)
 	out[0] = '\0';
 	if (len > HTTPURL_MAX_PATH)
 		return HTTPURL_E_TOO_LONG;
-	if (len == 0 || in[0] != '/')
+	if (in == NULL || len == 0 || in[0] != '/')
 		return HTTPURL_E_CHAR;
 	for (size_t i = 0; i < len; i++) {
 		unsigned char c = (unsigned char)in[i];
@@ -632,6 +632,8 @@ httpurl_parse(const char *t, size_t len, struct httpurl *u)
 	uint16_t defport;
 
 	memset(u, 0, sizeof(*u));
+	if (t == NULL || len == 0)
+		return HTTPURL_E_SCHEME;
 	if (len > HTTPURL_MAX_TARGET)
 		return HTTPURL_E_TOO_LONG;
 	for (size_t i = 0; i < len; i++) {
