@@ -199,7 +199,7 @@ hu_last_label_numeric(const char *h, size_t n)
 static enum httpurl_err
 hu_parse_v4(const char *h, size_t n, uint8_t out[4], int *nonstd)
 {
-	uint64_t parts[4];
+	uint64_t parts[4] = { 0 };
 	size_t np = 0, start = 0;
 
 	*nonstd = 0;
