@@ -604,7 +604,9 @@ hu_embedded(struct httpurl *u, const uint8_t a[16])
 
 	if (memcmp(a, zero10, 10) == 0 && a[10] == 0xff && a[11] == 0xff) {
 		hu_add_addr(u, AF_INET, a + 12, "ipv4_mapped");
-	} else if (memcmp(a, zero10, 10) == 0 && a[10] == 0 && a[11] == 0) {
+	} else if (memcmp(a, zero10, 10) == 0 && a[10] == 0 && a[11] == 0 &&
+	    !(a[12] == 0 && a[13] == 0 && a[14] == 0 && a[15] <= 1)) {
+		/* ::/96 but not :: and ::1, which embed nothing (RFC 4291 2.5.5.1) */
 		hu_add_addr(u, AF_INET, a + 12, "ipv4_compatible");
 	} else if (memcmp(a, zero10, 8) == 0 && a[8] == 0xff && a[9] == 0xff && a[10] == 0 &&
 	    a[11] == 0) {

@@ -106,6 +106,7 @@ static const struct {
 	{ "http://[64:ff9b::7f00:1]/", HTTPURL_OK, "[64:ff9b::7f00:1]", 1 },
 	{ "http://[64:ff9b::169.254.169.254]/", HTTPURL_OK, "[64:ff9b::a9fe:a9fe]", 1 },
 	{ "http://[64:ff9b::a00:1]/", HTTPURL_OK, "[64:ff9b::a00:1]", 1 },
+	{ "http://[64:ff9b:1::7f00:1]/", HTTPURL_OK, "[64:ff9b:1::7f00:1]", 1 },
 	{ "http://[2002:7f00:1::]/", HTTPURL_OK, "[2002:7f00:1::]", 1 },
 	{ "http://[2002:a9fe:a9fe::1]/", HTTPURL_OK, "[2002:a9fe:a9fe::1]", 1 },
 	{ "http://[2002:c0a8:1::]/", HTTPURL_OK, "[2002:c0a8:1::]", 1 },
@@ -135,6 +136,11 @@ static const struct {
 	{ "http://[fe80::1%eth0]/", HTTPURL_E_IPV6, NULL, 0 },
 	{ "http://[v1.fe80::a]/", HTTPURL_E_IPV6, NULL, 0 },
 	{ "http://[::ffff:127.1]/", HTTPURL_E_IPV6, NULL, 0 },
+	{ "http://[::ffff:0177.0.0.1]/", HTTPURL_E_IPV6, NULL, 0 },
+	{ "http://[::ffff:127.000.0.1]/", HTTPURL_E_IPV6, NULL, 0 },
+	{ "http://[::1.2.3.4:5]/", HTTPURL_E_IPV6, NULL, 0 },
+	{ "http://example.123/", HTTPURL_E_NUMERIC_HOST, NULL, 0 },
+	{ "http://a.0x/", HTTPURL_E_NUMERIC_HOST, NULL, 0 },
 	{ "http://[::ffff:127.0.0.1/", HTTPURL_E_IPV6, NULL, 0 },
 	{ "http://[::1]x/", HTTPURL_E_IPV6, NULL, 0 },
 	{ "http://[1:2:3:4:5:6:7:8:9]/", HTTPURL_E_IPV6, NULL, 0 },
@@ -222,6 +228,14 @@ START_TEST(test_embedded_forms)
 
 	ck_assert_int_eq(parse("http://[::a00:1]/"), HTTPURL_OK);
 	ck_assert_str_eq(u.hu_addrs[1].ha_form, "ipv4_compatible");
+
+	/* :: and ::1 are not IPv4-compatible addresses */
+	ck_assert_int_eq(parse("http://[::1]/"), HTTPURL_OK);
+	ck_assert_uint_eq(u.hu_naddrs, 1);
+	ck_assert_int_eq(parse("http://[::]/"), HTTPURL_OK);
+	ck_assert_uint_eq(u.hu_naddrs, 1);
+	ck_assert_int_eq(parse("http://[::2]/"), HTTPURL_OK);
+	ck_assert_uint_eq(u.hu_naddrs, 2);
 
 	/* A plain global IPv6 address embeds nothing. */
 	ck_assert_int_eq(parse("http://[2606:4700::1111]/"), HTTPURL_OK);
