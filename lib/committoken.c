@@ -527,6 +527,10 @@ ct_store_restore(struct ct_store *s, const char *buf, size_t len, char **cause)
 		util_cause(cause, "store not empty");
 		return -1;
 	}
+	if (buf == NULL || len == 0) {
+		util_cause(cause, "bad store header");
+		return -1;
+	}
 	/* header: magic SP high_now SP count LF */
 	nl = memchr(p, '\n', len);
 	if (nl == NULL || (size_t)(nl - p) <= m + 1 || memcmp(p, CT_STORE_MAGIC " ", m + 1) != 0) {
