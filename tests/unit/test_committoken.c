@@ -552,6 +552,9 @@ START_TEST(test_store_persist)
 }
 END_TEST
 
+static const char dup_ids[] = "gensee-ct-store 1 5 2\n00112233445566778899aabbccddeeff 10\n"
+			      "00112233445566778899aabbccddeeff 11\n";
+
 START_TEST(test_store_restore_strict)
 {
 	static const char *const bad[] = {
@@ -574,8 +577,7 @@ START_TEST(test_store_restore_strict)
 		"gensee-ct-store 1 5 1\n00112233445566778899aabbccddeeff +10\n",
 		"gensee-ct-store 1 5 1\n00112233445566778899aabbccddeefg 10\n",
 		"gensee-ct-store 1 5 1\n00112233445566778899aabbccddeeff 99999999999999999999\n",
-		"gensee-ct-store 1 5 2\n00112233445566778899aabbccddeeff 10\n"
-		"00112233445566778899aabbccddeeff 11\n",
+		dup_ids,
 		"gensee-ct-store 1 5 5\n",
 	};
 	struct ct_store s;
