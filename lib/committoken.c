@@ -368,7 +368,8 @@ committoken_verify(const char *tok, size_t len, const uint8_t pk[CT_PK_BYTES],
 	}
 	if ((r = ct_payload_decode(payload, plen, c)) != CT_OK)
 		goto out;
-	if (now >= c->cc_expires_at || c->cc_issued_at > now + CT_CLOCK_SKEW)
+	/* issued_at >= 0 (decoded claims are valid), so this cannot overflow for any now */
+	if (now >= c->cc_expires_at || c->cc_issued_at - CT_CLOCK_SKEW > now)
 		r = CT_EXPIRED;
 	else if (strcmp(c->cc_operation, e->ce_operation) != 0)
 		r = CT_WRONG_OPERATION;

@@ -283,6 +283,8 @@ START_TEST(test_expiry)
 	ck_assert_int_eq(verify(tok, NOW + 59), CT_OK);
 	ck_assert_int_eq(verify(tok, NOW + 60), CT_EXPIRED);
 	ck_assert_int_eq(verify(tok, NOW + 100000), CT_EXPIRED);
+	ck_assert_int_eq(verify(tok, INT64_MAX), CT_EXPIRED);
+	ck_assert_int_eq(verify(tok, INT64_MIN), CT_EXPIRED);
 	/* a verifier clock a little behind the issuer's is tolerated, far behind is not */
 	ck_assert_int_eq(verify(tok, NOW - CT_CLOCK_SKEW), CT_OK);
 	ck_assert_int_eq(verify(tok, NOW - CT_CLOCK_SKEW - 1), CT_EXPIRED);
