@@ -14,7 +14,7 @@ import tempfile
 
 from harness import BUILD, SOURCE, check, main
 
-DAEMONS = ("gensee-boundaryd", "gensee-sensord")
+DAEMONS = ("gensee-boundaryd", "gensee-sensord", "gensee-httpmediatord")
 
 
 def introspect(section):
@@ -41,6 +41,8 @@ def dirs():
                                                       os.path.join(prefix, "lib/systemd/system")),
         "tmpfilesdir": opts["tmpfilesdir"] or pc("systemd", "tmpfilesdir",
                                                  os.path.join(prefix, "lib/tmpfiles.d")),
+        "sysusersdir": opts["sysusersdir"] or pc("systemd", "sysusersdir",
+                                                 os.path.join(prefix, "lib/sysusers.d")),
         "apparmordir": opts["apparmordir"],
         "compdir": opts["bashcompletiondir"] or pc("bash-completion", "completionsdir",
                                                    "/usr/share/bash-completion/completions"),
@@ -74,7 +76,8 @@ def promised(d):
     files += [os.path.join(d["sbindir"], n) for n in DAEMONS]
     if d["unitdir"] != "no":  # -Dsystemdsystemunitdir=no: a build without units
         files += [os.path.join(d["unitdir"], n + ".service") for n in DAEMONS]
-    files += [os.path.join(d["tmpfilesdir"], "gensee.conf")]
+    files += [os.path.join(d["tmpfilesdir"], "gensee.conf"),
+              os.path.join(d["sysusersdir"], "gensee.conf")]
     if d["apparmordir"] != "no":
         files += [os.path.join(d["apparmordir"], d["profile_prefix"] + n) for n in DAEMONS]
     files += [os.path.join(d["mandir"], "man1", "gensee.1")]
@@ -118,6 +121,17 @@ def install_tree_complete(env):
     r = subprocess.run(["systemd-tmpfiles", "--root=" + inst.root, "--create", conf],
                        capture_output=True, text=True, timeout=60)
     check(r.returncode == 0 and not r.stderr.strip(), "systemd-tmpfiles: " + r.stderr)
+    # sysusers.d: the mediator's user, made under the DESTDIR (its own
+    # /etc/passwd), never the host's.
+    conf = inst.path(inst.d["sysusersdir"], "gensee.conf")
+    os.makedirs(inst.path("/etc"), exist_ok=True)
+    r = subprocess.run(["systemd-sysusers", "--root=" + inst.root, conf],
+                       capture_output=True, text=True, timeout=60)
+    check(r.returncode == 0, "systemd-sysusers: " + r.stderr)
+    users = [l.split(":") for l in inst.read("/etc/passwd").splitlines()]
+    med = [u for u in users if u[0] == "gensee-mediator"]
+    check(med and 0 < int(med[0][2]) < 1000 and med[0][6] == "/usr/sbin/nologin",
+          "sysusers made no system user gensee-mediator: %r" % med)
     for path, mode in (("/run/gensee", 0o755), ("/var/lib/gensee", 0o700)):
         st = os.lstat(inst.path(path))
         check(stat.S_ISDIR(st.st_mode) and stat.S_IMODE(st.st_mode) == mode and st.st_uid == 0,
@@ -232,7 +246,10 @@ def man_pages_clean(env):
              "gensee-boundaryd": (os.path.join(d["mandir"], "man8", "gensee-boundaryd.8"),
                                   long_options("daemons/boundaryd/boundaryd.c")),
              "gensee-sensord": (os.path.join(d["mandir"], "man8", "gensee-sensord.8"),
-                                long_options("daemons/sensord/sensord.c"))}
+                                long_options("daemons/sensord/sensord.c")),
+             "gensee-httpmediatord": (os.path.join(d["mandir"], "man8",
+                                                   "gensee-httpmediatord.8"),
+                                      long_options("daemons/httpmediatord/httpmediatord.c"))}
     for name, (page, opts) in pages.items():
         path = inst.path(page)
         check(len(opts) > 2, "%s: no options found in the source" % name)
