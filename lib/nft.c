@@ -1702,6 +1702,68 @@ nft_table_delete(struct nft_ctx *ctx, const char *table, char **cause)
 	return rc;
 }
 
+static int
+nft_anchor_name_ok(const char *name)
+{
+	size_t plen = strlen(NFT_ANCHOR_PREFIX), len = strlen(name);
+
+	return strncmp(name, NFT_ANCHOR_PREFIX, plen) == 0 && len > plen &&
+	    len < NFT_TABLE_NAME_MAX && strspn(name + plen, "0123456789abcdef") == len - plen;
+}
+
+int
+nft_anchor_install(struct nft_ctx *ctx, const char *name, char **cause)
+{
+	static const struct {
+		const char *name;
+		int hook;
+	} hooks[] = {
+		{ "output", NF_INET_LOCAL_OUT },
+		{ "input", NF_INET_LOCAL_IN },
+		{ "forward", NF_INET_FORWARD },
+	};
+	struct nft_batch b;
+	int rc = -1;
+
+	if (!nft_anchor_name_ok(name)) {
+		util_cause(cause, "not a %s table name", NFT_ANCHOR_PREFIX);
+		return -1;
+	}
+	if (nft_batch_init(ctx, &b, cause) != 0)
+		return -1;
+	/* NLM_F_CREATE without EXCL: an anchor that is already there stays. */
+	if (nft_put_table(&b, NFT_MSG_NEWTABLE, NLM_F_CREATE, name, NULL, cause) != 0)
+		goto out;
+	for (size_t i = 0; i < nitems(hooks); i++)
+		if (nft_put_chain(&b, NFT_MSG_NEWCHAIN, NLM_F_CREATE, name, hooks[i].name,
+		    hooks[i].hook, NULL, cause) != 0)
+			goto out;
+	if (nft_batch_finish(ctx, &b, cause) == 0 && nft_batch_run(ctx, &b, cause) == 0)
+		rc = 0;
+out:
+	nft_batch_free(&b);
+	return rc;
+}
+
+int
+nft_anchor_remove(struct nft_ctx *ctx, const char *name, char **cause)
+{
+	struct nft_batch b;
+	int rc = -1;
+
+	if (!nft_anchor_name_ok(name)) {
+		util_cause(cause, "not a %s table name", NFT_ANCHOR_PREFIX);
+		return -1;
+	}
+	if (nft_batch_init(ctx, &b, cause) != 0)
+		return -1;
+	if (nft_put_table_reset(&b, name, cause) == 0 && nft_batch_finish(ctx, &b, cause) == 0 &&
+	    nft_batch_run(ctx, &b, cause) == 0)
+		rc = 0;
+	nft_batch_free(&b);
+	return rc;
+}
+
 /*
  * Requests and dumps
  */

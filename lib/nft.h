@@ -150,6 +150,21 @@ int nft_elements_update(struct nft_ctx *ctx, const char *table, uint64_t generat
 /* Delete a table; a missing table is not an error. */
 int nft_table_delete(struct nft_ctx *ctx, const char *table, char **cause);
 
+/*
+ * The hook anchor: an inet table NFT_ANCHOR_PREFIX + [0-9a-f] with empty
+ * accept base chains on output, input and forward, kept while boundaryd
+ * runs. The first base chain at a hook point flips a kernel static key
+ * (code patching and an IPI to every CPU: about 1 ms each way on a VM) and
+ * the last one flips it back; with the anchor holding them, an operation's
+ * table costs only its own commit and deletion. An accept in one base
+ * chain never decides for another table's: enforcement is unchanged. Not a
+ * NFT_TABLE_PREFIX name, so recovery never takes it for an operation's.
+ * Install is idempotent (an anchor left by a crash is reused).
+ */
+#define NFT_ANCHOR_PREFIX "gsanchor_"
+int nft_anchor_install(struct nft_ctx *ctx, const char *name, char **cause);
+int nft_anchor_remove(struct nft_ctx *ctx, const char *name, char **cause);
+
 struct nft_table_info {
 	char nti_name[NFT_TABLE_NAME_MAX];
 	uint64_t nti_generation;	/* from the `generation` chain, else the table

@@ -38,6 +38,7 @@ usage_to(int help)
 	    " --state-root DIR --runtime-dir DIR [--cgroup-base NAME] [--foreground] [--debug]\n"
 	    "       [--ocsf] [--idle-timeout-seconds N] [--sensor-heartbeat-ms N]\n"
 	    "       [--retain-days N] [--retain-count N] [--mediator-user NAME]\n"
+	    "       [--no-nft-anchor]\n"
 	    "       " BOUNDARYD_NAME " --help | --version\n");
 	exit(help ? 0 : 2);
 }
@@ -171,6 +172,8 @@ boundaryd_status(struct boundaryd *bd, struct op_reply *r)
 	json_object_object_add(o, "sensord", sen);
 	struct json_object *nft = json_object_new_object();
 	json_object_object_add(nft, "available", json_object_new_boolean(bd->bd_nft != NULL));
+	json_object_object_add(nft, "hook_anchor", bd->bd_anchor[0] != '\0' ?
+	    json_object_new_string(bd->bd_anchor) : NULL);
 	json_object_object_add(o, "nftables", nft);
 	json_object_object_add(rh, "status", json_object_new_string(
 	    json_object_array_length(bd->bd_recovery) ? "degraded" : "ok"));
@@ -336,6 +339,7 @@ main(int argc, char **argv)
 		{ "retain-days", required_argument, NULL, 'D' },
 		{ "retain-count", required_argument, NULL, 'C' },
 		{ "mediator-user", required_argument, NULL, 'M' },
+		{ "no-nft-anchor", no_argument, NULL, 'A' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
@@ -343,6 +347,7 @@ main(int argc, char **argv)
 	struct boundaryd bd;
 	const char *state_root = NULL, *runtime_dir = NULL, *cgroup_base = CGROUP_BASE;
 	const char *mediator_user = NULL;
+	int no_anchor = 0;
 	int lock_state, lock_runtime;
 	int foreground = 0, logflags = LOG_F_ASYNC, ch, ready_fd = -1, ocsf = 0;
 	int idle_sec = CONTROL_IDLE_SEC, hb_ms = SENSOR_HEARTBEAT_MS;
@@ -365,6 +370,9 @@ main(int argc, char **argv)
 			break;
 		case 'o':
 			ocsf = 1;
+			break;
+		case 'A':
+			no_anchor = 1;
 			break;
 		case 'b':
 			cgroup_base = optarg;
@@ -445,6 +453,7 @@ main(int argc, char **argv)
 	lock_state = boundaryd_lock(bd.bd_state_fd, state_root, "state root");
 	lock_runtime = boundaryd_lock(bd.bd_runtime_fd, runtime_dir, "runtime dir");
 	util_strlcpy(bd.bd_state_root, state_root, sizeof(bd.bd_state_root));
+	bd.bd_no_anchor = no_anchor;
 	util_strlcpy(bd.bd_cgroup_base, cgroup_base, sizeof(bd.bd_cgroup_base));
 	util_strlcpy(bd.bd_runtime_dir, runtime_dir, sizeof(bd.bd_runtime_dir));
 	if (mkdirat(bd.bd_state_fd, "operations", 0700) != 0 && errno != EEXIST)

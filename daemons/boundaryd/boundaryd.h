@@ -326,6 +326,8 @@ struct boundaryd {
 	struct json_object *bd_recovery_cleaned; /* array: half-created operations taken back */
 	struct nft_ctx *bd_nft;		/* NULL: no nftables, network operations refused */
 	unsigned char bd_table_key[32];	/* keys table names: not guessable from outside */
+	char bd_anchor[NFT_TABLE_NAME_MAX];	/* the hook anchor table, "" if none (nft.h) */
+	int bd_no_anchor;		/* --no-nft-anchor */
 	int bd_netops_fd;		/* STATE/network-operations */
 	struct conn *bd_sensor;		/* gensee-sensord's connection, or NULL */
 	int bd_sensor_caps;		/* SENSOR_* it offers */

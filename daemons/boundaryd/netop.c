@@ -88,6 +88,30 @@ netop_load_key(struct boundaryd *bd, char **cause)
 	return 0;
 }
 
+/* Install the hook anchor (nft.h) for this state root, unless turned off. */
+static void
+netop_anchor(struct boundaryd *bd)
+{
+	unsigned char h[8];
+	char hex[2 * sizeof(h) + 1], *cause = NULL;
+
+	bd->bd_anchor[0] = '\0';
+	if (bd->bd_no_anchor)
+		return;
+	/* One name per state root: a restarted instance reuses its own anchor. */
+	crypto_generichash(h, sizeof(h), (const unsigned char *)bd->bd_state_root,
+	    strlen(bd->bd_state_root), NULL, 0);
+	sodium_bin2hex(hex, sizeof(hex), h, sizeof(h));
+	snprintf(bd->bd_anchor, sizeof(bd->bd_anchor), "%s%s", NFT_ANCHOR_PREFIX, hex);
+	if (nft_anchor_install(bd->bd_nft, bd->bd_anchor, &cause) != 0) {
+		/* Slower launches, same enforcement. */
+		log_warnx("hook anchor %s: %s (every table's commit flips the hooks' static keys)",
+		    bd->bd_anchor, cause);
+		free(cause);
+		bd->bd_anchor[0] = '\0';
+	}
+}
+
 int
 netop_init(struct boundaryd *bd, char **cause)
 {
@@ -107,12 +131,20 @@ netop_init(struct boundaryd *bd, char **cause)
 		bd->bd_nft = NULL;
 		return -1;
 	}
+	netop_anchor(bd);
 	return 0;
 }
 
 void
 netop_shutdown(struct boundaryd *bd)
 {
+	char *cause = NULL;
+
+	if (bd->bd_nft != NULL && bd->bd_anchor[0] != '\0' &&
+	    nft_anchor_remove(bd->bd_nft, bd->bd_anchor, &cause) != 0) {
+		log_warnx("hook anchor %s: %s", bd->bd_anchor, cause);
+		free(cause);
+	}
 	if (bd->bd_nft != NULL)
 		nft_close(bd->bd_nft);
 	bd->bd_nft = NULL;

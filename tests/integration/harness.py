@@ -7,6 +7,7 @@ kernel state a case creates (cgroups, processes) is removed when it ends,
 even when it fails.
 """
 
+import hashlib
 import json
 import os
 import pwd
@@ -457,11 +458,19 @@ class Env:
             except OSError:
                 pass
 
+    def anchor_name(self, state=None):
+        """The hook anchor table boundaryd keeps for a state root (netop.c)."""
+        h = hashlib.blake2b((state or self.state).encode(), digest_size=8).hexdigest()
+        return "gsanchor_" + h
+
     def drop_host_tables(self):
         """Delete the host namespace's nftables tables of this case's operations.
         boundaryd leaves a running operation's table in place when it stops (fail
         closed until the next instance reconciles); a case that ends that way must
         not leave it to the host. Tables are matched by the owner in their comment."""
+        # The hook anchor of this case's state root, if a killed boundaryd left it.
+        subprocess.run(["nft", "delete", "table", "inet", self.anchor_name()],
+                       capture_output=True)
         opdir = os.path.join(self.state, "operations")
         mine = set(os.listdir(opdir)) if os.path.isdir(opdir) else set()
         if not mine:

@@ -590,6 +590,49 @@ def monitor_learns_policy(env):
           got["tcp,192.0.2.1,8082"] in REFUSED, "the learned policy: %r" % got)
 
 
+def hook_anchor_lifecycle(env):
+    """boundaryd keeps one empty accept-only anchor table per state root while
+    it runs (it holds the hooks' static keys, so an operation's table commits
+    without code patching): it never weakens a table's verdict, a restart after
+    SIGKILL reuses it rather than adding another, a clean stop removes it, and
+    --no-nft-anchor goes without."""
+    env.use_netns()
+    env.start()
+    env.serve(env.netns, "tcp,192.0.2.1,8080")
+    name = env.root_call("system.status")["result"]["nftables"]["hook_anchor"]
+    check(name == env.anchor_name(), "anchor %r, want %r" % (name, env.anchor_name()))
+
+    def anchors():
+        r = env.ns_run(env.netns, ["nft", "list", "tables"])
+        return [l.split()[-1] for l in r.stdout.splitlines() if "gsanchor_" in l]
+    check(anchors() == [name], "anchors %r" % anchors())
+    text = env.ns_run(env.netns, ["nft", "list", "table", "inet", name]).stdout
+    chains = re.findall(r"chain (\w+) \{\s*type filter hook (\w+) priority [^;]+; policy (\w+);\s*\}",
+                        text)
+    check(sorted(chains) == [("forward", "forward", "accept"), ("input", "input", "accept"),
+                             ("output", "output", "accept")], "anchor has more than empty "
+          "accept chains: %s" % text)
+    # Its accept decides nothing for an operation's table: deny-all still refuses.
+    rc, lines, summary, err = run_sandboxed(env, ["--deny-all"],
+                                            probe_cmd(env, "tcp,192.0.2.1,8080"))
+    check(json.loads(lines[0])["tcp,192.0.2.1,8080"] in REFUSED, "%r" % lines)
+    check(env.probe_outside(env.netns, "tcp,192.0.2.1,8080")["tcp,192.0.2.1,8080"] == "ok",
+          "the server is not reachable outside gensee")
+    # SIGKILL leaves it (accept-only); the next instance reuses it.
+    env.kill9()
+    check(anchors() == [name], "after SIGKILL: %r" % anchors())
+    env.start()
+    check(anchors() == [name], "after restart: %r" % anchors())
+    env.stop()
+    check(anchors() == [], "a clean stop left %r" % anchors())
+    env.start(args=["--no-nft-anchor"])
+    check(anchors() == [] and env.root_call("system.status")["result"]["nftables"][
+        "hook_anchor"] is None, "--no-nft-anchor: %r" % anchors())
+    rc, lines, summary, err = run_sandboxed(env, ["--deny-all"],
+                                            probe_cmd(env, "tcp,192.0.2.1,8080"))
+    check(json.loads(lines[0])["tcp,192.0.2.1,8080"] in REFUSED, "%r" % lines)
+
+
 if __name__ == "__main__":
     main({f.__name__: f for f in (allowlist_tcp_udp_v4_v6, grants_are_tuples, first_action_is_held,
                                   lease_then_expiry, fault_denials,
@@ -597,4 +640,5 @@ if __name__ == "__main__":
                                   sigkill_keeps_denying, restart_reconciles_tables,
                                   policy_file_and_modes, debug_plan_and_apply,
                                   supervisor_socket_forms, decisions_match_kernel,
-                                  broad_grant_never_opens_restricted, monitor_learns_policy)})
+                                  broad_grant_never_opens_restricted, monitor_learns_policy,
+                                  hook_anchor_lifecycle)})
