@@ -1682,17 +1682,13 @@ nft_elements_update(struct nft_ctx *ctx, const char *table, uint64_t generation,
 	return rc;
 }
 
-/* Delete one of our tables; a missing one is not an error. */
-int
-nft_table_delete(struct nft_ctx *ctx, const char *table, char **cause)
+/* One batch: create the table if missing, then delete it (never fails for a missing one). */
+static int
+nft_table_reset_run(struct nft_ctx *ctx, const char *table, char **cause)
 {
 	struct nft_batch b;
 	int rc = -1;
 
-	if (!nft_table_name_ok(table)) {
-		util_cause(cause, "not a %s table name", NFT_TABLE_PREFIX);
-		return -1;
-	}
 	if (nft_batch_init(ctx, &b, cause) != 0)
 		return -1;
 	if (nft_put_table_reset(&b, table, cause) == 0 && nft_batch_finish(ctx, &b, cause) == 0 &&
@@ -1700,6 +1696,17 @@ nft_table_delete(struct nft_ctx *ctx, const char *table, char **cause)
 		rc = 0;
 	nft_batch_free(&b);
 	return rc;
+}
+
+/* Delete one of our tables; a missing one is not an error. */
+int
+nft_table_delete(struct nft_ctx *ctx, const char *table, char **cause)
+{
+	if (!nft_table_name_ok(table)) {
+		util_cause(cause, "not a %s table name", NFT_TABLE_PREFIX);
+		return -1;
+	}
+	return nft_table_reset_run(ctx, table, cause);
 }
 
 static int
@@ -1748,20 +1755,11 @@ out:
 int
 nft_anchor_remove(struct nft_ctx *ctx, const char *name, char **cause)
 {
-	struct nft_batch b;
-	int rc = -1;
-
 	if (!nft_anchor_name_ok(name)) {
 		util_cause(cause, "not a %s table name", NFT_ANCHOR_PREFIX);
 		return -1;
 	}
-	if (nft_batch_init(ctx, &b, cause) != 0)
-		return -1;
-	if (nft_put_table_reset(&b, name, cause) == 0 && nft_batch_finish(ctx, &b, cause) == 0 &&
-	    nft_batch_run(ctx, &b, cause) == 0)
-		rc = 0;
-	nft_batch_free(&b);
-	return rc;
+	return nft_table_reset_run(ctx, name, cause);
 }
 
 /*
