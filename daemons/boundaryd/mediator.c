@@ -45,6 +45,7 @@
 #define MDR_BAD_URL "bad_url"
 #define MDR_URL_MISMATCH "url_mismatch"
 #define MDR_REDIRECT_LIMIT "redirect_limit"
+#define MDR_PROXY_LOOP "proxy_loop"
 /* proxy.max_redirects when the config leaves it out (seed 001) */
 #define MEDIATOR_DEFAULT_MAX_REDIRECTS 3
 
@@ -256,6 +257,29 @@ mediator_decide(struct boundaryd *bd, struct json_object *params, struct httpurl
 			*reason = MDR_RESTRICTED;
 			*bad_addr = a;
 			return;
+		}
+	}
+	/*
+	 * Threat: the mediator sent to its own listener (the envelope grants
+	 * the client that address and port), a request loop that would come
+	 * back as a request from the mediator itself. Only the exact listen
+	 * address is known here; a wildcard listen cannot be matched.
+	 */
+	int lf;
+	uint8_t la[16] = { 0 };
+	uint16_t lport;
+	if (netpolicy_parse_listen(schema_string(proxy, "listen"), &lf, la, &lport) == 0 &&
+	    lport == port) {
+		for (size_t i = 0; i < json_object_array_length(addrs); i++) {
+			const char *a = json_object_get_string(json_object_array_get_idx(addrs, i));
+			int f;
+			uint8_t b[16];
+			if (netpolicy_parse_addr(a, &f, b) == 0 && f == lf &&
+			    memcmp(b, la, lf == AF_INET ? 4 : 16) == 0) {
+				*reason = MDR_PROXY_LOOP;
+				*bad_addr = a;
+				return;
+			}
 		}
 	}
 	for (size_t i = 0; i < json_object_array_length(addrs); i++) {

@@ -47,7 +47,7 @@ class Handler(BaseHTTPRequestHandler):
         log({"event": "request", "local": addr, "method": self.command, "target": self.path,
              "headers": {k.lower(): v for k, v in self.headers.items()}})
         data = ("hello from %s\n" % addr).encode()
-        q = parse_qs(urlsplit(self.path).query)
+        q = parse_qs(urlsplit(self.path).query, keep_blank_values=True)
         path = urlsplit(self.path).path
         if self.path.startswith("/to?"):
             self.send_response(int(q.get("s", ["302"])[0]))

@@ -73,7 +73,7 @@ class Topo:
     pass
 
 
-def setup(env, start_mediator=True, proxy_extra=None, selftest=()):
+def setup(env, start_mediator=True, proxy_extra=None, selftest=(), grants_extra=()):
     t = Topo()
     t.uid = ensure_mediator_user()
     ctr, gw, ext = env.add_netns("ctr"), env.add_netns("gw"), env.add_netns("ext")
@@ -127,7 +127,8 @@ def setup(env, start_mediator=True, proxy_extra=None, selftest=()):
                        {"destination": "198.51.100.1", "protocol": "tcp", "ports": [3128]},
                        {"destination": "192.0.2.10", "protocol": "tcp", "ports": [8080, 8443]},
                        {"destination": "169.254.169.254", "protocol": "tcp", "ports": [8080]},
-                       {"destination": "127.0.0.1", "protocol": "tcp", "ports": [8080]}]},
+                       {"destination": "127.0.0.1", "protocol": "tcp", "ports": [8080]}] +
+                       list(grants_extra)},
                    "policy": {"schema_version": 1, "restricted_destinations": [],
                               "in_place_lease_scopes": [], "max_in_place_lease_ttl_seconds": 60,
                               "http_gateway_available": True, "prefer_http_gateway": True,
@@ -146,10 +147,10 @@ def setup(env, start_mediator=True, proxy_extra=None, selftest=()):
     return t
 
 
-def start_mediatord(env, t, selftest=()):
+def start_mediatord(env, t, selftest=(), resolv="/nonexistent"):
     argv = env.ns_prefix(t.gw) + [MEDIATORD, "--runtime-dir", env.runtime, "--user",
                                   MEDIATOR_USER, "--hosts-file", t.hosts,
-                                  "--resolv-conf", "/nonexistent", "--ca-file", t.ca]
+                                  "--resolv-conf", resolv, "--ca-file", t.ca]
     for p in selftest:
         argv += ["--selftest-read", t.ca if p == "@CA@" else p]
     log = open(t.medlog, "a")
