@@ -54,8 +54,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			abort();
 		char red[256];
 		medreq_redacted_url(t.mt_url, red, sizeof(red));
-		if (strchr(t.mt_url, '?') != NULL && strchr(red, '?') != NULL &&
-		    strstr(red, "?[redacted]") == NULL)
+		/* No query byte survives: after '?' only (a prefix of) the marker. */
+		const char *q = strchr(red, '?');
+		if (q != NULL && strncmp(q, "?[redacted]", strlen(q)) != 0)
 			abort();
 		memcpy(&base, &t, sizeof(base));
 		have_base = 1;
