@@ -141,17 +141,23 @@ client_set_timeout_ms(int ms)
 int
 client_recv(int fd, int64_t id, struct json_object **result, struct client_error *err)
 {
+	int rv = client_recv_keep(fd, id, result, err);
+	close(fd);
+	return rv;
+}
+
+int
+client_recv_keep(int fd, int64_t id, struct json_object **result, struct client_error *err)
+{
 	struct json_object *reply = NULL, *v;
 	char *cause = NULL;
 
 	memset(err, 0, sizeof(*err));
 	*result = NULL;
 	if (frame_read_fd(fd, FRAME_MAX_DEFAULT, client_timeout_ms, &reply, &cause) != 0) {
-		close(fd);
 		client_fail(err, "unavailable", cause);
 		return -1;
 	}
-	close(fd);
 	if (json_object_object_get_ex(reply, "error", &v) && v != NULL) {
 		const char *code = json_object_get_string(json_object_object_get(v, "code"));
 		const char *msg = json_object_get_string(json_object_object_get(v, "message"));

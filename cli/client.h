@@ -40,6 +40,11 @@ int client_send(const char *name, const char *method, struct json_object *params
     struct client_error *err);
 int client_recv(int fd, int64_t id, struct json_object **result, struct client_error *err);
 /*
+ * client_recv without closing fd: the connection serves the next request
+ * (the caller closes it; after an "unavailable" error it is of no use).
+ */
+int client_recv_keep(int fd, int64_t id, struct json_object **result, struct client_error *err);
+/*
  * client_send on fd, a connection made earlier with client_connect (its
  * peer credentials are the caller's as well); fd -1 connects to name now.
  */

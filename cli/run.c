@@ -562,9 +562,10 @@ run_host_controls(const struct run_controls *ctl)
  * within boundaryd's poll interval is then still recorded as what it ran.
  * A failure report on the pipe is left for the end; errors are ignored
  * (boundaryd's own polls still run). Bounded: at most RUN_OBSERVE_WAIT_MS.
+ * Sent on *conn (the launcher's connection, -1 after a failure); 1 if sent.
  */
 static int
-run_observe_exec(const char *opid, int status_fd, int64_t *id)
+run_observe_exec(int *conn, const char *opid, int status_fd, int64_t *id)
 {
 	struct pollfd pfd = { .fd = status_fd, .events = POLLIN };
 	struct json_object *params;
@@ -577,23 +578,35 @@ run_observe_exec(const char *opid, int status_fd, int64_t *id)
 	params = json_object_new_object();
 	json_object_object_add(params, "operation_id", json_object_new_string(opid));
 	/* The reply is read after the wait: boundaryd looks while the child runs. */
-	if ((fd = client_send("client.sock", "operation.observe", params, id, &err)) < 0)
+	if ((fd = client_send_on(*conn, "client.sock", "operation.observe", params, id, &err)) < 0) {
 		client_error_clear(&err);
-	return fd;
+		*conn = -1;	/* closed by client_send_on */
+		return 0;
+	}
+	*conn = fd;
+	return 1;
 }
 
-/* Collect the reply of run_observe_exec (its content is not needed). */
-static void
+/*
+ * Collect the reply of run_observe_exec (its content is not needed). The
+ * connection is returned for the end, or -1 if it failed.
+ */
+static int
 run_observe_done(int fd, int64_t id)
 {
 	struct json_object *res = NULL;
 	struct client_error err = { 0 };
 
 	if (fd < 0)
-		return;
-	if (client_recv(fd, id, &res, &err) != 0)
-		client_error_clear(&err);
+		return -1;
+	int rv = client_recv_keep(fd, id, &res, &err);
 	json_object_put(res);
+	if (rv != 0 && strcmp(err.ce_code, "unavailable") == 0) {
+		close(fd);
+		fd = -1;
+	}
+	client_error_clear(&err);
+	return fd;
 }
 
 /*
@@ -754,23 +767,54 @@ run_command_line(char **cmd)
 	return out;
 }
 
+static struct json_object *
+run_end_params(const char *opid, int status, struct json_object *denied)
+{
+	struct json_object *p = json_object_new_object();
+
+	json_object_object_add(p, "operation_id", json_object_new_string(opid));
+	if (denied != NULL)
+		json_object_object_add(p, "seccomp_denials", json_object_get(denied));
+	if (WIFEXITED(status))
+		json_object_object_add(p, "exit_code", json_object_new_int(WEXITSTATUS(status)));
+	else if (WIFSIGNALED(status))
+		json_object_object_add(p, "exit_signal", json_object_new_int(WTERMSIG(status)));
+	return p;
+}
+
 /* Tell boundaryd how the child ended; retried while it restarts. */
 static struct json_object *
-run_report_end(const char *opid, int status, struct json_object *denied)
+run_report_end(int conn, const char *opid, int status, struct json_object *denied)
 {
 	struct client_error err;
 	struct json_object *res = NULL;
 
+	/*
+	 * First on the launcher's connection (the create's; boundaryd knows
+	 * it already). It may have been closed as idle by a long run: then at
+	 * once on a new one.
+	 */
+	if (conn >= 0) {
+		struct json_object *p = run_end_params(opid, status, denied);
+		int64_t id;
+		int fd = client_send_on(conn, "client.sock", "operation.end", p, &id, &err);
+		if (fd >= 0 && client_recv_keep(fd, id, &res, &err) == 0) {
+			close(fd);
+			return res;
+		}
+		if (fd >= 0)
+			close(fd);
+		int transport = strcmp(err.ce_code, "unavailable") == 0;
+		if (!transport) {
+			fprintf(stderr, "gensee: cannot report the end of %s: %s: %s\n", opid,
+			    err.ce_code, err.ce_message);
+			client_error_clear(&err);
+			return NULL;
+		}
+		client_error_clear(&err);
+	}
 	for (int attempt = 0; attempt < 50; attempt++) {
-		struct json_object *p = json_object_new_object();
-		json_object_object_add(p, "operation_id", json_object_new_string(opid));
-		if (denied != NULL)
-			json_object_object_add(p, "seccomp_denials", json_object_get(denied));
-		if (WIFEXITED(status))
-			json_object_object_add(p, "exit_code",
-			    json_object_new_int(WEXITSTATUS(status)));
-		else if (WIFSIGNALED(status))
-			json_object_object_add(p, "exit_signal", json_object_new_int(WTERMSIG(status)));
+		struct json_object *p = run_end_params(opid, status, denied);
 		if (client_call("client.sock", "operation.end", p, &res, &err) == 0)
 			return res;
 		int retry = strcmp(err.ce_code, "unavailable") == 0;
@@ -1067,7 +1111,9 @@ cmd_run(int argc, char **argv)
 	/* While boundaryd creates the operation: the child's filter, the listener. */
 	if (create_fd >= 0 && sandbox)
 		run_start_controls(&ctl);
-	if (create_fd < 0 || client_recv(create_fd, create_id, &res, &err) != 0) {
+	if (create_fd < 0 || client_recv_keep(create_fd, create_id, &res, &err) != 0) {
+		if (create_fd >= 0)
+			close(create_fd);
 		/*
 		 * The child has run nothing of cmd (it waits for the go); it may
 		 * wait for its filter as well. A report it made before is kept.
@@ -1101,6 +1147,8 @@ cmd_run(int argc, char **argv)
 	sigaction(SIGHUP, &sa, NULL);
 	signal(SIGINT, SIG_IGN);
 	signal(SIGQUIT, SIG_IGN);
+	/* boundaryd may close our connection as idle during a long run: an error, not death. */
+	signal(SIGPIPE, SIG_IGN);
 
 	char line[160];
 	int len = snprintf(line, sizeof(line), "%s\n", opid);
@@ -1110,7 +1158,8 @@ cmd_run(int argc, char **argv)
 	}
 	close(go[1]);
 	int64_t observe_id = 0;
-	int observe_fd = run_observe_exec(opid, st[0], &observe_id);
+	int conn = create_fd;	/* observe and end follow on the create's connection */
+	int observing = run_observe_exec(&conn, opid, st[0], &observe_id);
 
 	/* boundaryd asks with SIGTERM at the timeout and kills after the grace. */
 	int64_t grace_ms = (kill_grace >= 0 ? kill_grace : PROTO_KILL_GRACE_DEFAULT) * 1000;
@@ -1145,8 +1194,9 @@ cmd_run(int argc, char **argv)
 	if (sandbox)
 		run_controls_free(&ctl);
 
-	run_observe_done(observe_fd, observe_id);
-	res = run_report_end(opid, status, denied);
+	if (observing)
+		conn = run_observe_done(conn, observe_id);
+	res = run_report_end(conn, opid, status, denied);
 	const char *state = res ? schema_string(res, "state") : NULL;
 	int rc;
 	if ((state != NULL && strcmp(state, "timed_out") == 0) || fallback_fired)

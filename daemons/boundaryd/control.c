@@ -373,6 +373,9 @@ control_event_cb(struct bufferevent *bev, short what, void *arg)
 {
 	struct conn *c = arg;
 	(void)bev;
+	if (what & BEV_EVENT_TIMEOUT)
+		log_info("closing connection of pid %d: idle for %ds", (int)c->c_peer.pr_pid,
+		    c->c_bd->bd_idle_sec);
 	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT))
 		control_conn_free(c);
 }
