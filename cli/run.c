@@ -1191,12 +1191,11 @@ cmd_run(int argc, char **argv)
 	run_child_report(st[0], cmd[0]);
 	close(st[0]);
 	struct json_object *denied = sandbox ? run_denials() : NULL;
-	if (sandbox)
-		run_controls_free(&ctl);
-
 	if (observing)
 		conn = run_observe_done(conn, observe_id);
 	res = run_report_end(conn, opid, status, denied);
+	if (sandbox)
+		run_controls_free(&ctl);	/* after the report: nothing waits on it */
 	const char *state = res ? schema_string(res, "state") : NULL;
 	int rc;
 	if ((state != NULL && strcmp(state, "timed_out") == 0) || fallback_fired)
