@@ -152,6 +152,8 @@ enum op_phase {
 
 struct netop;
 
+struct lineage_batch;
+
 struct operation {
 	TAILQ_ENTRY(operation) op_entry;
 	struct boundaryd *op_bd;
@@ -190,6 +192,14 @@ struct operation {
 	/* The launcher's exit report while the tree is reaped: written with the cleanup. */
 	struct oprecord_lifecycle op_exit_report;
 	int op_has_exit_report;
+	/*
+	 * A root that exited on its own with its cgroup empty: the finish's
+	 * update waits for the launcher's report and goes with the cleanup's
+	 * (operation.c, op_finish_defer).
+	 */
+	int op_fin_may_defer, op_fin_deferred;
+	const char *op_fin_state, *op_fin_reason;	/* string literals */
+	struct lineage_batch *op_fin_lb;
 	int op_launcher;	/* created with a held child: its parent will report the exit */
 	pid_t op_launcher_pid;	/* ... that parent (operation.create's peer) */
 	uint64_t op_launcher_start;

@@ -42,6 +42,8 @@ static struct json_object *op_term_json(struct operation *op, int populated);
 static void op_reap_cb(evutil_socket_t, short, void *);
 static void op_answer_waiters(struct operation *);
 static void op_hc_check(struct operation *, int);
+static void op_start_reap(struct operation *);
+static void lineage_batch_free(struct lineage_batch *);
 static int op_watch_launcher(struct operation *);
 static struct lineage_entry *op_lin_find(struct operation *, pid_t, uint64_t);
 
@@ -87,6 +89,10 @@ op_free(struct operation *op)
 		event_free(op->op_create_timer);
 	json_object_put(op->op_create_result);
 	json_object_put(op->op_fanotify);
+	if (op->op_fin_lb != NULL) {
+		lineage_batch_free(op->op_fin_lb);
+		free(op->op_fin_lb);
+	}
 	while ((w = TAILQ_FIRST(&op->op_waiters)) != NULL) {
 		TAILQ_REMOVE(&op->op_waiters, w, ow_entry);
 		free(w);
@@ -577,6 +583,28 @@ operation_finish(struct operation *op, const char *state, const char *reason)
 	op->op_hc_pending = 0;
 	int populated = op->op_cg_valid ? cgroup_populated(&op->op_cg) : 0;
 	int members = op_collect_lineage(op, populated != 0 && !op->op_detach, &lb);
+	/*
+	 * The usual end: the root exited on its own, nothing is left to kill,
+	 * and its launcher is about to report the exit. The state then goes
+	 * into the cleanup's update with the report, one write fewer between
+	 * the exit and the launcher's answer. A crash in between (at most the
+	 * reap's wait) leaves a running record whose root is gone: recovery
+	 * ends it as for any crash.
+	 */
+	if (op->op_fin_may_defer && populated == 0 && !op->op_detach && !op->op_terminating &&
+	    op->op_launcher && !op->op_has_exit_report) {
+		op->op_fin_deferred = 1;
+		op->op_fin_state = state;
+		op->op_fin_reason = reason;
+		if (members >= 0 && lb.lb_n > 0 &&
+		    (op->op_fin_lb = malloc(sizeof(*op->op_fin_lb))) != NULL)
+			*op->op_fin_lb = lb;	/* written, and freed, with the cleanup */
+		else if (members >= 0)
+			lineage_batch_free(&lb);
+		log_info("%s: %s (%s)", op->op_id, state, reason);
+		op_start_reap(op);
+		return;
+	}
 	if (members >= 0 && lb.lb_n > 0) {
 		lin.ol_procs = lb.lb_procs;
 		lin.ol_n = lb.lb_n;
@@ -607,6 +635,12 @@ operation_finish(struct operation *op, const char *state, const char *reason)
 		log_warnx("%s: %s", op->op_id, cause);
 		free(cause);
 	}
+	op_start_reap(op);
+}
+
+static void
+op_start_reap(struct operation *op)
+{
 	op->op_reap_started = util_monotonic_ms();
 	op->op_reap_delay_ms = 0;
 	op->op_reap_ev = evtimer_new(op->op_bd->bd_base, op_reap_cb, op);
@@ -709,6 +743,18 @@ op_reap_cb(evutil_socket_t fd, short what, void *arg)
 	struct lineage_batch lb;
 	struct op_batch b = { .ob_n = 0 };
 	int collected = -1;
+	/* A deferred finish first: its lineage is older than the one collected now. */
+	struct oprecord_lifecycle fin = { .ol_state = op->op_fin_state, .ol_reason = op->op_fin_reason };
+	struct oprecord_lineage fin_lin;
+	if (op->op_fin_deferred) {
+		if (op->op_fin_lb != NULL) {
+			fin_lin.ol_procs = op->op_fin_lb->lb_procs;
+			fin_lin.ol_n = op->op_fin_lb->lb_n;
+			op_batch_add(&b, oprecord_mut_lineage, &fin_lin);
+		}
+		op_batch_add(&b, oprecord_mut_lifecycle, &fin);
+		op_batch_add(&b, live_mut_fanotify_ended, NULL);
+	}
 	if (populated == 0 && op->op_cg_valid) {
 		collected = op_collect_lineage(op, 0, &lb); /* every member is gone now */
 		if (collected >= 0 && lb.lb_n > 0) {
@@ -726,6 +772,12 @@ op_reap_cb(evutil_socket_t fd, short what, void *arg)
 	op_batch_add(&b, live_mut, &lu);
 	op_batch_write(op, &b, early ? "end" : "cleanup");
 	live_update_clear(&lu);
+	if (op->op_fin_lb != NULL) {
+		op_ocsf_lineage(op, op->op_fin_lb->lb_procs, op->op_fin_lb->lb_n);
+		lineage_batch_free(op->op_fin_lb);
+		free(op->op_fin_lb);
+		op->op_fin_lb = NULL;
+	}
 	if (collected >= 0)
 		lineage_batch_free(&lb);
 	if (early) {
@@ -759,10 +811,12 @@ op_pidfd_cb(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	op->op_root_gone = 1;
 	/* A root that stops when asked ends the operation for the asker's reason. */
-	if (op->op_terminating)
+	if (op->op_terminating) {
 		operation_finish(op, op->op_term_state, op->op_term_reason);
-	else
+	} else {
+		op->op_fin_may_defer = 1;
 		operation_finish(op, OPSTATE_EXITED, "root_exited");
+	}
 }
 
 static void
