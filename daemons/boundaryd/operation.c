@@ -41,7 +41,8 @@ static struct json_object *op_term_json(struct operation *op, int populated);
 
 static void op_reap_cb(evutil_socket_t, short, void *);
 static void op_answer_waiters(struct operation *);
-static void op_hc_check(struct operation *, int);
+struct op_batch;
+static void op_hc_check(struct operation *, int, struct op_batch *);
 static void op_start_reap(struct operation *);
 static void lineage_batch_free(struct lineage_batch *);
 static int op_watch_launcher(struct operation *);
@@ -530,24 +531,31 @@ op_batch_write(struct operation *op, struct op_batch *b, const char *what)
 	}
 }
 
-/* Refresh the lineage and write what changed. */
+/*
+ * Refresh the lineage and, while it is pending, check the claimed host
+ * controls (force: the launcher says the root has exec'd); what changed
+ * goes into one update.
+ */
 static void
-op_poll_lineage(struct operation *op)
+op_poll(struct operation *op, int force_hc)
 {
 	struct lineage_batch lb;
 	struct op_batch b = { .ob_n = 0 };
 	struct oprecord_lineage lin;
+	int collected = op_collect_lineage(op, 0, &lb);
 
-	if (op_collect_lineage(op, 0, &lb) < 0)
-		return;
-	if (lb.lb_n > 0) {
+	if (collected >= 0 && lb.lb_n > 0) {
 		lin.ol_procs = lb.lb_procs;
 		lin.ol_n = lb.lb_n;
 		op_batch_add(&b, oprecord_mut_lineage, &lin);
-		op_batch_write(op, &b, "lineage");
-		op_ocsf_lineage(op, lb.lb_procs, lb.lb_n);
 	}
-	lineage_batch_free(&lb);
+	op_hc_check(op, force_hc, &b);
+	op_batch_write(op, &b, "lineage");	/* unless the check wrote it */
+	if (collected >= 0) {
+		if (lb.lb_n > 0)
+			op_ocsf_lineage(op, lb.lb_procs, lb.lb_n);
+		lineage_batch_free(&lb);
+	}
 }
 
 /*
@@ -934,9 +942,7 @@ op_poll_cb(evutil_socket_t fd, short what, void *arg)
 	struct operation *op = arg;
 	(void)fd;
 	(void)what;
-	op_poll_lineage(op);
-	if (op->op_hc_pending)
-		op_hc_check(op, 0);
+	op_poll(op, 0);
 	operation_live(op, 0);
 }
 
@@ -1023,7 +1029,7 @@ op_mut_portion_once(struct json_object *rec, void *arg, char **cause)
  * closed: the tree is killed and the record keeps what the kernel showed.
  */
 static void
-op_hc_check(struct operation *op, int force)
+op_hc_check(struct operation *op, int force, struct op_batch *b)
 {
 	char dig[PROC_DIGEST_HEX], ts[40];
 	struct json_object *kv, *bad = NULL;
@@ -1071,11 +1077,9 @@ op_hc_check(struct operation *op, int force)
 	json_object_object_add(kv, "required", want);
 	json_object_object_add(kv, "offender", bad);
 	struct op_portion_arg a = { "host_controls_kernel", kv };
-	char *cause = NULL;
-	if (oprecord_update(op->op_dirfd, op->op_id, op_mut_portion_once, &a, NULL, &cause) != 0) {
-		log_warnx("%s: host_controls_kernel: %s", op->op_id, cause);
-		free(cause);
-	}
+	op_batch_add(b, op_mut_portion_once, &a);	/* with what the caller gathered */
+	op_batch_write(op, b, "host_controls_kernel");
+	b->ob_n = 0;
 	json_object_put(kv);
 	if (bad != NULL) {
 		log_warnx("%s: the launcher claimed host controls the kernel does not show; "
@@ -1944,11 +1948,10 @@ operation_observe(struct boundaryd *bd, const struct peer *p, struct json_object
 
 	if (op != NULL && operation_visible(op, p)) {
 		if (op->op_phase == OP_RUNNING) {
-			op_poll_lineage(op);
-			observed = 1;
 			/* Only the launcher's word "it has exec'd" forces the check. */
-			op_hc_check(op, p->pr_pid == op->op_launcher_pid &&
+			op_poll(op, p->pr_pid == op->op_launcher_pid &&
 			    p->pr_start_ticks == op->op_launcher_start);
+			observed = 1;
 		}
 	} else {
 		/* Not running here: the same answers as inspect (not_found hides others'). */
