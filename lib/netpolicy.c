@@ -13,6 +13,7 @@
 
 #include <json-c/json.h>
 
+#include "dnspolicy.h"
 #include "netpolicy.h"
 #include "util.h"
 
@@ -757,6 +758,7 @@ static const struct schema_field config_fields[] = {
 	{ "envelope", SCHEMA_OBJECT, SCHEMA_REQUIRED, 0, 0, 0 },
 	{ "policy", SCHEMA_OBJECT, SCHEMA_REQUIRED, 0, 0, 0 },
 	{ "proxy", SCHEMA_OBJECT, 0, 0, 0, 0 },
+	{ "dns", SCHEMA_OBJECT, 0, 0, 0, 0 },
 };
 
 static const struct schema_field envelope_fields[] = {
@@ -943,6 +945,14 @@ netpolicy_parse_config(struct json_object *obj, struct np_config *c, char **caus
 			return -1;
 		c->nc_proxy = json_object_get(schema_child(obj, "proxy"));
 	}
+	if (schema_child(obj, "dns") != NULL) {
+		/* Validated whole here; boundaryd and the proxy parse it again from the record. */
+		struct dnspolicy dp;
+		if (dnspolicy_parse(schema_child(obj, "dns"), &dp, cause) != 0)
+			return -1;
+		dnspolicy_free(&dp);
+		c->nc_dns = json_object_get(schema_child(obj, "dns"));
+	}
 	return 0;
 }
 
@@ -952,6 +962,7 @@ netpolicy_config_free(struct np_config *c)
 	np_grants_free(&c->nc_envelope);
 	netpolicy_free(&c->nc_policy);
 	json_object_put(c->nc_proxy);
+	json_object_put(c->nc_dns);
 	memset(c, 0, sizeof(*c));
 }
 

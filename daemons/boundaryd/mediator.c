@@ -49,11 +49,12 @@ mediator_config(struct boundaryd *bd, struct op_reply *r)
 
 	TAILQ_FOREACH(op, &bd->bd_ops, op_entry) {
 		if (op->op_phase != OP_RUNNING || op->op_net == NULL || op->op_net->no_table_gone ||
-		    op->op_net->no_spec.ns_proxy == NULL)
+		    (op->op_net->no_spec.ns_proxy == NULL && op->op_net->no_spec.ns_dns == NULL))
 			continue;
 		struct json_object *o = json_object_new_object();
 		json_object_object_add(o, "operation_id", json_object_new_string(op->op_id));
 		json_object_object_add(o, "proxy", json_object_get(op->op_net->no_spec.ns_proxy));
+		json_object_object_add(o, "dns", json_object_get(op->op_net->no_spec.ns_dns));
 		json_object_array_add(ops, o);
 	}
 	r->or_result = json_object_new_object();

@@ -178,6 +178,7 @@ netop_spec_free(struct netop_spec *s)
 	netpolicy_free(&s->ns_policy);
 	json_object_put(s->ns_policy_json);
 	json_object_put(s->ns_proxy);
+	json_object_put(s->ns_dns);
 	json_object_put(s->ns_warnings);
 	memset(s, 0, sizeof(*s));
 }
@@ -346,6 +347,7 @@ netop_spec_from_file(const char *path, struct netop_spec *s, char **cause,
 	memset(&cfg.nc_policy, 0, sizeof(cfg.nc_policy));
 	s->ns_policy_json = json_object_get(schema_child(obj, "policy"));
 	s->ns_proxy = cfg.nc_proxy ? json_object_get(cfg.nc_proxy) : NULL;
+	s->ns_dns = cfg.nc_dns ? json_object_get(cfg.nc_dns) : NULL;
 	util_strlcpy(s->ns_config_path, path, sizeof(s->ns_config_path));
 	if (cfg_out != NULL) {
 		memset(cfg_out, 0, sizeof(*cfg_out));
@@ -558,6 +560,7 @@ netop_record_json(struct netop *no, const char *state)
 	json_object_object_add(r, "envelope", netop_envelope_json(no));
 	json_object_object_add(r, "policy", json_object_get(no->no_spec.ns_policy_json));
 	json_object_object_add(r, "proxy", json_object_get(no->no_spec.ns_proxy));
+	json_object_object_add(r, "dns", json_object_get(no->no_spec.ns_dns));
 	json_object_object_add(r, "leases", netop_leases_json(no));
 	json_object_object_add(r, "warnings", json_object_get(no->no_spec.ns_warnings));
 	json_object_object_add(r, "config_path", no->no_spec.ns_config_path[0] ?
@@ -917,6 +920,55 @@ netop_grant_lease(struct netop *no, const struct np_event *ev, int64_t ttl, char
 	}
 	netop_publish(no);
 	return l;
+}
+
+int
+netop_lease_tuple(struct netop *no, const struct np_event *ev, int64_t ttl, char *lease_id,
+    size_t lease_id_len, int *extended, char **cause)
+{
+	struct netop_lease *l;
+	int64_t expires = util_now_ms() + ttl * 1000;
+
+	*extended = 0;
+	TAILQ_FOREACH(l, &no->no_leases, nl_entry) {
+		const struct np_grant *g = &l->nl_grant;
+		if (g->ng_dst.nr_family == ev->ne_family && memcmp(g->ng_dst.nr_lo, ev->ne_addr, 16) == 0 &&
+		    memcmp(g->ng_dst.nr_hi, ev->ne_addr, 16) == 0 && g->ng_proto == ev->ne_proto &&
+		    g->ng_port_lo == ev->ne_port && g->ng_port_hi == ev->ne_port)
+			break;
+	}
+	if (l == NULL) {
+		if ((l = netop_grant_lease(no, ev, ttl, cause)) == NULL)
+			return -1;
+		util_strlcpy(lease_id, l->nl_id, lease_id_len);
+		return 0;
+	}
+	util_strlcpy(lease_id, l->nl_id, lease_id_len);
+	*extended = 1;
+	/*
+	 * Shared by two names: the later expiry wins, so one name's short TTL
+	 * never cuts the other's flows. The element is replaced (delete, then
+	 * add with the new kernel timeout) in one batch, so it never leaves.
+	 */
+	if (expires <= l->nl_expires_ms)
+		return 0;
+	struct nft_elem e;
+	netpolicy_grant_to_elem(&l->nl_grant, &e);
+	e.ne_timeout_ms = (uint32_t)(ttl * 1000 + NETOP_LEASE_GRACE_MS);
+	if (no->no_bd->bd_nft == NULL ||
+	    nft_elements_update(no->no_bd->bd_nft, no->no_table, no->no_generation + 1, &e, 1, &e, 1,
+		cause) != 0)
+		return -1; /* the old lease stays as it was: nothing widened */
+	no->no_generation++;
+	l->nl_expires_ms = expires;
+	struct timeval tv = { ttl, 0 };
+	if (evtimer_add(l->nl_ev, &tv) != 0) {
+		netop_remove_lease(no, l, "lease_revoked");
+		util_cause(cause, "cannot re-arm the lease timer");
+		return -1;
+	}
+	netop_publish(no);
+	return 0;
 }
 
 static void
@@ -1353,6 +1405,7 @@ netop_restore(struct operation *op, char **cause)
 			goto fail;
 	}
 	no->no_spec.ns_proxy = json_object_get(schema_child(rec, "proxy"));
+	no->no_spec.ns_dns = json_object_get(schema_child(rec, "dns"));
 	if (schema_child(rec, "warnings") != NULL) {
 		json_object_put(no->no_spec.ns_warnings);
 		no->no_spec.ns_warnings = json_object_get(schema_child(rec, "warnings"));

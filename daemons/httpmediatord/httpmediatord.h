@@ -114,4 +114,12 @@ void proxy_authorized(struct mediatord *md, int64_t id, struct json_object *resu
 void proxy_channel_lost(struct mediatord *md);
 void proxy_free_all(struct mediatord *md);
 
+/* dns.c: the per-operation DNS proxy (the config's dns section) */
+int dns_init(const char *resolv_conf);
+void dns_apply_config(struct mediatord *md, struct json_object *ops);
+int dns_authorized(struct mediatord *md, int64_t id, struct json_object *result,
+    const char *error_code);
+void dns_channel_lost(struct mediatord *md);
+void dns_free_all(struct mediatord *md);
+
 #endif
