@@ -1,0 +1,133 @@
+"""A DNS client for tests. `dnsclient.py [--tcp] [--source ADDR] SERVER NAME [TYPE]`
+prints one JSON object {"rcode", "tc", "answers": [[name, type, ttl, data]]}
+or {"error": errno name or "timeout"}.
+
+`dnsclient.py --hold ADDR PORT MAXSECONDS` connects to a netserve.py TCP
+port and sends one byte every 0.2 s until a send or reply fails or
+MAXSECONDS pass; prints {"connected": bool, "held_seconds": s, "cut": bool}."""
+
+import errno
+import json
+import os
+import socket
+import struct
+import sys
+import time
+
+TYPES = {"A": 1, "CNAME": 5, "AAAA": 28, "TXT": 16}
+NAMES = {v: k for k, v in TYPES.items()}
+
+
+def read_name(msg, off):
+    labels, end, hops = [], None, 0
+    while True:
+        ln = msg[off]
+        if ln & 0xC0 == 0xC0:
+            if end is None:
+                end = off + 2
+            off = ((ln & 0x3F) << 8) | msg[off + 1]
+            hops += 1
+            if hops > 20:
+                raise ValueError("loop")
+            continue
+        if ln == 0:
+            return ".".join(labels), (end if end is not None else off + 1)
+        labels.append(msg[off + 1:off + 1 + ln].decode())
+        off += 1 + ln
+
+
+def query(server, name, qtype, tcp, source):
+    q = struct.pack(">HHHHHH", os.getpid() & 0xFFFF, 0x0100, 1, 0, 0, 0)
+    for label in name.split("."):
+        q += bytes([len(label)]) + label.encode()
+    q += b"\0" + struct.pack(">HH", TYPES[qtype], 1)
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM if tcp else socket.SOCK_DGRAM)
+    s.settimeout(3)
+    if source:
+        s.bind((source, 0))
+    s.connect((server, 53))
+    if tcp:
+        s.sendall(struct.pack(">H", len(q)) + q)
+        hdr = s.recv(2)
+        ln = struct.unpack(">H", hdr)[0]
+        msg = b""
+        while len(msg) < ln:
+            chunk = s.recv(ln - len(msg))
+            if not chunk:
+                break
+            msg += chunk
+    else:
+        s.send(q)
+        msg = s.recv(4096)
+    s.close()
+    _, flags, qd, an, _, _ = struct.unpack(">HHHHHH", msg[:12])
+    off = 12
+    for _ in range(qd):
+        _, off = read_name(msg, off)
+        off += 4
+    answers = []
+    for _ in range(an):
+        n, off = read_name(msg, off)
+        t, _, ttl, rdlen = struct.unpack(">HHIH", msg[off:off + 10])
+        off += 10
+        rd = msg[off:off + rdlen]
+        if t == 1:
+            data = socket.inet_ntop(socket.AF_INET, rd)
+        elif t == 28:
+            data = socket.inet_ntop(socket.AF_INET6, rd)
+        elif t == 5:
+            data = read_name(msg, off)[0]
+        else:
+            data = rd.hex()
+        off += rdlen
+        answers.append([n, NAMES.get(t, t), ttl, data])
+    return {"rcode": flags & 0xF, "tc": bool(flags & 0x0200), "answers": answers}
+
+
+def hold(addr, port, maxs):
+    start = time.monotonic()
+    s = socket.socket()
+    s.settimeout(2)
+    try:
+        s.connect((addr, port))
+        if s.recv(2) != b"ok":
+            return {"connected": False, "held_seconds": 0, "cut": True}
+    except OSError:
+        return {"connected": False, "held_seconds": 0, "cut": True}
+    for _ in range(int(maxs / 0.2) + 1):
+        if time.monotonic() - start > maxs:
+            break
+        try:
+            s.send(b"x")
+            if s.recv(2) != b"ok":
+                raise OSError("bad reply")
+        except OSError:
+            return {"connected": True, "held_seconds": round(time.monotonic() - start, 2),
+                    "cut": True}
+        time.sleep(0.2)
+    return {"connected": True, "held_seconds": round(time.monotonic() - start, 2), "cut": False}
+
+
+def main():
+    a = sys.argv[1:]
+    if a[0] == "--hold":
+        print(json.dumps(hold(a[1], int(a[2]), float(a[3]))))
+        return
+    tcp = source = None
+    while a[0].startswith("--"):
+        if a[0] == "--tcp":
+            tcp = True
+            a = a[1:]
+        elif a[0] == "--source":
+            source = a[1]
+            a = a[2:]
+    try:
+        r = query(a[0], a[1], a[2] if len(a) > 2 else "A", tcp, source)
+    except socket.timeout:
+        r = {"error": "timeout"}
+    except OSError as e:
+        r = {"error": errno.errorcode.get(e.errno, str(e))}
+    print(json.dumps(r))
+
+
+main()

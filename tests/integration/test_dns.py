@@ -1,0 +1,290 @@
+#!/usr/bin/env python3
+"""Hostname allowlists through the confined DNS proxy (issue 12): the
+mediator answers the operation's DNS, boundaryd leases exactly the answered
+addresses in the kernel before the answer is returned, everything else is
+refused and recorded.
+
+Topology, all in namespaces this case creates (documentation addresses):
+  ctr  198.51.100.12 (dns.client_address and the operation's source_address),
+       198.51.100.13 (another client); default route via gw
+  gw   198.51.100.1 (the mediator's DNS proxy on :53), 192.0.2.1, 203.0.113.1;
+       forwards; boundaryd and the mediator run here
+  ext  192.0.2.53 (the authoritative test server the mediator's resolv.conf
+       names), 203.0.113.53 (another resolver the agent might try directly),
+       192.0.2.10-.13 and .20 (TCP servers on 8443)
+Every DNS server logs each query and every TCP server answers "ok", so
+"refused" is proven by what a server never saw, not by a timeout alone.
+"""
+
+import json
+import os
+import subprocess
+import tempfile
+import time
+
+import harness
+from harness import BUILD, Failure, check, main
+from test_mediator import MEDIATORD, MEDIATOR_USER, ensure_mediator_user
+
+OP = "op_dns_test"
+REFUSED = {"ECONNREFUSED", "EHOSTUNREACH", "EPERM", "EACCES", "ENETUNREACH", "timeout"}
+ZONE = {
+    "api.example.com": [["A", "192.0.2.10", 300]],
+    "cdn.example.com": [["CNAME", "edge.cdn.example.net", 60]],
+    "edge.cdn.example.net": [["A", "192.0.2.11", 60]],
+    "badcname.example.com": [["CNAME", "evil.example.org", 60]],
+    "evil.example.org": [["A", "192.0.2.20", 60]],
+    "rebind.example.com": [["A", "192.0.2.10", 60], ["A", "127.0.0.1", 60]],
+    "meta.example.com": [["A", "169.254.169.254", 60]],
+    "short.example.com": [["A", "192.0.2.12", 1]],
+    "a.shared.example.com": [["A", "192.0.2.13", 1]],
+    "b.shared.example.com": [["A", "192.0.2.13", 20]],
+    "exfil-secret.attacker.example": [["A", "192.0.2.20", 60]],
+}
+ALLOW = ["api.example.com", "cdn.example.com", "*.cdn.example.net", "badcname.example.com",
+         "rebind.example.com", "meta.example.com", "short.example.com", "*.shared.example.com",
+         "gone.example.com"]
+
+
+class Topo:
+    pass
+
+
+def setup(env):
+    t = Topo()
+    t.uid = ensure_mediator_user()
+    ctr, gw, ext = env.add_netns("ctr"), env.add_netns("gw"), env.add_netns("ext")
+    t.ctr, t.gw, t.ext = ctr, gw, ext
+    sh = lambda ns, *a: env.ns_run(ns, ["ip"] + list(a))
+    subprocess.run(["ip", "link", "add", "dc0", "netns", ctr, "type", "veth", "peer", "name",
+                    "dg0", "netns", gw], check=True)
+    subprocess.run(["ip", "link", "add", "de0", "netns", ext, "type", "veth", "peer", "name",
+                    "dg1", "netns", gw], check=True)
+    sh(ctr, "addr", "add", "198.51.100.12/24", "dev", "dc0")
+    sh(ctr, "addr", "add", "198.51.100.13/24", "dev", "dc0")
+    sh(gw, "addr", "add", "198.51.100.1/24", "dev", "dg0")
+    sh(gw, "addr", "add", "192.0.2.1/24", "dev", "dg1")
+    sh(gw, "addr", "add", "203.0.113.1/24", "dev", "dg1")
+    for a in ("192.0.2.53", "192.0.2.10", "192.0.2.11", "192.0.2.12", "192.0.2.13",
+              "192.0.2.20"):
+        sh(ext, "addr", "add", a + "/24", "dev", "de0")
+    sh(ext, "addr", "add", "203.0.113.53/24", "dev", "de0")
+    for ns, dev in ((ctr, "dc0"), (gw, "dg0"), (gw, "dg1"), (ext, "de0")):
+        sh(ns, "link", "set", dev, "up")
+    sh(ctr, "route", "add", "default", "via", "198.51.100.1")
+    sh(ext, "route", "add", "198.51.100.0/24", "via", "192.0.2.1")
+    env.ns_run(gw, ["sysctl", "-qw", "net.ipv4.ip_forward=1"])
+    # The unprivileged mediator binds :53 in this namespace only (network.md "DNS").
+    env.ns_run(gw, ["sysctl", "-qw", "net.ipv4.ip_unprivileged_port_start=53"])
+
+    t.dir = tempfile.mkdtemp(prefix="gensee-it-dns.")
+    env.cleanup_dirs.append(t.dir)
+    os.chmod(t.dir, 0o755)
+    zone = os.path.join(t.dir, "zone.json")
+    with open(zone, "w") as f:
+        json.dump(ZONE, f)
+    t.dnslog = os.path.join(t.dir, "dns.jsonl")
+    open(t.dnslog, "w").close()
+    p = subprocess.Popen(env.ns_prefix(ext) + ["/usr/bin/python3", env.tool("dnsserve.py"),
+                                               t.dnslog, zone, "192.0.2.53", "203.0.113.53"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    env.children.append(p)
+    check(p.stdout.readline().strip() == "ready", "dnsserve did not start")
+    env.serve(ext, *["tcp,192.0.2.%d,8443" % h for h in (10, 11, 12, 13, 20)])
+
+    env.netns = gw
+    env.start(args=["--mediator-user", MEDIATOR_USER])
+    allow = [{"name": n, "protocol": "tcp", "ports": [8443]} for n in ALLOW]
+    cfg = os.path.join(t.dir, OP + ".json")
+    with open(cfg, "w") as f:
+        json.dump({"schema_version": 3, "operation_id": OP, "source_run_id": "run_dns",
+                   "source_address": "198.51.100.12",
+                   "envelope": {"grants": [
+                       {"destination": "198.51.100.1", "protocol": "udp", "ports": [53]},
+                       {"destination": "198.51.100.1", "protocol": "tcp", "ports": [53]}]},
+                   "policy": {"schema_version": 1, "restricted_destinations": [],
+                              "in_place_lease_scopes": [], "max_in_place_lease_ttl_seconds": 60},
+                   "dns": {"listen": "198.51.100.1:53", "client_address": "198.51.100.12",
+                           "allow": allow, "min_ttl_seconds": 2, "max_ttl_seconds": 30}}, f)
+    os.chmod(cfg, 0o600)
+    r = env.root_call("network.start", {"config_path": cfg})
+    check("result" in r, "network.start: %r" % r)
+
+    resolv = os.path.join(t.dir, "resolv.conf")
+    with open(resolv, "w") as f:
+        f.write("nameserver 192.0.2.53\n")
+    hosts = os.path.join(t.dir, "hosts")
+    open(hosts, "w").close()
+    ca = "/etc/ssl/certs/ca-certificates.crt"
+    if not os.path.exists(ca):
+        ca = zone  # any readable file: no TLS here
+    t.medlog = os.path.join(t.dir, "mediator.log")
+    env.logs.append(t.medlog)
+    log = open(t.medlog, "a")
+    t.med = subprocess.Popen(env.ns_prefix(gw) + [MEDIATORD, "--runtime-dir", env.runtime,
+                                                  "--user", MEDIATOR_USER, "--hosts-file", hosts,
+                                                  "--resolv-conf", resolv, "--ca-file", ca],
+                             stdout=log, stderr=log)
+    env.children.append(t.med)
+
+    def listening():
+        if t.med.poll() is not None:
+            raise Failure("mediator exited %d:\n%s" % (t.med.returncode, open(t.medlog).read()))
+        return "dns proxy on 198.51.100.1:53" in open(t.medlog).read()
+    env.wait_for("the DNS proxy to listen", listening)
+    return t
+
+
+def dig(env, t, name, qtype="A", tcp=False, server="198.51.100.1", source=None):
+    argv = ["/usr/bin/python3", env.tool("dnsclient.py")]
+    if tcp:
+        argv.append("--tcp")
+    if source:
+        argv += ["--source", source]
+    r = env.ns_run(t.ctr, argv + [server, name, qtype])
+    check(t.med.poll() is None, "the mediator died:\n%s" % open(t.medlog).read())
+    return json.loads(r.stdout)
+
+
+def probe(env, t, *targets):
+    return env.probe_outside(t.ctr, *targets)
+
+
+def hold(env, t, addr, port, maxs):
+    r = env.ns_run(t.ctr, ["/usr/bin/python3", env.tool("dnsclient.py"), "--hold", addr,
+                           str(port), str(maxs)])
+    return json.loads(r.stdout)
+
+
+def upstream_names(t):
+    with open(t.dnslog) as f:
+        return [json.loads(l) for l in f if l.strip()]
+
+
+def dns_evidence(env):
+    p = os.path.join(env.state, "network-operations", OP, "effects.jsonl")
+    with open(p) as f:
+        return [e for e in (json.loads(l) for l in f if l.strip()) if e.get("type") == "dns_decision"]
+
+
+def leases(env):
+    return env.root_call("network.inspect", {"operation_id": OP})["result"]
+
+
+def addrs(r):
+    return sorted(a[3] for a in r.get("answers", []) if a[1] == "A")
+
+
+def dns_allowed_names_leased(env):
+    t = setup(env)
+    # Before any answer no address of the allowed names is reachable.
+    got = probe(env, t, "tcp,192.0.2.10,8443", "tcp,192.0.2.11,8443")
+    check(all(v in REFUSED for v in got.values()), "reachable before DNS: %r" % got)
+    r = dig(env, t, "api.example.com")
+    check(r.get("rcode") == 0 and addrs(r) == ["192.0.2.10"], "api: %r" % r)
+    # The TTL the client sees is the leased one (300 capped to max_ttl_seconds 30).
+    check(all(a[2] == 30 for a in r["answers"]), "ttl not bounded: %r" % r)
+    # The answer came after the kernel had the lease: the first connect works.
+    got = probe(env, t, "tcp,192.0.2.10,8443", "tcp,192.0.2.10,8444", "udp,192.0.2.10,8443")
+    check(got["tcp,192.0.2.10,8443"] == "ok", "first connect after the answer: %r" % got)
+    check(got["tcp,192.0.2.10,8444"] in REFUSED, "another port opened: %r" % got)
+    check(got["udp,192.0.2.10,8443"] in REFUSED, "another protocol opened: %r" % got)
+    # A CNAME chain whose every name is allowed: the last name's address is leased.
+    r = dig(env, t, "cdn.example.com")
+    check(r.get("rcode") == 0 and [a[1] for a in r["answers"]] == ["CNAME", "A"] and
+          addrs(r) == ["192.0.2.11"], "cname: %r" % r)
+    check(probe(env, t, "tcp,192.0.2.11,8443")["tcp,192.0.2.11,8443"] == "ok", "cdn connect")
+    # DNS over TCP to the proxy.
+    r = dig(env, t, "api.example.com", tcp=True)
+    check(r.get("rcode") == 0 and addrs(r) == ["192.0.2.10"], "tcp: %r" % r)
+    # An allowed name that does not exist: NXDOMAIN passes, nothing is leased.
+    r = dig(env, t, "gone.example.com")
+    check(r.get("rcode") == 3 and r["answers"] == [], "nxdomain: %r" % r)
+    ev = dns_evidence(env)
+    check([(e["qname"], e["decision"], e["reason"]) for e in ev] ==
+          [("api.example.com", "allow", "allowed"), ("cdn.example.com", "allow", "allowed"),
+           ("api.example.com", "allow", "allowed"), ("gone.example.com", "allow", "upstream_rcode")],
+          "evidence: %r" % ev)
+    check(ev[1]["names"] == ["cdn.example.com", "edge.cdn.example.net"] and
+          ev[1]["addresses"] == ["192.0.2.11"] and ev[1]["leases"][0]["port"] == 8443 and
+          ev[1]["leases"][0]["destination"] == "192.0.2.11", "cname evidence: %r" % ev[1])
+    check(ev[2]["leases"][0]["extended"] is True, "a second answer made a second lease: %r" % ev[2])
+    ls = leases(env)["leases"]
+    got = sorted((l["destination"], l["protocol"], l["ports"][0]) for l in ls)
+    check(got == [("192.0.2.10", "tcp", 8443), ("192.0.2.11", "tcp", 8443)], "leases: %r" % ls)
+
+
+def dns_refusals(env):
+    t = setup(env)
+    # A name outside dns.allow: REFUSED, an event, and never sent upstream
+    # (a query name is a channel out: exfiltration by lookup).
+    r = dig(env, t, "exfil-secret.attacker.example")
+    check(r.get("rcode") == 5 and r["answers"] == [], "denied name: %r" % r)
+    check(not [q for q in upstream_names(t) if "attacker" in q["name"]],
+          "a denied name reached the upstream: %r" % upstream_names(t))
+    # A CNAME to a name outside the allowlist: denied whole, checked name by name.
+    r = dig(env, t, "badcname.example.com")
+    check(r.get("rcode") == 5 and r["answers"] == [], "cname outside: %r" % r)
+    # Rebinding: a public and a loopback address; the metadata address alone.
+    r = dig(env, t, "rebind.example.com")
+    check(r.get("rcode") == 5 and r["answers"] == [], "rebinding: %r" % r)
+    r = dig(env, t, "meta.example.com")
+    check(r.get("rcode") == 5 and r["answers"] == [], "metadata: %r" % r)
+    # Only A and AAAA are served.
+    r = dig(env, t, "api.example.com", qtype="TXT")
+    check(r.get("rcode") == 5, "TXT: %r" % r)
+    # None of those leased anything: 192.0.2.10 (rebind's public half) and .20 stay shut.
+    got = probe(env, t, "tcp,192.0.2.10,8443", "tcp,192.0.2.20,8443")
+    check(all(v in REFUSED for v in got.values()), "a denied answer opened: %r" % got)
+    # Going around the proxy: another resolver, UDP and TCP, is rejected by
+    # the kernel and never sees the query.
+    before = len(upstream_names(t))
+    r = dig(env, t, "api.example.com", server="203.0.113.53")
+    check("error" in r, "direct UDP query to another resolver answered: %r" % r)
+    r = dig(env, t, "api.example.com", server="203.0.113.53", tcp=True)
+    check("error" in r, "direct TCP query to another resolver answered: %r" % r)
+    check(not [q for q in upstream_names(t)[before:] if q["addr"] == "203.0.113.53"],
+          "the other resolver saw a query")
+    # The control: the same resolver answers an address that is not the operation's.
+    r = dig(env, t, "api.example.com", server="203.0.113.53", source="198.51.100.13")
+    check(addrs(r) == ["192.0.2.10"], "topology: the other resolver is unreachable: %r" % r)
+    # Another address on the same link is not the operation's client.
+    r = dig(env, t, "api.example.com", source="198.51.100.13")
+    check(r.get("error") == "timeout", "a non-client was answered: %r" % r)
+    ev = dns_evidence(env)
+    got = [(e["qname"], e["decision"], e["reason"], e["denied"]) for e in ev]
+    check(got == [
+        ("exfil-secret.attacker.example", "deny", "name_not_allowed", "exfil-secret.attacker.example"),
+        ("badcname.example.com", "deny", "cname_not_allowed", "evil.example.org"),
+        ("rebind.example.com", "deny", "restricted_destination", "127.0.0.1"),
+        ("meta.example.com", "deny", "restricted_destination", "169.254.169.254"),
+        ("api.example.com", "deny", "qtype_not_supported", None)], "evidence: %r" % got)
+    check(leases(env)["leases"] == [], "a refusal left a lease: %r" % leases(env)["leases"])
+
+
+def dns_ttl_expiry(env):
+    t = setup(env)
+    # short.example.com has TTL 1, raised to min_ttl_seconds 2: the lease,
+    # and with it an open flow, ends when it expires (no conntrack shortcut).
+    r = dig(env, t, "short.example.com")
+    check(addrs(r) == ["192.0.2.12"] and r["answers"][0][2] == 2, "short: %r" % r)
+    h = hold(env, t, "192.0.2.12", 8443, 8)
+    check(h["connected"] and h["cut"] and h["held_seconds"] < 6, "flow not cut: %r" % h)
+    check(probe(env, t, "tcp,192.0.2.12,8443")["tcp,192.0.2.12,8443"] in REFUSED, "reopened")
+    # One address behind two allowed names: the longer lease keeps it.
+    r = dig(env, t, "b.shared.example.com")
+    check(addrs(r) == ["192.0.2.13"], "b.shared: %r" % r)
+    r = dig(env, t, "a.shared.example.com")
+    check(addrs(r) == ["192.0.2.13"], "a.shared: %r" % r)
+    h = hold(env, t, "192.0.2.13", 8443, 5)
+    check(h["connected"] and not h["cut"], "the shorter name's expiry cut the shared address: %r" % h)
+    exp = [e for e in (json.loads(l) for l in open(os.path.join(
+        env.state, "network-operations", OP, "effects.jsonl")) if l.strip())
+        if e.get("kind") == "lease_expired"]
+    check([e["destination"] for e in exp] == ["192.0.2.12"], "expiries: %r" % exp)
+
+
+if __name__ == "__main__":
+    main({"dns_allowed_names_leased": dns_allowed_names_leased,
+          "dns_refusals": dns_refusals,
+          "dns_ttl_expiry": dns_ttl_expiry})
