@@ -63,7 +63,8 @@ dns_read_name(const uint8_t *p, size_t n, size_t *off, char out[DNSMSG_NAME_MAX 
 				return -1;
 			}
 			size_t to = ((size_t)(l & 0x3f) << 8) | p[pos + 1];
-			if (to >= pos || ++hops > 64) {
+			/* Backwards only, and never into the 12-byte header. */
+			if (to >= pos || to < DNS_HDR || ++hops > 64) {
 				*code = DNSE_POINTER;
 				return -1;
 			}

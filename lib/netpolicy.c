@@ -948,9 +948,19 @@ netpolicy_parse_config(struct json_object *obj, struct np_config *c, char **caus
 	if (schema_child(obj, "dns") != NULL) {
 		/* Validated whole here; boundaryd and the proxy parse it again from the record. */
 		struct dnspolicy dp;
+		int lf;
+		uint8_t la[16];
+		uint16_t lp;
 		if (dnspolicy_parse(schema_child(obj, "dns"), &dp, cause) != 0)
 			return -1;
 		dnspolicy_free(&dp);
+		/* The subject's port-53 traffic is DNATed to listen: one family. */
+		if (c->nc_has_source_address &&
+		    (netpolicy_parse_listen(schema_string(schema_child(obj, "dns"), "listen"), &lf, la,
+		    &lp) != 0 || lf != c->nc_src_family)) {
+			util_cause(cause, "dns.listen: not of source_address's family");
+			return -1;
+		}
 		c->nc_dns = json_object_get(schema_child(obj, "dns"));
 	}
 	return 0;

@@ -412,6 +412,11 @@ netop_fill_policy(struct netop *no, struct nft_policy *p, struct nft_elem *allow
 		p->np_src_family = no->no_spec.ns_src_family;
 		memcpy(p->np_src_addr, no->no_spec.ns_src_addr, 16);
 	}
+	/* The dns section was validated with the config; listen is an address and a port. */
+	if (no->no_spec.ns_dns != NULL &&
+	    netpolicy_parse_listen(schema_string(no->no_spec.ns_dns, "listen"), &p->np_dns_family,
+	    p->np_dns_addr, &p->np_dns_port) != 0)
+		p->np_dns_family = 0;
 	p->np_mode = no->no_spec.ns_mode;
 	p->np_allow = allow;
 	p->np_nallow = nallow;

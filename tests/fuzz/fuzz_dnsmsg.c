@@ -34,7 +34,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (dnsmsg_parse_reply(data, size, &r, &code) != 0)
 		return 0;
 	for (size_t i = 0; i < r.da_n; i++)
-		if (!dnsmsg_valid_name(r.da_rr[i].dr_name) ||
+		if ((r.da_rr[i].dr_name[0] != '\0' && !dnsmsg_valid_name(r.da_rr[i].dr_name)) ||
 		    (r.da_rr[i].dr_type == DNS_TYPE_CNAME && !dnsmsg_valid_name(r.da_rr[i].dr_target)))
 			abort();
 	if (r.da_qname[0] == '\0' || (r.da_qtype != DNS_TYPE_A && r.da_qtype != DNS_TYPE_AAAA))

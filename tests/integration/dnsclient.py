@@ -1,4 +1,4 @@
-"""A DNS client for tests. `dnsclient.py [--tcp] [--source ADDR] SERVER NAME [TYPE]`
+"""A DNS client for tests. `dnsclient.py [--tcp] [--source ADDR] [--port N] SERVER NAME [TYPE]`
 prints one JSON object {"rcode", "tc", "answers": [[name, type, ttl, data]]}
 or {"error": errno name or "timeout"}.
 
@@ -36,7 +36,7 @@ def read_name(msg, off):
         off += 1 + ln
 
 
-def query(server, name, qtype, tcp, source):
+def query(server, name, qtype, tcp, source, port):
     q = struct.pack(">HHHHHH", os.getpid() & 0xFFFF, 0x0100, 1, 0, 0, 0)
     for label in name.split("."):
         q += bytes([len(label)]) + label.encode()
@@ -45,7 +45,7 @@ def query(server, name, qtype, tcp, source):
     s.settimeout(3)
     if source:
         s.bind((source, 0))
-    s.connect((server, 53))
+    s.connect((server, port))
     if tcp:
         s.sendall(struct.pack(">H", len(q)) + q)
         hdr = s.recv(2)
@@ -114,15 +114,19 @@ def main():
         print(json.dumps(hold(a[1], int(a[2]), float(a[3]))))
         return
     tcp = source = None
+    port = 53
     while a[0].startswith("--"):
         if a[0] == "--tcp":
             tcp = True
             a = a[1:]
+        elif a[0] == "--port":
+            port = int(a[1])
+            a = a[2:]
         elif a[0] == "--source":
             source = a[1]
             a = a[2:]
     try:
-        r = query(a[0], a[1], a[2] if len(a) > 2 else "A", tcp, source)
+        r = query(a[0], a[1], a[2] if len(a) > 2 else "A", tcp, source, port)
     except socket.timeout:
         r = {"error": "timeout"}
     except OSError as e:

@@ -3,7 +3,7 @@ answers on UDP and TCP port 53 of each ADDR from ZONE, a JSON object
 {"name": [["A"|"AAAA"|"CNAME", value, ttl], ...]}. A CNAME is followed
 within the zone (as a recursive resolver would return it); a name not in
 the zone is NXDOMAIN. Every query is logged to LOG as one JSON line
-{"addr", "proto", "name", "type"}, so a test can prove a name never
+{"addr", "from", "proto", "name", "type"}, so a test can prove a name never
 reached it. Prints "ready" once every socket is bound. Runs inside a test
 network namespace."""
 
@@ -47,13 +47,13 @@ def rr(name, typ, ttl, value):
     return enc_name(name) + struct.pack(">HHIH", TYPES[typ], 1, ttl, len(data)) + data
 
 
-def answer(msg, addr, proto):
+def answer(msg, addr, proto, peer):
     qid, flags = struct.unpack(">HH", msg[:4])
     name, off = read_name(msg, 12)
     qtype, qclass = struct.unpack(">HH", msg[off:off + 4])
     question = msg[12:off + 4]
     name = name.lower()
-    log.write(json.dumps({"addr": addr, "proto": proto, "name": name,
+    log.write(json.dumps({"addr": addr, "from": peer, "proto": proto, "name": name,
                           "type": NAMES.get(qtype, qtype)}) + "\n")
     records, cur, rcode = [], name, 0
     if cur not in zone:
@@ -90,9 +90,9 @@ while True:
         try:
             if proto == "udp":
                 msg, peer = key.fileobj.recvfrom(4096)
-                key.fileobj.sendto(answer(msg, a, "udp"), peer)
+                key.fileobj.sendto(answer(msg, a, "udp", peer[0]), peer)
             else:
-                c, _ = key.fileobj.accept()
+                c, peer = key.fileobj.accept()
                 c.settimeout(2)
                 ln = struct.unpack(">H", c.recv(2))[0]
                 msg = b""
@@ -101,7 +101,7 @@ while True:
                     if not chunk:
                         break
                     msg += chunk
-                out = answer(msg, a, "tcp")
+                out = answer(msg, a, "tcp", peer[0])
                 c.sendall(struct.pack(">H", len(out)) + out)
                 c.close()
         except (OSError, IndexError, ValueError, struct.error):

@@ -7,13 +7,15 @@ refused and recorded.
 Topology, all in namespaces this case creates (documentation addresses):
   ctr  198.51.100.12 (dns.client_address and the operation's source_address),
        198.51.100.13 (another client); default route via gw
-  gw   198.51.100.1 (the mediator's DNS proxy on :53), 192.0.2.1, 203.0.113.1;
+  gw   198.51.100.1 (the mediator's DNS proxy on :5353), 192.0.2.1, 203.0.113.1;
        forwards; boundaryd and the mediator run here
   ext  192.0.2.53 (the authoritative test server the mediator's resolv.conf
        names), 203.0.113.53 (another resolver the agent might try directly),
        192.0.2.10-.13 and .20 (TCP servers on 8443)
-Every DNS server logs each query and every TCP server answers "ok", so
-"refused" is proven by what a server never saw, not by a timeout alone.
+The operation's table DNATs every UDP/TCP packet of ctr's 198.51.100.12 to
+port 53, whatever resolver it names, to the proxy. Every DNS server logs each
+query with its source and every TCP server answers "ok", so "refused" is
+proven by what a server never saw, not by a timeout alone.
 """
 
 import json
@@ -74,8 +76,6 @@ def setup(env):
     sh(ctr, "route", "add", "default", "via", "198.51.100.1")
     sh(ext, "route", "add", "198.51.100.0/24", "via", "192.0.2.1")
     env.ns_run(gw, ["sysctl", "-qw", "net.ipv4.ip_forward=1"])
-    # The unprivileged mediator binds :53 in this namespace only (network.md "DNS").
-    env.ns_run(gw, ["sysctl", "-qw", "net.ipv4.ip_unprivileged_port_start=53"])
 
     t.dir = tempfile.mkdtemp(prefix="gensee-it-dns.")
     env.cleanup_dirs.append(t.dir)
@@ -100,11 +100,11 @@ def setup(env):
         json.dump({"schema_version": 3, "operation_id": OP, "source_run_id": "run_dns",
                    "source_address": "198.51.100.12",
                    "envelope": {"grants": [
-                       {"destination": "198.51.100.1", "protocol": "udp", "ports": [53]},
-                       {"destination": "198.51.100.1", "protocol": "tcp", "ports": [53]}]},
+                       {"destination": "198.51.100.1", "protocol": "udp", "ports": [5353]},
+                       {"destination": "198.51.100.1", "protocol": "tcp", "ports": [5353]}]},
                    "policy": {"schema_version": 1, "restricted_destinations": [],
                               "in_place_lease_scopes": [], "max_in_place_lease_ttl_seconds": 60},
-                   "dns": {"listen": "198.51.100.1:53", "client_address": "198.51.100.12",
+                   "dns": {"listen": "198.51.100.1:5353", "client_address": "198.51.100.12",
                            "allow": allow, "min_ttl_seconds": 2, "max_ttl_seconds": 30}}, f)
     os.chmod(cfg, 0o600)
     r = env.root_call("network.start", {"config_path": cfg})
@@ -130,13 +130,14 @@ def setup(env):
     def listening():
         if t.med.poll() is not None:
             raise Failure("mediator exited %d:\n%s" % (t.med.returncode, open(t.medlog).read()))
-        return "dns proxy on 198.51.100.1:53" in open(t.medlog).read()
+        return "dns proxy on 198.51.100.1:5353" in open(t.medlog).read()
     env.wait_for("the DNS proxy to listen", listening)
     return t
 
 
-def dig(env, t, name, qtype="A", tcp=False, server="198.51.100.1", source=None):
-    argv = ["/usr/bin/python3", env.tool("dnsclient.py")]
+def dig(env, t, name, qtype="A", tcp=False, server="192.0.2.53", source=None, port=53):
+    """A query from ctr; by default to the resolver its resolv.conf would name."""
+    argv = ["/usr/bin/python3", env.tool("dnsclient.py"), "--port", str(port)]
     if tcp:
         argv.append("--tcp")
     if source:
@@ -212,6 +213,13 @@ def dns_allowed_names_leased(env):
     ls = leases(env)["leases"]
     got = sorted((l["destination"], l["protocol"], l["ports"][0]) for l in ls)
     check(got == [("192.0.2.10", "tcp", 8443), ("192.0.2.11", "tcp", 8443)], "leases: %r" % ls)
+    # Every query was redirected to the proxy: the resolver the client named
+    # only ever saw the mediator (gw's 192.0.2.1), never the client itself.
+    seen = upstream_names(t)
+    check(seen and all(q["from"] == "192.0.2.1" for q in seen), "upstream saw: %r" % seen)
+    # The proxy's own address, queried directly, is the same proxy.
+    r = dig(env, t, "api.example.com", server="198.51.100.1", port=5353)
+    check(addrs(r) == ["192.0.2.10"], "proxy direct: %r" % r)
 
 
 def dns_refusals(env):
@@ -236,20 +244,25 @@ def dns_refusals(env):
     # None of those leased anything: 192.0.2.10 (rebind's public half) and .20 stay shut.
     got = probe(env, t, "tcp,192.0.2.10,8443", "tcp,192.0.2.20,8443")
     check(all(v in REFUSED for v in got.values()), "a denied answer opened: %r" % got)
-    # Going around the proxy: another resolver, UDP and TCP, is rejected by
-    # the kernel and never sees the query.
-    before = len(upstream_names(t))
-    r = dig(env, t, "api.example.com", server="203.0.113.53")
-    check("error" in r, "direct UDP query to another resolver answered: %r" % r)
-    r = dig(env, t, "api.example.com", server="203.0.113.53", tcp=True)
-    check("error" in r, "direct TCP query to another resolver answered: %r" % r)
-    check(not [q for q in upstream_names(t)[before:] if q["addr"] == "203.0.113.53"],
+    # Going around the proxy: another resolver on port 53, UDP and TCP, gets
+    # the proxy's decisions (redirected) and never sees the query.
+    r = dig(env, t, "exfil-secret.attacker.example", server="203.0.113.53")
+    check(r.get("rcode") == 5, "another resolver, denied name: %r" % r)
+    r = dig(env, t, "exfil-secret.attacker.example", server="203.0.113.53", tcp=True)
+    check(r.get("rcode") == 5, "another resolver over TCP, denied name: %r" % r)
+    check(not [q for q in upstream_names(t) if q["addr"] == "203.0.113.53"],
           "the other resolver saw a query")
+    # DNS on another port is no DNS to the kernel: outside the envelope.
+    r = dig(env, t, "api.example.com", server="203.0.113.53", port=5353)
+    check("error" in r, "a resolver on another port answered: %r" % r)
+    r = dig(env, t, "api.example.com", server="203.0.113.53", port=5353, tcp=True)
+    check("error" in r, "a resolver on another TCP port answered: %r" % r)
     # The control: the same resolver answers an address that is not the operation's.
     r = dig(env, t, "api.example.com", server="203.0.113.53", source="198.51.100.13")
     check(addrs(r) == ["192.0.2.10"], "topology: the other resolver is unreachable: %r" % r)
-    # Another address on the same link is not the operation's client.
-    r = dig(env, t, "api.example.com", source="198.51.100.13")
+    # Another address on the same link is not the operation's client: the
+    # proxy drops its queries (it is not redirected, so it asks directly).
+    r = dig(env, t, "api.example.com", server="198.51.100.1", port=5353, source="198.51.100.13")
     check(r.get("error") == "timeout", "a non-client was answered: %r" % r)
     ev = dns_evidence(env)
     got = [(e["qname"], e["decision"], e["reason"], e["denied"]) for e in ev]
@@ -258,7 +271,9 @@ def dns_refusals(env):
         ("badcname.example.com", "deny", "cname_not_allowed", "evil.example.org"),
         ("rebind.example.com", "deny", "restricted_destination", "127.0.0.1"),
         ("meta.example.com", "deny", "restricted_destination", "169.254.169.254"),
-        ("api.example.com", "deny", "qtype_not_supported", None)], "evidence: %r" % got)
+        ("api.example.com", "deny", "qtype_not_supported", None)] + [
+        ("exfil-secret.attacker.example", "deny", "name_not_allowed",
+         "exfil-secret.attacker.example")] * 2, "evidence: %r" % got)
     check(leases(env)["leases"] == [], "a refusal left a lease: %r" % leases(env)["leases"])
 
 
