@@ -6,6 +6,7 @@
  * more than it says ("*" alone, "*.com", upper case, a trailing dot) is
  * refused rather than normalized.
  */
+#include <errno.h>
 #include <string.h>
 #include <stdlib.h>
 #include <sys/types.h>
@@ -19,7 +20,7 @@
 
 static const struct schema_field dns_fields[] = {
 	{ "listen", SCHEMA_STRING, SCHEMA_REQUIRED, 3, 64, 0 },
-	{ "client_address", SCHEMA_STRING, SCHEMA_REQUIRED, 2, 64, 0 },
+	{ "client_address", SCHEMA_STRING, 0, 2, 64, 0 },
 	{ "allow", SCHEMA_ARRAY, SCHEMA_REQUIRED, 0, DNSPOLICY_MAX_ENTRIES, 0 },
 	{ "min_ttl_seconds", SCHEMA_INT, 0, 1, 3600, 0 },
 	{ "max_ttl_seconds", SCHEMA_INT, 0, 1, NETPOLICY_MAX_LEASE_TTL, 0 },
@@ -58,7 +59,8 @@ dnspolicy_parse(struct json_object *dns, struct dnspolicy *p, char **cause)
 		return -1;
 	}
 	util_strlcpy(p->dp_listen, schema_string(dns, "listen"), sizeof(p->dp_listen));
-	if (netpolicy_parse_addr(schema_string(dns, "client_address"), &p->dp_client_family,
+	if (schema_string(dns, "client_address") != NULL &&
+	    netpolicy_parse_addr(schema_string(dns, "client_address"), &p->dp_client_family,
 	    p->dp_client_addr) != 0) {
 		util_cause(cause, "dns.client_address: not an IP address");
 		return -1;
@@ -109,6 +111,66 @@ dnspolicy_parse(struct json_object *dns, struct dnspolicy *p, char **cause)
 fail:
 	dnspolicy_free(p);
 	return -1;
+}
+
+int
+dnspolicy_is_hostname_entry(const char *s)
+{
+	size_t n = strcspn(s, ",");
+	int name = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		if (s[i] == ':' || s[i] == '/')
+			return 0;
+		if (s[i] == '*' || (s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z'))
+			name = 1;
+	}
+	return name;
+}
+
+struct json_object *
+dnspolicy_entry_from_string(const char *s, char **cause)
+{
+	char name[DNSMSG_NAME_MAX + 2], proto[8], port[8];
+	const char *c1 = strchr(s, ','), *c2 = c1 ? strchr(c1 + 1, ',') : NULL;
+	char *end;
+	long v;
+
+	if (c1 == NULL || c2 == NULL || strchr(c2 + 1, ',') != NULL ||
+	    (size_t)(c1 - s) >= sizeof(name) || (size_t)(c2 - c1 - 1) >= sizeof(proto) ||
+	    strlen(c2 + 1) >= sizeof(port)) {
+		util_cause(cause, "%s: a hostname entry is NAME,PROTOCOL,PORT (api.example.com,tcp,443)",
+		    s);
+		return NULL;
+	}
+	memcpy(name, s, (size_t)(c1 - s));
+	name[c1 - s] = '\0';
+	for (char *p = name; *p != '\0'; p++)
+		if (*p >= 'A' && *p <= 'Z')
+			*p = (char)(*p + 32);
+	memcpy(proto, c1 + 1, (size_t)(c2 - c1 - 1));
+	proto[c2 - c1 - 1] = '\0';
+	util_strlcpy(port, c2 + 1, sizeof(port));
+	if (!dnsmsg_valid_pattern(name)) {
+		util_cause(cause, "%s: not a DNS name or a *.name.tld pattern", s);
+		return NULL;
+	}
+	if (netpolicy_parse_proto(proto) < 0) {
+		util_cause(cause, "%s: the protocol must be tcp or udp", s);
+		return NULL;
+	}
+	errno = 0;
+	v = strtol(port, &end, 10);
+	if (errno != 0 || end == port || *end != '\0' || v < 1 || v > 65535 || port[0] == '0') {
+		util_cause(cause, "%s: one port 1-65535", s);
+		return NULL;
+	}
+	struct json_object *o = json_object_new_object(), *ports = json_object_new_array();
+	json_object_object_add(o, "name", json_object_new_string(name));
+	json_object_object_add(o, "protocol", json_object_new_string(proto));
+	json_object_array_add(ports, json_object_new_int((int)v));
+	json_object_object_add(o, "ports", ports);
+	return o;
 }
 
 ssize_t

@@ -41,7 +41,24 @@ struct dnspolicy {
 	int64_t dp_min_ttl, dp_max_ttl;
 };
 
-/* Strictly: unknown keys, bad names or patterns, ports outside 1-65535 are refused. */
+/*
+ * Is s ("NAME,PROTO,PORT") a hostname entry rather than an address one?
+ * Its first field has a letter or '*' and no ':' or '/' (IPv6, CIDR).
+ */
+int dnspolicy_is_hostname_entry(const char *s);
+/*
+ * "api.example.com,tcp,443" or "*.pypi.org,tcp,443" -> the JSON form of
+ * one dns.allow entry (a new object), or NULL with *cause. The name is
+ * lower-cased; a protocol and exactly one port are required.
+ */
+struct json_object *dnspolicy_entry_from_string(const char *s, char **cause);
+
+/*
+ * Strictly: unknown keys, bad names or patterns, ports outside 1-65535 are
+ * refused. Without client_address (a root_pid operation, whose queries are
+ * redirected to a loopback proxy) any peer is served: what it can cause is
+ * a lease for the operation's own cgroup, for a name its policy allows.
+ */
 int dnspolicy_parse(struct json_object *dns, struct dnspolicy *p, char **cause);
 void dnspolicy_free(struct dnspolicy *p);
 /* The first entry matching name at or after *from, or -1. */

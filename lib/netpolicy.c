@@ -954,6 +954,10 @@ netpolicy_parse_config(struct json_object *obj, struct np_config *c, char **caus
 		if (dnspolicy_parse(schema_child(obj, "dns"), &dp, cause) != 0)
 			return -1;
 		dnspolicy_free(&dp);
+		if (schema_string(schema_child(obj, "dns"), "client_address") == NULL) {
+			util_cause(cause, "dns.client_address: required in a config");
+			return -1;
+		}
 		/* The subject's port-53 traffic is DNATed to listen: one family. */
 		if (c->nc_has_source_address &&
 		    (netpolicy_parse_listen(schema_string(schema_child(obj, "dns"), "listen"), &lf, la,

@@ -93,8 +93,9 @@ dl_decide(struct boundaryd *bd, struct json_object *params, struct dl_state *st)
 	}
 	st->have_pol = 1;
 	/* The client identity is the configured address, exactly. */
-	if (netpolicy_parse_addr(schema_string(params, "client_address"), &cf, ca) != 0 ||
-	    cf != st->pol.dp_client_family || memcmp(ca, st->pol.dp_client_addr, 16) != 0)
+	if (st->pol.dp_client_family != 0 &&
+	    (netpolicy_parse_addr(schema_string(params, "client_address"), &cf, ca) != 0 ||
+	    cf != st->pol.dp_client_family || memcmp(ca, st->pol.dp_client_addr, 16) != 0))
 		return DLR_CLIENT;
 	for (size_t i = 0; i < json_object_array_length(names); i++) {
 		const char *n = json_object_get_string(json_object_array_get_idx(names, i));

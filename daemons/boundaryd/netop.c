@@ -27,6 +27,7 @@
 #include <sodium.h>
 
 #include "boundaryd.h"
+#include "dnspolicy.h"
 #include "frame.h"
 #include "log.h"
 #include "ocsf.h"
@@ -200,15 +201,29 @@ static const struct schema_field network_fields[] = {
 	{ "restricted_destinations", SCHEMA_STRING_ARRAY, 0, 0, NETPOLICY_MAX_RESTRICTED, 64 },
 };
 
-/* Parse a list of grant strings; hostnames become warnings and are skipped. */
+/*
+ * Parse a list of grant strings. With dns_allow (the allow list), hostname
+ * entries become dns.allow entries for the operation's DNS proxy; elsewhere
+ * hostnames become warnings and are skipped.
+ */
 static int
 netop_parse_list(struct json_object *arr, struct np_grants *g, struct json_object *warnings,
-    const char *what, char **cause)
+    const char *what, struct json_object *dns_allow, char **cause)
 {
 	for (size_t i = 0; arr != NULL && i < json_object_array_length(arr); i++) {
 		const char *s = json_object_get_string(json_object_array_get_idx(arr, i));
 		int hostname = 0;
 		char *why = NULL;
+		if (dns_allow != NULL && dnspolicy_is_hostname_entry(s)) {
+			struct json_object *e = dnspolicy_entry_from_string(s, &why);
+			if (e == NULL) {
+				util_cause(cause, "%s: %s", what, why);
+				free(why);
+				return -1;
+			}
+			json_object_array_add(dns_allow, e);
+			continue;
+		}
 		if (netpolicy_parse_grant_string(s, g, &hostname, &why) == 0)
 			continue;
 		if (hostname) {
@@ -248,13 +263,28 @@ netop_spec_from_params(struct json_object *net, struct netop_spec *s, char **cau
 		return -1;
 	}
 	s->ns_subject = NFT_SUBJECT_CGROUP;
+	struct json_object *dns_allow = json_object_new_array();
 	if (netop_parse_list(schema_child(net, "allow"), &s->ns_allow, s->ns_warnings,
-		"network.allow", cause) != 0 ||
+		"network.allow", dns_allow, cause) != 0 ||
 	    netop_parse_list(schema_child(net, "deny"), &s->ns_deny, s->ns_warnings,
-		"network.deny", cause) != 0 ||
+		"network.deny", NULL, cause) != 0 ||
 	    netop_parse_list(schema_child(net, "lease_scopes"), &s->ns_policy.np_lease_scopes,
-		s->ns_warnings, "network.lease_scopes", cause) != 0)
+		s->ns_warnings, "network.lease_scopes", NULL, cause) != 0) {
+		json_object_put(dns_allow);
 		return -1;
+	}
+	if (json_object_array_length(dns_allow) > DNSPOLICY_MAX_ENTRIES) {
+		json_object_put(dns_allow);
+		util_cause(cause, "network.allow: more than %d hostname entries", DNSPOLICY_MAX_ENTRIES);
+		return -1;
+	}
+	if (json_object_array_length(dns_allow) > 0) {
+		/* The listen address is chosen at attach (netop_dns_listen). */
+		s->ns_dns = json_object_new_object();
+		json_object_object_add(s->ns_dns, "allow", dns_allow);
+	} else {
+		json_object_put(dns_allow);
+	}
 	/* Keep the policy in the seed's shape, so the record reads like a config. */
 	pol = json_object_new_object();
 	scopes = json_object_new_array();
@@ -781,6 +811,57 @@ netop_alloc(struct operation *op)
 	return no;
 }
 
+/*
+ * A root_pid operation with hostname entries: its DNS proxy listens on
+ * 127.78.X.Y:5353 (X.Y from the operation id, the next free one among the
+ * running operations), the table DNATs the cgroup's port-53 traffic there,
+ * and an exact grant lets the redirected packets through the envelope (a
+ * loopback address is restricted, and only an exact grant reaches one).
+ */
+static int
+netop_dns_listen(struct operation *op, struct netop_spec *s, char **cause)
+{
+	uint32_t h = 2166136261u;
+	char listen[32];
+	uint8_t a[16];
+	int fam;
+	uint16_t port;
+
+	if (s->ns_dns == NULL || schema_string(s->ns_dns, "listen") != NULL)
+		return 0;
+	for (const char *p = op->op_id; *p != '\0'; p++)
+		h = (h ^ (uint8_t)*p) * 16777619u;
+	for (int tries = 0; tries < 256; tries++, h++) {
+		struct operation *o;
+		int used = 0;
+		snprintf(listen, sizeof(listen), "127.78.%u.%u:5353", (h >> 8) & 0xff,
+		    (h & 0xff) == 0 ? 1 : h & 0xff);
+		TAILQ_FOREACH(o, &op->op_bd->bd_ops, op_entry)
+			if (o != op && o->op_net != NULL && o->op_net->no_spec.ns_dns != NULL &&
+			    schema_string(o->op_net->no_spec.ns_dns, "listen") != NULL &&
+			    strcmp(schema_string(o->op_net->no_spec.ns_dns, "listen"), listen) == 0)
+				used = 1;
+		if (!used)
+			break;
+	}
+	json_object_object_add(s->ns_dns, "listen", json_object_new_string(listen));
+	if (netpolicy_parse_listen(listen, &fam, a, &port) != 0) {
+		util_cause(cause, "dns: no listen address");
+		return -1;
+	}
+	for (int i = 0; i < 2; i++) {
+		struct np_grant g = { .ng_dst = { .nr_family = fam }, .ng_proto = i == 0 ?
+			IPPROTO_UDP : IPPROTO_TCP, .ng_port_lo = port, .ng_port_hi = port };
+		memcpy(g.ng_dst.nr_lo, a, 16);
+		memcpy(g.ng_dst.nr_hi, a, 16);
+		if (np_grants_add(&s->ns_allow, &g) != 0) {
+			util_cause(cause, "out of memory");
+			return -1;
+		}
+	}
+	return 0;
+}
+
 struct netop *
 netop_attach(struct operation *op, struct netop_spec *s, int defer_envelope, char **cause)
 {
@@ -794,6 +875,8 @@ netop_attach(struct operation *op, struct netop_spec *s, int defer_envelope, cha
 		util_cause(cause, "a root_pid subject needs the operation's cgroup");
 		return NULL;
 	}
+	if (netop_dns_listen(op, s, cause) != 0)
+		return NULL;
 	if ((no = netop_alloc(op)) == NULL) {
 		util_cause(cause, "out of memory");
 		return NULL;

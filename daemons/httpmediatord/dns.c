@@ -124,6 +124,9 @@ dns_init(const char *resolv_conf)
 static int
 dns_peer_is_client(const struct dnsop *op, const struct sockaddr *sa)
 {
+	/* A root_pid operation's loopback proxy: no address names its client (dnspolicy.h). */
+	if (op->do_pol.dp_client_family == 0)
+		return sa->sa_family == AF_INET || sa->sa_family == AF_INET6;
 	if (sa->sa_family == AF_INET && op->do_pol.dp_client_family == AF_INET)
 		return memcmp(&((const struct sockaddr_in *)sa)->sin_addr,
 		    op->do_pol.dp_client_addr, 4) == 0;
@@ -596,8 +599,11 @@ dns_apply_config(struct mediatord *md, struct json_object *ops)
 			free(op);
 			continue;
 		}
-		inet_ntop(op->do_pol.dp_client_family, op->do_pol.dp_client_addr, op->do_client_str,
-		    sizeof(op->do_client_str));
+		if (op->do_pol.dp_client_family == 0)
+			util_strlcpy(op->do_client_str, "any", sizeof(op->do_client_str));
+		else
+			inet_ntop(op->do_pol.dp_client_family, op->do_pol.dp_client_addr,
+			    op->do_client_str, sizeof(op->do_client_str));
 		if (dnsop_listen(md, op) != 0) {
 			log_warn("%s: dns: cannot listen on %s", id, op->do_pol.dp_listen);
 			dnspolicy_free(&op->do_pol);

@@ -2,6 +2,9 @@
 prints one JSON object {"rcode", "tc", "answers": [[name, type, ttl, data]]}
 or {"error": errno name or "timeout"}.
 
+`dnsclient.py --agent SERVER PORT NAME...` resolves each name and connects
+to its first address (what an agent does); prints one JSON object.
+
 `dnsclient.py --hold ADDR PORT MAXSECONDS` connects to a netserve.py TCP
 port and sends one byte every 0.2 s until a send or reply fails or
 MAXSECONDS pass; prints {"connected": bool, "held_seconds": s, "cut": bool}."""
@@ -108,8 +111,54 @@ def hold(addr, port, maxs):
     return {"connected": True, "held_seconds": round(time.monotonic() - start, 2), "cut": False}
 
 
+def agent(server, port, names):
+    """For each name: a UDP query to SERVER:53, then a TCP connect to the
+    first A address on PORT; one JSON object {name: {"rcode", "addrs",
+    "connect"}}."""
+    out = {}
+    # The proxy starts listening within the mediator's refresh (500 ms) of
+    # the operation's start: until then a query is refused (fail closed).
+    # Wait for it as a resolver retries, bounded in count and time.
+    for _ in range(50):
+        try:
+            query(server, "ready.invalid", "A", False, None, 53)
+            break
+        except OSError as e:
+            if e.errno != errno.ECONNREFUSED:
+                break
+            time.sleep(0.1)
+    for n in names:
+        try:
+            r = query(server, n, "A", False, None, 53)
+        except socket.timeout:
+            out[n] = {"error": "timeout"}
+            continue
+        except OSError as e:
+            out[n] = {"error": errno.errorcode.get(e.errno, str(e))}
+            continue
+        addrs = [x[3] for x in r["answers"] if x[1] == "A"]
+        res = {"rcode": r["rcode"], "addrs": addrs, "connect": None}
+        if addrs:
+            s = socket.socket()
+            s.settimeout(3)
+            try:
+                s.connect((addrs[0], port))
+                res["connect"] = "ok" if s.recv(2) == b"ok" else "bad_reply"
+            except socket.timeout:
+                res["connect"] = "timeout"
+            except OSError as e:
+                res["connect"] = errno.errorcode.get(e.errno, str(e))
+            finally:
+                s.close()
+        out[n] = res
+    return out
+
+
 def main():
     a = sys.argv[1:]
+    if a[0] == "--agent":
+        print(json.dumps(agent(a[1], int(a[2]), a[3:])))
+        return
     if a[0] == "--hold":
         print(json.dumps(hold(a[1], int(a[2]), float(a[3]))))
         return

@@ -26,7 +26,7 @@ import time
 
 import harness
 from harness import BUILD, Failure, check, main
-from test_mediator import MEDIATORD, MEDIATOR_USER, ensure_mediator_user
+from test_mediator import MEDIATORD, MEDIATOR_USER, ensure_mediator_user, make_test_ca
 
 OP = "op_dns_test"
 REFUSED = {"ECONNREFUSED", "EHOSTUNREACH", "EPERM", "EACCES", "ENETUNREACH", "timeout"}
@@ -115,9 +115,7 @@ def setup(env):
         f.write("nameserver 192.0.2.53\n")
     hosts = os.path.join(t.dir, "hosts")
     open(hosts, "w").close()
-    ca = "/etc/ssl/certs/ca-certificates.crt"
-    if not os.path.exists(ca):
-        ca = zone  # any readable file: no TLS here
+    ca = make_test_ca(t.dir)[0]  # the mediator needs a CA bundle; no TLS here
     t.medlog = os.path.join(t.dir, "mediator.log")
     env.logs.append(t.medlog)
     log = open(t.medlog, "a")
@@ -299,7 +297,83 @@ def dns_ttl_expiry(env):
     check([e["destination"] for e in exp] == ["192.0.2.12"], "expiries: %r" % exp)
 
 
+def dns_gensee_run(env):
+    """The CLI path: `gensee run --sandbox linux --allow-net NAME,tcp,PORT`.
+    The agent queries the resolver its resolv.conf would name (192.0.2.53);
+    the operation's table redirects it to its loopback proxy, and only the
+    answered address of the allowed name becomes reachable."""
+    env.use_netns()
+    ns = env.netns
+    for a in ("192.0.2.10", "192.0.2.20", "192.0.2.53"):
+        env.ns_run(ns, ["ip", "addr", "add", a + "/32", "dev", "lo"])
+    uid = ensure_mediator_user()
+    d = tempfile.mkdtemp(prefix="gensee-it-dns.")
+    env.cleanup_dirs.append(d)
+    os.chmod(d, 0o755)
+    zone = os.path.join(d, "zone.json")
+    with open(zone, "w") as f:
+        json.dump(ZONE, f)
+    dnslog = os.path.join(d, "dns.jsonl")
+    open(dnslog, "w").close()
+    p = subprocess.Popen(env.ns_prefix(ns) + ["/usr/bin/python3", env.tool("dnsserve.py"),
+                                              dnslog, zone, "192.0.2.53"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    env.children.append(p)
+    check(p.stdout.readline().strip() == "ready", "dnsserve did not start")
+    env.serve(ns, "tcp,192.0.2.10,8443", "tcp,192.0.2.20,8443")
+    env.start(args=["--mediator-user", MEDIATOR_USER])
+    resolv = os.path.join(d, "resolv.conf")
+    with open(resolv, "w") as f:
+        f.write("nameserver 192.0.2.53\n")
+    hosts = os.path.join(d, "hosts")
+    open(hosts, "w").close()
+    medlog = os.path.join(d, "mediator.log")
+    env.logs.append(medlog)
+    med = subprocess.Popen(env.ns_prefix(ns) + [MEDIATORD, "--runtime-dir", env.runtime,
+                                                "--user", MEDIATOR_USER, "--hosts-file", hosts,
+                                                "--resolv-conf", resolv, "--ca-file", make_test_ca(d)[0]],
+                           stdout=open(medlog, "a"), stderr=subprocess.STDOUT)
+    env.children.append(med)
+    env.wait_for("the mediator", lambda: "confined as" in open(medlog).read())
+    # A malformed hostname entry is refused before anything starts.
+    r = env.gensee("run", "--sandbox", "linux", "--allow-net", "api.example.com,tcp", "--",
+                   "/bin/true")
+    check(r.returncode != 0 and "NAME,PROTOCOL,PORT" in r.stderr, "malformed: %r" % r.stderr)
+    cmd = ["/usr/bin/python3", env.tool("dnsclient.py"), "--agent", "192.0.2.53", "8443",
+           "api.example.com", "exfil-secret.attacker.example", "rebind.example.com"]
+    r = env.gensee("run", "--sandbox", "linux", "--allow-net", "API.example.com,tcp,8443",
+                   "--allow-net", "rebind.example.com,tcp,8443", "--json", "--", *cmd,
+                   timeout=120)
+    check(r.returncode == 0, "run: rc %d %s" % (r.returncode, r.stderr))
+    child = [l for l in r.stderr.splitlines() if l.startswith("{")]
+    check(child, "no agent output: %s\n%s" % (r.stderr, open(medlog).read()))
+    got = json.loads(child[0])
+    check(got["api.example.com"] == {"rcode": 0, "addrs": ["192.0.2.10"], "connect": "ok"},
+          "allowed name: %r\n%s" % (got, open(medlog).read()))
+    check(got["exfil-secret.attacker.example"].get("rcode") == 5, "denied name: %r" % got)
+    check(got["rebind.example.com"].get("rcode") == 5, "rebinding: %r" % got)
+    with open(dnslog) as f:
+        seen = [json.loads(l) for l in f if l.strip()]
+    check([q["name"] for q in seen] == ["api.example.com", "rebind.example.com"],
+          "upstream saw: %r" % seen)
+    summary = json.loads(r.stdout)
+    opid = summary["record"]["operation_id"] if "operation_id" in summary["record"] else \
+        summary.get("operation_id")
+    p = os.path.join(env.state, "network-operations", opid, "effects.jsonl")
+    with open(p) as f:
+        ev = [e for e in (json.loads(l) for l in f if l.strip()) if e.get("type") == "dns_decision"]
+    check([(e["qname"], e["reason"]) for e in ev] ==
+          [("ready.invalid", "name_not_allowed"), ("api.example.com", "allowed"),
+           ("exfil-secret.attacker.example", "name_not_allowed"),
+           ("rebind.example.com", "restricted_destination")], "evidence: %r" % ev)
+    # Outside the operation nothing is redirected: the resolver answers directly.
+    r = env.ns_run(ns, ["/usr/bin/python3", env.tool("dnsclient.py"), "192.0.2.53",
+                        "exfil-secret.attacker.example"])
+    check(json.loads(r.stdout).get("rcode") == 0, "outside the operation: %s" % r.stdout)
+
+
 if __name__ == "__main__":
     main({"dns_allowed_names_leased": dns_allowed_names_leased,
           "dns_refusals": dns_refusals,
-          "dns_ttl_expiry": dns_ttl_expiry})
+          "dns_ttl_expiry": dns_ttl_expiry,
+          "dns_gensee_run": dns_gensee_run})
