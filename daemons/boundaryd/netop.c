@@ -203,8 +203,8 @@ static const struct schema_field network_fields[] = {
 
 /*
  * Parse a list of grant strings. With dns_allow (the allow list), hostname
- * entries become dns.allow entries for the operation's DNS proxy; elsewhere
- * hostnames become warnings and are skipped.
+ * entries NAME,PROTO,PORT become dns.allow entries for the operation's DNS
+ * proxy; a bare hostname, or one elsewhere, is a warning and skipped.
  */
 static int
 netop_parse_list(struct json_object *arr, struct np_grants *g, struct json_object *warnings,
@@ -214,7 +214,7 @@ netop_parse_list(struct json_object *arr, struct np_grants *g, struct json_objec
 		const char *s = json_object_get_string(json_object_array_get_idx(arr, i));
 		int hostname = 0;
 		char *why = NULL;
-		if (dns_allow != NULL && dnspolicy_is_hostname_entry(s)) {
+		if (dns_allow != NULL && dnspolicy_is_hostname_entry(s) && strchr(s, ',') != NULL) {
 			struct json_object *e = dnspolicy_entry_from_string(s, &why);
 			if (e == NULL) {
 				util_cause(cause, "%s: %s", what, why);
@@ -228,8 +228,8 @@ netop_parse_list(struct json_object *arr, struct np_grants *g, struct json_objec
 			continue;
 		if (hostname) {
 			char w[256];
-			snprintf(w, sizeof(w), "%s: hostname %s skipped (destinations must be IP "
-			    "addresses or CIDRs)", what, s);
+			snprintf(w, sizeof(w), "%s: hostname %s skipped (an allowed hostname is "
+			    "NAME,PROTO,PORT; deny lists take addresses)", what, s);
 			json_object_array_add(warnings, json_object_new_string(w));
 			free(why);
 			continue;

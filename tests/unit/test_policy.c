@@ -340,7 +340,14 @@ START_TEST(test_parse_values)
 	parse_refused("linux.fanotify.rules", "~/.ssh/**");
 	parse_refused("linux.fanotify.rules", "{\"path\": \"~/.ssh/**\"}");
 	parse_refused("linux.fanotify.rules", "[{\"path\": \"~/.ssh/**\", \"action\": \"x\"}]");
-	/* A hostname is accepted and warned about. */
+	/* Hostname entries with a protocol and a port are enforced (DNS proxy): no warning. */
+	parses("linux.network.allow", "[\"api.example.com,tcp,443\", \"*.pypi.org,tcp,443\"]",
+	    "[\"api.example.com,tcp,443\",\"*.pypi.org,tcp,443\"]");
+	parse_refused("linux.network.allow", "[\"*.org,tcp,443\"]");
+	parse_refused("linux.network.allow", "[\"api.example.com,tcp,1-5\"]");
+	parse_refused("linux.network.allow", "[\"api.example.com,icmp,443\"]");
+	parse_refused("linux.network.allow", "[\"api..example.com,tcp,443\"]");
+	/* A bare hostname is accepted and warned about. */
 	got = parse("linux.network.allow", "api.example.com", w, &cause);
 	ck_assert_ptr_nonnull(got);
 	ck_assert_str_eq(got, "[\"api.example.com\"]");
