@@ -366,6 +366,11 @@ def dns_gensee_run(env):
           [("ready.invalid", "name_not_allowed"), ("api.example.com", "allowed"),
            ("exfil-secret.attacker.example", "name_not_allowed"),
            ("rebind.example.com", "restricted_destination")], "evidence: %r" % ev)
+    # The timeline shows the decisions.
+    r = env.gensee("timeline", "--operation", opid)
+    check(r.returncode == 0 and "A api.example.com = 192.0.2.10 -> allow (allowed)" in r.stdout and
+          "A rebind.example.com = 192.0.2.10,127.0.0.1 -> deny (restricted_destination)" in r.stdout,
+          "timeline: %s %s" % (r.stdout, r.stderr))
     # Outside the operation nothing is redirected: the resolver answers directly.
     r = env.ns_run(ns, ["/usr/bin/python3", env.tool("dnsclient.py"), "192.0.2.53",
                         "exfil-secret.attacker.example"])
