@@ -1755,6 +1755,10 @@ operation_create(struct boundaryd *bd, struct conn *conn, const struct peer *p, 
 		    json_object_new_string(op->op_net->no_table));
 		json_object_object_add(r->or_result, "network_generation",
 		    json_object_new_int64((int64_t)op->op_net->no_generation));
+		/* The CLI waits for the DNS proxy before it releases the agent. */
+		if (op->op_net->no_spec.ns_dns != NULL)
+			json_object_object_add(r->or_result, "dns_listen", json_object_get(
+			    schema_child(op->op_net->no_spec.ns_dns, "listen")));
 	}
 	/*
 	 * With a sensor, hold the reply (and so the child) until sensord has

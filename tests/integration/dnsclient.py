@@ -116,17 +116,6 @@ def agent(server, port, names):
     first A address on PORT; one JSON object {name: {"rcode", "addrs",
     "connect"}}."""
     out = {}
-    # The proxy starts listening within the mediator's refresh (500 ms) of
-    # the operation's start: until then a query is refused (fail closed).
-    # Wait for it as a resolver retries, bounded in count and time.
-    for _ in range(50):
-        try:
-            query(server, "ready.invalid", "A", False, None, 53)
-            break
-        except OSError as e:
-            if e.errno != errno.ECONNREFUSED:
-                break
-            time.sleep(0.1)
     for n in names:
         try:
             r = query(server, n, "A", False, None, 53)
