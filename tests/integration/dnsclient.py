@@ -5,6 +5,9 @@ or {"error": errno name or "timeout"}.
 `dnsclient.py --agent SERVER PORT NAME...` resolves each name and connects
 to its first address (what an agent does); prints one JSON object.
 
+`dnsclient.py --bench N SERVER PORT NAME [SOURCE]` times N lookups each
+followed by a connect (first-connect latency), for bench/dns_bench.py.
+
 `dnsclient.py --hold ADDR PORT MAXSECONDS` connects to a netserve.py TCP
 port and sends one byte every 0.2 s until a send or reply fails or
 MAXSECONDS pass; prints {"connected": bool, "held_seconds": s, "cut": bool}."""
@@ -143,8 +146,39 @@ def agent(server, port, names):
     return out
 
 
+def bench(n, server, port, name, source):
+    """N times: resolve name (UDP) and connect to its first address; the
+    wall time of each pair in ms, as {"n", "median_ms", "p90_ms", "failed"}."""
+    times, failed = [], 0
+    for _ in range(n):
+        t0 = time.perf_counter()
+        try:
+            r = query(server, name, "A", False, source, 53)
+            addrs = [x[3] for x in r["answers"] if x[1] == "A"]
+            s = socket.socket()
+            s.settimeout(3)
+            if source:
+                s.bind((source, 0))
+            s.connect((addrs[0], port))
+            ok = s.recv(2) == b"ok"
+            s.close()
+        except (OSError, IndexError):
+            ok = False
+        if not ok:
+            failed += 1
+            continue
+        times.append((time.perf_counter() - t0) * 1000)
+    times.sort()
+    return {"n": n, "failed": failed,
+            "median_ms": round(times[len(times) // 2], 3) if times else None,
+            "p90_ms": round(times[int(len(times) * 0.9)], 3) if times else None}
+
+
 def main():
     a = sys.argv[1:]
+    if a[0] == "--bench":
+        print(json.dumps(bench(int(a[1]), a[2], int(a[3]), a[4], a[5] if len(a) > 5 else None)))
+        return
     if a[0] == "--agent":
         print(json.dumps(agent(a[1], int(a[2]), a[3:])))
         return
