@@ -10,7 +10,7 @@ the same client namespace in the same run:
            and answers; then the connect passes the operation's table;
   direct   another address of the same client (198.51.100.13), in no
            operation: the same resolver answers it directly, same connect.
-The resolver is tests/integration/dnsserve.py, the same for both; the
+The resolver is tests/integration/dnsauth.py, the same for both; the
 ratio is what the proxy and the lease add. The topology is test_dns's
 (namespaces and documentation addresses only).
 """

@@ -86,11 +86,11 @@ def setup(env):
         json.dump(ZONE, f)
     t.dnslog = os.path.join(t.dir, "dns.jsonl")
     open(t.dnslog, "w").close()
-    p = subprocess.Popen(env.ns_prefix(ext) + ["/usr/bin/python3", env.tool("dnsserve.py"),
+    p = subprocess.Popen(env.ns_prefix(ext) + ["/usr/bin/python3", env.tool("dnsauth.py"),
                                                t.dnslog, zone, "192.0.2.53", "203.0.113.53"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     env.children.append(p)
-    check(p.stdout.readline().strip() == "ready", "dnsserve did not start")
+    check(p.stdout.readline().strip() == "ready", "dnsauth did not start")
     env.serve(ext, *["tcp,192.0.2.%d,8443" % h for h in (10, 11, 12, 13, 20)])
 
     env.netns = gw
@@ -357,11 +357,11 @@ def dns_gensee_run(env):
         json.dump(ZONE, f)
     dnslog = os.path.join(d, "dns.jsonl")
     open(dnslog, "w").close()
-    p = subprocess.Popen(env.ns_prefix(ns) + ["/usr/bin/python3", env.tool("dnsserve.py"),
+    p = subprocess.Popen(env.ns_prefix(ns) + ["/usr/bin/python3", env.tool("dnsauth.py"),
                                               dnslog, zone, "192.0.2.53"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     env.children.append(p)
-    check(p.stdout.readline().strip() == "ready", "dnsserve did not start")
+    check(p.stdout.readline().strip() == "ready", "dnsauth did not start")
     env.serve(ns, "tcp,192.0.2.10,8443", "tcp,192.0.2.20,8443")
     env.start(args=["--mediator-user", MEDIATOR_USER])
     resolv = os.path.join(d, "resolv.conf")

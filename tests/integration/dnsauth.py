@@ -1,4 +1,4 @@
-"""A small authoritative test DNS server: `dnsserve.py LOG ZONE ADDR ...`
+"""A small authoritative test DNS server: `dnsauth.py LOG ZONE ADDR ...`
 answers on UDP and TCP port 53 of each ADDR from ZONE, a JSON object
 {"name": [["A"|"AAAA"|"CNAME", value, ttl], ...]}. A CNAME is followed
 within the zone (as a recursive resolver would return it); a name not in
