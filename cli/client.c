@@ -98,13 +98,21 @@ int
 client_send(const char *name, const char *method, struct json_object *params, int64_t *id,
     struct client_error *err)
 {
+	return client_send_on(-1, name, method, params, id, err);
+}
+
+int
+client_send_on(int fd, const char *name, const char *method, struct json_object *params,
+    int64_t *id, struct client_error *err)
+{
 	static int64_t next_id = 1;
 	struct json_object *req;
 	char *cause = NULL;
-	int fd;
 
 	memset(err, 0, sizeof(*err));
-	fd = name[0] == '/' ? client_connect_path(name, &cause) : client_connect(name, &cause);
+	if (fd < 0)
+		fd = name[0] == '/' ? client_connect_path(name, &cause) :
+		    client_connect(name, &cause);
 	if (fd < 0) {
 		json_object_put(params);
 		client_fail(err, "unavailable", cause);

@@ -90,6 +90,7 @@ struct run_controls {
 	struct seccomp_profile rc_seccomp;
 	struct landlock_plan rc_landlock;
 	int rc_notify_sock[2];	/* the child sends the seccomp listener on [1] */
+	int rc_bpf_pipe[2];	/* the launcher sends the compiled filter on [1] */
 };
 
 /*
@@ -272,7 +273,8 @@ run_confine(struct run_controls *ctl, char **cause)
 		*cause = NULL;
 		close(rfd);
 	}
-	if (ctl->rc_seccomp.sp_enabled && seccomp_profile_load(&ctl->rc_seccomp, cause) != 0)
+	if (ctl->rc_seccomp.sp_enabled &&
+	    seccomp_profile_load_bpf(&ctl->rc_seccomp, ctl->rc_bpf_pipe[0], cause) != 0)
 		return -1;
 	return 0;
 }
@@ -292,6 +294,9 @@ run_child(int go_fd, int status_fd, char **cmd, struct run_controls *ctl, int js
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	if (getppid() == 1)
 		_exit(RUN_EXIT_GENSEE);
+	/* Else the filter's pipe never ends: the launcher writes it, and closes. */
+	if (ctl != NULL && ctl->rc_bpf_pipe[1] >= 0)
+		close(ctl->rc_bpf_pipe[1]);
 	/*
 	 * Sockets are matched by the cgroup they were created in: one
 	 * inherited from before the move would escape the operation's network
@@ -355,6 +360,35 @@ run_child(int go_fd, int status_fd, char **cmd, struct run_controls *ctl, int js
 	if (write(status_fd, &rs, sizeof(rs)) != (ssize_t)sizeof(rs))
 		_exit(RUN_EXIT_GENSEE);
 	_exit(rs.rs_errno == ENOENT ? RUN_EXIT_NOTFOUND : RUN_EXIT_NOEXEC);
+}
+
+/*
+ * In the launcher, once the create is on its way: compile the child's
+ * filter into its pipe and start the listener that answers its refusals.
+ * A failure leaves the child without a filter: it refuses to run.
+ */
+static void
+run_start_controls(struct run_controls *ctl)
+{
+	char *cause = NULL;
+
+	if (ctl->rc_bpf_pipe[1] >= 0) {
+		if (seccomp_profile_export_bpf(&ctl->rc_seccomp, ctl->rc_bpf_pipe[1], &cause) != 0) {
+			fprintf(stderr, "gensee run: %s\n", cause);
+			free(cause);
+		}
+		close(ctl->rc_bpf_pipe[1]);
+		ctl->rc_bpf_pipe[1] = -1;
+	}
+	if (ctl->rc_notify_sock[1] >= 0) {
+		pthread_t t;
+		close(ctl->rc_notify_sock[1]);
+		ctl->rc_notify_sock[1] = -1;
+		if (pthread_create(&t, NULL, run_listen, ctl) != 0 || pthread_detach(t) != 0) {
+			/* Nobody to answer: the kernel answers ENOSYS, still a refusal. */
+			fprintf(stderr, "gensee run: warning: seccomp refusals will not be listed\n");
+		}
+	}
 }
 
 static const char run_usage_text[] =
@@ -506,6 +540,11 @@ run_controls_free(struct run_controls *ctl)
 	mountview_plan_free(&ctl->rc_mountview);
 	seccomp_profile_free(&ctl->rc_seccomp);
 	landlock_plan_free(&ctl->rc_landlock);
+	for (int i = 0; i < 2; i++)
+		if (ctl->rc_bpf_pipe[i] >= 0) {
+			close(ctl->rc_bpf_pipe[i]);
+			ctl->rc_bpf_pipe[i] = -1;
+		}
 }
 
 /*
@@ -832,7 +871,10 @@ cmd_run(int argc, char **argv)
 	struct landlock_opts llo;
 	struct mountview_opts mvo;
 	/* Static: the listener thread reads its profile until the process exits. */
-	static struct run_controls ctl = { .rc_notify_sock = { -1, -1 } };
+	static struct run_controls ctl = {
+		.rc_notify_sock = { -1, -1 },
+		.rc_bpf_pipe = { -1, -1 },
+	};
 	struct json_object *netspec = NULL, *hostctl = NULL;
 
 	if (argc >= 2 && strcmp(argv[1], "network") == 0)
@@ -949,6 +991,14 @@ cmd_run(int argc, char **argv)
 		fprintf(stderr, "gensee run: --linux-* and network options need --sandbox linux\n");
 		return CLI_EXIT_USAGE;
 	}
+	/*
+	 * Connect now: boundaryd authenticates the connection (this process)
+	 * while the plan is made. On failure the create connects again and
+	 * reports why.
+	 */
+	char *early_cause = NULL;
+	int early_fd = client_connect("client.sock", &early_cause);
+	free(early_cause);
 	struct json_object *fanspec = NULL;
 	if (host_opts && !sandbox) {
 		fprintf(stderr, "gensee run: --linux-seccomp, --no-linux-seccomp, "
@@ -996,6 +1046,17 @@ cmd_run(int argc, char **argv)
 			    "%s\n", strerror(errno));
 			ctl.rc_seccomp.sp_notify = 0;
 		}
+		/*
+		 * The filter is compiled to BPF after the fork, while the child
+		 * sets up its mount view and Landlock and boundaryd creates the
+		 * operation; the child waits for it before anything of the agent's
+		 * runs. At most 32 KiB: the pipe takes it without a reader.
+		 */
+		if (ctl.rc_seccomp.sp_enabled && pipe2(ctl.rc_bpf_pipe, O_CLOEXEC) != 0) {
+			perror("gensee run: pipe");
+			run_controls_free(&ctl);
+			return RUN_EXIT_GENSEE;
+		}
 		hostctl = run_host_controls(&ctl);
 	}
 
@@ -1016,16 +1077,10 @@ cmd_run(int argc, char **argv)
 	}
 	close(go[0]);
 	close(st[1]);
-	if (ctl.rc_notify_sock[1] >= 0) {
-		pthread_t t;
-		close(ctl.rc_notify_sock[1]);
-		ctl.rc_notify_sock[1] = -1;
-		if (pthread_create(&t, NULL, run_listen, &ctl) != 0 || pthread_detach(t) != 0) {
-			/* Nobody to answer: the kernel answers ENOSYS, still a refusal. */
-			fprintf(stderr, "gensee run: warning: seccomp refusals will not be listed\n");
-		}
+	if (ctl.rc_bpf_pipe[0] >= 0) {
+		close(ctl.rc_bpf_pipe[0]);
+		ctl.rc_bpf_pipe[0] = -1;
 	}
-
 	if (proc_read_stat(child, &ps) != 0) {
 		perror("gensee run: reading the child's start time");
 		kill(child, SIGKILL);
@@ -1056,8 +1111,20 @@ cmd_run(int argc, char **argv)
 		json_object_object_add(params, "host_controls", hostctl);
 	else
 		json_object_put(hostctl);
-	if (client_call("client.sock", "operation.create", params, &res, &err) != 0) {
-		close(go[1]); /* the child sees EOF and exits without running cmd */
+	int64_t create_id = 0;
+	int create_fd = client_send_on(early_fd, "client.sock", "operation.create", params,
+	    &create_id, &err);
+	early_fd = -1;
+	/* While boundaryd creates the operation: the child's filter, the listener. */
+	if (create_fd >= 0 && sandbox)
+		run_start_controls(&ctl);
+	if (create_fd < 0 || client_recv(create_fd, create_id, &res, &err) != 0) {
+		/*
+		 * The child has run nothing of cmd (it waits for the go); it may
+		 * wait for its filter as well. A report it made before is kept.
+		 */
+		kill(child, SIGKILL);
+		close(go[1]);
 		waitpid(child, NULL, 0);
 		/* A child that failed its own setup is why: say that, not the symptom. */
 		if (!run_child_report(st[0], cmd[0]))
@@ -1148,6 +1215,24 @@ cmd_run(int argc, char **argv)
 		run_print_blocked(opid, net);
 	if (!quiet && net != NULL)
 		run_print_would_block(opid, net);
+	if (json && res != NULL) {
+		/*
+		 * boundaryd answers the end before it removes the cgroup and the
+		 * table (record: cleanup "pending"); it serves requests in order,
+		 * so the record asked for now is the final one.
+		 */
+		struct json_object *p = json_object_new_object(), *ins = NULL;
+		struct client_error ierr;
+		json_object_object_add(p, "operation_id", json_object_new_string(opid));
+		if (client_call("client.sock", "operation.inspect", p, &ins, &ierr) == 0) {
+			struct json_object *rec = schema_child(ins, "record");
+			if (rec != NULL)
+				json_object_object_add(res, "record", json_object_get(rec));
+			json_object_put(ins);
+		} else {
+			client_error_clear(&ierr);	/* the end's own record stays */
+		}
+	}
 	if (json) {
 		struct json_object *out = json_object_new_object();
 		json_object_object_add(out, "operation_id", json_object_new_string(opid));

@@ -615,6 +615,36 @@ operation_finish(struct operation *op, const char *state, const char *reason)
 		evtimer_add(op->op_reap_ev, &tv);
 }
 
+/*
+ * Release the cgroup of an operation whose tree is gone (populated 0) and
+ * say how in c; *cause keeps the detail of a failure.
+ */
+static void
+op_cleanup_cgroup(struct operation *op, int populated, struct oprecord_cgroup *c, char **cause)
+{
+	if (op->op_kind == OP_KIND_ADDRESS) {
+		c->ocg_cleanup = "removed";
+	} else if (populated == 0 && op->op_cg_valid) {
+		if (cgroup_remove(&op->op_cg, cause) == 0) {
+			op->op_cg_valid = 0;
+			c->ocg_attachment = "released";
+			c->ocg_cleanup = "removed";
+		} else {
+			c->ocg_cleanup = "failed";
+			c->ocg_detail = *cause;
+		}
+	} else if (op->op_cg_valid) {
+		c->ocg_cleanup = "failed";
+		c->ocg_detail = "cgroup still populated after kill";
+	} else if (op->op_cg_missing) {
+		c->ocg_attachment = "released";
+		c->ocg_cleanup = "removed"; /* already gone when this instance looked */
+	} else {
+		c->ocg_cleanup = "failed";
+		c->ocg_detail = "cgroup could not be opened";
+	}
+}
+
 /* Wait for the root to exit and the cgroup to drain, then release it. */
 static void
 op_reap_cb(evutil_socket_t fd, short what, void *arg)
@@ -655,51 +685,64 @@ op_reap_cb(evutil_socket_t fd, short what, void *arg)
 	 * The tree is gone (or could not be killed): only now may the network
 	 * table go; deleting it earlier would give survivors open egress.
 	 */
+	/*
+	 * A launcher waiting on operation.end (the usual case) is answered as
+	 * soon as the record holds everything the answer reports: the exit,
+	 * the lineage, the final network counts. The table and the cgroup go
+	 * right after, in this same callback (no other request runs before
+	 * them); until then the record says cleanup "pending". Both are empty
+	 * of processes by now, so the order changes no enforcement.
+	 */
+	int early = !TAILQ_EMPTY(&op->op_waiters) && op->op_kind != OP_KIND_ADDRESS &&
+	    populated == 0 && op->op_cg_valid;
 	struct live_update lu;
 	memset(&lu, 0, sizeof(lu));
-	if (op->op_net != NULL && populated == 0)
-		netop_end_into(op->op_net, &lu);	/* its final counts ride on the cleanup's update */
+	if (op->op_net != NULL && populated == 0) {
+		/* its final counts ride on the cleanup's update */
+		if (early)
+			netop_end_counts(op->op_net, &lu);
+		else
+			netop_end_into(op->op_net, &lu);
+	}
 	struct oprecord_cgroup c = { 0 };
 	struct oprecord_lineage lin;
 	struct lineage_batch lb;
 	struct op_batch b = { .ob_n = 0 };
 	int collected = -1;
-	if (op->op_kind == OP_KIND_ADDRESS) {
-		c.ocg_cleanup = "removed";
-	} else if (populated == 0 && op->op_cg_valid) {
+	if (populated == 0 && op->op_cg_valid) {
 		collected = op_collect_lineage(op, 0, &lb); /* every member is gone now */
 		if (collected >= 0 && lb.lb_n > 0) {
 			lin.ol_procs = lb.lb_procs;
 			lin.ol_n = lb.lb_n;
 			op_batch_add(&b, oprecord_mut_lineage, &lin);
 		}
-		if (cgroup_remove(&op->op_cg, &cause) == 0) {
-			op->op_cg_valid = 0;
-			c.ocg_attachment = "released";
-			c.ocg_cleanup = "removed";
-		} else {
-			c.ocg_cleanup = "failed";
-			c.ocg_detail = cause;
-		}
-	} else if (op->op_cg_valid) {
-		c.ocg_cleanup = "failed";
-		c.ocg_detail = "cgroup still populated after kill";
-	} else if (op->op_cg_missing) {
-		c.ocg_attachment = "released";
-		c.ocg_cleanup = "removed"; /* already gone when this instance looked */
-	} else {
-		c.ocg_cleanup = "failed";
-		c.ocg_detail = "cgroup could not be opened";
 	}
-	op_batch_add(&b, oprecord_mut_cgroup, &c);
+	if (!early) {
+		op_cleanup_cgroup(op, populated, &c, &cause);
+		op_batch_add(&b, oprecord_mut_cgroup, &c);
+	}
 	if (op->op_has_exit_report)
 		op_batch_add(&b, oprecord_mut_lifecycle, &op->op_exit_report);
 	op_batch_add(&b, live_mut, &lu);
-	op_batch_write(op, &b, "cleanup");
+	op_batch_write(op, &b, early ? "end" : "cleanup");
 	live_update_clear(&lu);
-	index_put(bd, op->op_dirfd, op->op_id);
 	if (collected >= 0)
 		lineage_batch_free(&lb);
+	if (early) {
+		op_answer_waiters(op);
+		struct live_update left;
+		memset(&left, 0, sizeof(left));
+		b.ob_n = 0;
+		if (op->op_net != NULL && netop_end_release(op->op_net) != 0) {
+			left.lu_boundaries[left.lu_nb++] = netop_table_left_json(op->op_net);
+			op_batch_add(&b, live_mut, &left);
+		}
+		op_cleanup_cgroup(op, populated, &c, &cause);
+		op_batch_add(&b, oprecord_mut_cgroup, &c);
+		op_batch_write(op, &b, "cleanup");
+		live_update_clear(&left);
+	}
+	index_put(bd, op->op_dirfd, op->op_id);
 	if (c.ocg_detail != NULL)
 		log_warnx("%s: cgroup cleanup failed: %s", op->op_id, c.ocg_detail);
 	free(cause);
@@ -1932,6 +1975,7 @@ op_answer_waiters(struct operation *op)
 			control_send(w->ow_conn, proto_result_new(w->ow_id, res));
 		else
 			control_send(w->ow_conn, proto_error_new(w->ow_id, PE_STATE, cause));
+		control_flush(w->ow_conn);
 		free(cause);
 		free(w);
 	}
