@@ -954,8 +954,15 @@ netpolicy_parse_config(struct json_object *obj, struct np_config *c, char **caus
 		if (dnspolicy_parse(schema_child(obj, "dns"), &dp, cause) != 0)
 			return -1;
 		dnspolicy_free(&dp);
-		if (schema_string(schema_child(obj, "dns"), "client_address") == NULL) {
-			util_cause(cause, "dns.client_address: required in a config");
+		/*
+		 * A source-address operation's proxy serves its address alone. A
+		 * config used by `gensee run --network-config` (no source_address)
+		 * may leave it out: the cgroup's queries reach the proxy from
+		 * whatever local address the kernel picks.
+		 */
+		if (c->nc_has_source_address &&
+		    schema_string(schema_child(obj, "dns"), "client_address") == NULL) {
+			util_cause(cause, "dns.client_address: required with source_address");
 			return -1;
 		}
 		/* The subject's port-53 traffic is DNATed to listen: one family. */

