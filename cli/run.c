@@ -288,7 +288,7 @@ run_child(int go_fd, int status_fd, char **cmd, struct run_controls *ctl, int js
 {
 	char *cause = NULL;
 	struct run_status rs;
-	char buf[128];
+	char buf[384];
 	size_t got = 0;
 
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -340,6 +340,19 @@ run_child(int go_fd, int status_fd, char **cmd, struct run_controls *ctl, int js
 		_exit(RUN_EXIT_GENSEE); /* the launcher gave up: never run unsupervised */
 	*nl = '\0';
 	close(go_fd);
+	/*
+	 * "ID" or "ID PROXY_URL": an operation that names hosts has a CONNECT
+	 * egress; tools that honour the proxy variables use it (network.md).
+	 */
+	char *proxy_url = strchr(buf, ' ');
+	if (proxy_url != NULL) {
+		*proxy_url++ = '\0';
+		if (setenv("HTTPS_PROXY", proxy_url, 1) != 0 ||
+		    setenv("https_proxy", proxy_url, 1) != 0 ||
+		    setenv("HTTP_PROXY", proxy_url, 1) != 0 ||
+		    setenv("http_proxy", proxy_url, 1) != 0)
+			run_child_fail(status_fd, "setenv: out of memory");
+	}
 	if (setenv("GENSEE_OPERATION_ID", buf, 1) != 0)
 		run_child_fail(status_fd, "setenv: out of memory");
 	signal(SIGINT, SIG_DFL);
@@ -1136,6 +1149,12 @@ cmd_run(int argc, char **argv)
 		return RUN_EXIT_GENSEE;
 	}
 	util_strlcpy(opid, schema_string(res, "operation_id"), sizeof(opid));
+	char proxy_url[200] = "";
+	if (schema_string(res, "proxy_url") != NULL &&
+	    strlen(schema_string(res, "proxy_url")) < sizeof(proxy_url) &&
+	    strchr(schema_string(res, "proxy_url"), ' ') == NULL &&
+	    strchr(schema_string(res, "proxy_url"), '\n') == NULL)
+		util_strlcpy(proxy_url, schema_string(res, "proxy_url"), sizeof(proxy_url));
 	if (schema_string(res, "dns_listen") != NULL)
 		run_wait_dns_proxy(schema_string(res, "dns_listen"));
 	struct json_object *warn = schema_child(res, "warnings");
@@ -1155,12 +1174,15 @@ cmd_run(int argc, char **argv)
 	signal(SIGINT, SIG_IGN);
 	signal(SIGQUIT, SIG_IGN);
 
-	char line[160];
-	int len = snprintf(line, sizeof(line), "%s\n", opid);
+	char line[384];
+	int len = snprintf(line, sizeof(line), "%s%s%s\n", opid, proxy_url[0] ? " " : "", proxy_url);
 	if (util_write_all(go[1], line, (size_t)len) != 0) {
 		perror("gensee run: releasing the child");
 		kill(child, SIGKILL);
 	}
+	/* The proxy credential is the agent's: not kept here. */
+	explicit_bzero(line, sizeof(line));
+	explicit_bzero(proxy_url, sizeof(proxy_url));
 	close(go[1]);
 	int64_t observe_id = 0;
 	int observe_fd = run_observe_exec(opid, st[0], &observe_id);

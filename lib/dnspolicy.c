@@ -24,6 +24,8 @@ static const struct schema_field dns_fields[] = {
 	{ "allow", SCHEMA_ARRAY, SCHEMA_REQUIRED, 0, DNSPOLICY_MAX_ENTRIES, 0 },
 	{ "min_ttl_seconds", SCHEMA_INT, 0, 1, 3600, 0 },
 	{ "max_ttl_seconds", SCHEMA_INT, 0, 1, NETPOLICY_MAX_LEASE_TTL, 0 },
+	/* set by boundaryd for a gensee run operation: its CONNECT listener */
+	{ "connect_listen", SCHEMA_STRING, 0, 3, 64, 0 },
 };
 
 static const struct schema_field entry_fields[] = {

@@ -309,6 +309,11 @@ nft_policy_check(const struct nft_policy *p, char **cause)
 		util_cause(cause, "owner must be 1-%d of [A-Za-z0-9_.:-]", NFT_OWNER_MAX - 1);
 		return -1;
 	}
+	if (p->np_connect_family != 0 && (p->np_subject != NFT_SUBJECT_CGROUP ||
+	    nft_addr_len(p->np_connect_family) == 0 || p->np_connect_port == 0)) {
+		util_cause(cause, "connect guard: a cgroup subject, an address and a port");
+		return -1;
+	}
 	if (p->np_dns_family != 0 && (nft_addr_len(p->np_dns_family) == 0 || p->np_dns_port == 0 ||
 	    (p->np_subject == NFT_SUBJECT_SOURCE_ADDRESS && p->np_dns_family != p->np_src_family))) {
 		util_cause(cause, "dns redirect: an address of the subject's family and a port");
@@ -1234,6 +1239,7 @@ enum nft_rule_kind {
 	NFT_R_ICMPX,		/* counter name "blocked" reject with icmpx admin-prohibited */
 	NFT_R_DNS_UDP,		/* SUBJECT meta nfproto F udp dport 53 dnat F to PROXY */
 	NFT_R_DNS_TCP,		/* SUBJECT meta nfproto F tcp dport 53 dnat F to PROXY */
+	NFT_R_CONNECT_GUARD,	/* meta nfproto F ip daddr L tcp dport P reject with tcp reset */
 };
 
 #define NFT_CHAIN_DNS "dnsredirect"
@@ -1356,6 +1362,20 @@ nft_rule_exprs(struct nftnl_rule *r, enum nft_rule_kind kind, const struct nft_p
 		return nft_x_objref_counter(r, NFT_COUNTER_BLOCKED) != 0 ||
 		    nft_x_reject(r, NFT_REJECT_ICMPX_UNREACH,
 		    NFT_REJECT_ICMPX_ADMIN_PROHIBITED) != 0 ? -1 : 0;
+	case NFT_R_CONNECT_GUARD: {
+		/* Only sockets outside the cgroup get here: its own jumped to the envelope. */
+		int v4c = p->np_connect_family == AF_INET;
+		uint16_t cport = htons(p->np_connect_port);
+		return nft_x_nfproto(r, p->np_connect_family) != 0 ||
+		    nft_x_payload(r, NFT_PAYLOAD_NETWORK_HEADER, v4c ? 16 : 24, v4c ? 4 : 16,
+		    NFT_REG_1) != 0 ||
+		    nft_x_cmp_eq(r, NFT_REG_1, p->np_connect_addr, v4c ? 4 : 16) != 0 ||
+		    nft_x_meta(r, NFT_META_L4PROTO, NFT_REG_1) != 0 ||
+		    nft_x_cmp_eq(r, NFT_REG_1, &tcp, sizeof(tcp)) != 0 ||
+		    nft_x_payload(r, NFT_PAYLOAD_TRANSPORT_HEADER, 2, 2, NFT_REG_1) != 0 ||
+		    nft_x_cmp_eq(r, NFT_REG_1, &cport, sizeof(cport)) != 0 ||
+		    nft_x_reject(r, NFT_REJECT_TCP_RST, 0) != 0 ? -1 : 0;
+	}
 	case NFT_R_DNS_UDP:
 		return nft_x_dns_redirect(r, p, IPPROTO_UDP);
 	case NFT_R_DNS_TCP:
@@ -1496,6 +1516,9 @@ nft_build_rules(struct nft_batch *b, const struct nft_policy *p, char **cause)
 	switch (p->np_subject) {
 	case NFT_SUBJECT_CGROUP:
 		if (nft_put_rule(b, t, "output", NFT_R_CGROUP, p, cause) != 0)
+			return -1;
+		if (p->np_connect_family != 0 &&
+		    nft_put_rule(b, t, "output", NFT_R_CONNECT_GUARD, p, cause) != 0)
 			return -1;
 		break;
 	case NFT_SUBJECT_SOURCE_ADDRESS:
@@ -2378,8 +2401,17 @@ nft_text(FILE *f, const struct nft_policy *p, const char *cgroup_path)
 	case NFT_SUBJECT_CGROUP:
 		if (fprintf(f, "\tchain output {\n"
 		    "\t\ttype filter hook output priority 0; policy accept;\n"
-		    "\t\tsocket cgroupv2 level %d \"%s\" jump %s\n\t}\n",
+		    "\t\tsocket cgroupv2 level %d \"%s\" jump %s\n",
 		    p->np_cgroup_level, cgroup_path, NFT_CHAIN_ENVELOPE) < 0)
+			return -1;
+		if (p->np_connect_family != 0) {
+			char ca[INET6_ADDRSTRLEN];
+			if (inet_ntop(p->np_connect_family, p->np_connect_addr, ca, sizeof(ca)) ==
+			    NULL || fprintf(f, "\t\t%s daddr %s tcp dport %u reject with tcp reset\n",
+			    p->np_connect_family == AF_INET ? "ip" : "ip6", ca, p->np_connect_port) < 0)
+				return -1;
+		}
+		if (fprintf(f, "\t}\n") < 0)
 			return -1;
 		break;
 	case NFT_SUBJECT_SOURCE_ADDRESS:

@@ -171,6 +171,14 @@ static const struct schema_field mediator_dns_params[] = {
 	{ "ttl", SCHEMA_INT, SCHEMA_REQUIRED, 0, 2147483647, 0 },
 };
 
+/* A CONNECT tunnel the mediator would open (dnslease.c). */
+static const struct schema_field mediator_connect_params[] = {
+	{ "operation_id", SCHEMA_STRING, SCHEMA_REQUIRED, 1, 72, 0 },
+	{ "host", SCHEMA_STRING, SCHEMA_REQUIRED, 1, 253, 0 },
+	{ "port", SCHEMA_INT, SCHEMA_REQUIRED, 1, 65535, 0 },
+	{ "addresses", SCHEMA_STRING_ARRAY, SCHEMA_REQUIRED, 0, 16, 64 },
+};
+
 /*
  * The access table. A method absent from a socket's mask is refused there;
  * PA_ANY_USER methods scope what they touch to the caller's uid. The last
@@ -227,6 +235,8 @@ static const struct proto_method_info proto_methods[PM__COUNT] = {
 	    mediator_authorize_params, nitems(mediator_authorize_params), PIO_DENY },
 	{ PM_MEDIATOR_DNS, "mediator.dns", PS_MEDIATOR, PA_MEDIATOR,
 	    mediator_dns_params, nitems(mediator_dns_params), PIO_DENY },
+	{ PM_MEDIATOR_CONNECT, "mediator.connect", PS_MEDIATOR, PA_MEDIATOR,
+	    mediator_connect_params, nitems(mediator_connect_params), PIO_DENY },
 };
 
 const struct proto_method_info *

@@ -464,8 +464,11 @@ void mediator_authorize(struct boundaryd *bd, const struct peer *p, struct json_
 int netop_lease_tuple(struct netop *no, const struct np_event *ev, int64_t ttl, char *lease_id,
     size_t lease_id_len, int *extended, char **cause);
 
-/* dnslease.c: DNS answers from the mediator's proxy become leases */
+void netop_connect_token(struct boundaryd *bd, const char *opid, char out[65]);
+
+/* dnslease.c: DNS answers from the mediator's proxy become leases; CONNECT tunnels */
 void dnslease_answer(struct boundaryd *bd, struct json_object *params, struct op_reply *r);
+void dnslease_connect(struct boundaryd *bd, struct json_object *params, struct op_reply *r);
 
 /* operation.c helpers shared with netop.c */
 struct operation *operation_find(struct boundaryd *bd, const char *id);

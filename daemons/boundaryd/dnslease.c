@@ -256,3 +256,116 @@ dnslease_answer(struct boundaryd *bd, struct json_object *params, struct op_repl
 	if (st.have_pol)
 		dnspolicy_free(&st.pol);
 }
+
+/*
+ * mediator.connect: may the mediator open a CONNECT tunnel for the
+ * operation to host:port, at one of addresses (its own resolution)? The
+ * same rules as a DNS answer, from boundaryd's state: host must match a
+ * dns.allow entry for tcp and that port (the name alone decides: a tunnel
+ * to an address literal is refused), no address restricted (the whole
+ * answer is refused), none deny-listed. The first address is pinned: the
+ * mediator connects to it and no other. No lease: the tunnel leaves from
+ * the mediator's socket, not the operation's cgroup.
+ */
+void
+dnslease_connect(struct boundaryd *bd, struct json_object *params, struct op_reply *r)
+{
+	const char *id = schema_string(params, "operation_id");
+	const char *host = schema_string(params, "host");
+	struct json_object *addrs = schema_child(params, "addresses");
+	uint16_t port = (uint16_t)schema_int(params, "port", 0);
+	const char *reason = DLR_ALLOW, *bad = NULL;
+	struct operation *op;
+	struct dnspolicy pol;
+	int have_pol = 0;
+	char did[ID_MAX_LEN], *cause = NULL;
+
+	if (!ids_valid_operation(id)) {
+		reply_error(r, PE_INVALID_PARAMS, "operation_id: malformed id");
+		return;
+	}
+	op = operation_find(bd, id);
+	if (op == NULL || op->op_phase != OP_RUNNING || op->op_net == NULL ||
+	    op->op_net->no_table_gone) {
+		reason = DLR_NOT_RUNNING;
+		op = NULL;
+	} else if (op->op_net->no_spec.ns_dns == NULL ||
+	    schema_string(op->op_net->no_spec.ns_dns, "connect_listen") == NULL ||
+	    dnspolicy_parse(op->op_net->no_spec.ns_dns, &pol, &cause) != 0) {
+		free(cause);
+		reason = "connect_not_configured";
+	} else {
+		have_pol = 1;
+		reason = NULL;
+	}
+	if (reason == NULL && !dnsmsg_valid_name(host)) {
+		reason = DLR_BAD;
+		bad = host;
+	}
+	if (reason == NULL) {
+		ssize_t i = -1;
+		reason = DLR_NAME;
+		bad = host;
+		while ((i = dnspolicy_match(&pol, host, (size_t)(i + 1))) >= 0) {
+			const struct dnspolicy_entry *de = &pol.dp_v[i];
+			for (size_t k = 0; k < de->de_nports; k++)
+				if (de->de_proto == IPPROTO_TCP && de->de_ports[k] == port)
+					reason = NULL;
+			if (reason == NULL)
+				break;
+		}
+		if (reason == NULL)
+			bad = NULL;
+	}
+	if (reason == NULL && json_object_array_length(addrs) == 0)
+		reason = DLR_NO_ADDRESS;
+	for (size_t i = 0; reason == NULL && i < json_object_array_length(addrs); i++) {
+		const char *a = json_object_get_string(json_object_array_get_idx(addrs, i));
+		const char *why = NULL;
+		uint8_t b[16];
+		int f;
+		if (netpolicy_parse_addr(a, &f, b) != 0) {
+			reason = DLR_BAD;
+			bad = a;
+		} else if (netpolicy_restricted(&op->op_net->no_spec.ns_policy, f, b, &why)) {
+			reason = DLR_RESTRICTED;
+			bad = a;
+		} else if (np_grants_find(&op->op_net->no_spec.ns_deny, f, b, IPPROTO_TCP, port) >= 0) {
+			reason = DLR_DENY_LIST;
+			bad = a;
+		}
+	}
+	if (reason == NULL)
+		reason = DLR_ALLOW;
+	int allow = strcmp(reason, DLR_ALLOW) == 0;
+	ids_new("con_", did, sizeof(did));
+	r->or_result = json_object_new_object();
+	json_object_object_add(r->or_result, "decision_id", json_object_new_string(did));
+	json_object_object_add(r->or_result, "decision",
+	    json_object_new_string(allow ? "allow" : "deny"));
+	json_object_object_add(r->or_result, "reason", json_object_new_string(reason));
+	json_object_object_add(r->or_result, "address", allow ? json_object_get(
+	    json_object_array_get_idx(addrs, 0)) : NULL);
+	if (op != NULL) {
+		struct json_object *o = json_object_new_object();
+		json_object_object_add(o, "type", json_object_new_string("connect_decision"));
+		json_object_object_add(o, "kind", json_object_new_string("connect"));
+		json_object_object_add(o, "decision_id", json_object_new_string(did));
+		json_object_object_add(o, "decision", json_object_new_string(allow ? "allow" : "deny"));
+		json_object_object_add(o, "reason", json_object_new_string(reason));
+		json_object_object_add(o, "host", json_object_new_string(host));
+		json_object_object_add(o, "port", json_object_new_int(port));
+		json_object_object_add(o, "addresses", json_object_get(addrs));
+		json_object_object_add(o, "pinned_address", allow ? json_object_get(
+		    json_object_array_get_idx(addrs, 0)) : NULL);
+		json_object_object_add(o, "denied", bad ? json_object_new_string(bad) : NULL);
+		json_object_object_add(o, "generation",
+		    json_object_new_int64((int64_t)op->op_net->no_generation));
+		netop_append(op->op_net, "effects.jsonl", o);
+		operation_count_effect(op);
+	} else {
+		log_info("connect: %s refused for %s", reason, id);
+	}
+	if (have_pol)
+		dnspolicy_free(&pol);
+}

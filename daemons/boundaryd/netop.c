@@ -47,6 +47,7 @@
  * still takes the authority back.
  */
 #define NETOP_LEASE_GRACE_MS 2000
+#define NETOP_CONNECT_PORT 3128
 #define NETOP_BLOCKED_IN_RECORD 16	/* top destinations copied into the operation record */
 
 static void netop_lease_expire_cb(evutil_socket_t, short, void *);
@@ -447,6 +448,11 @@ netop_fill_policy(struct netop *no, struct nft_policy *p, struct nft_elem *allow
 	    netpolicy_parse_listen(schema_string(no->no_spec.ns_dns, "listen"), &p->np_dns_family,
 	    p->np_dns_addr, &p->np_dns_port) != 0)
 		p->np_dns_family = 0;
+	if (no->no_spec.ns_dns != NULL && p->np_subject == NFT_SUBJECT_CGROUP &&
+	    schema_string(no->no_spec.ns_dns, "connect_listen") != NULL &&
+	    netpolicy_parse_listen(schema_string(no->no_spec.ns_dns, "connect_listen"),
+	    &p->np_connect_family, p->np_connect_addr, &p->np_connect_port) != 0)
+		p->np_connect_family = 0;
 	p->np_mode = no->no_spec.ns_mode;
 	p->np_allow = allow;
 	p->np_nallow = nallow;
@@ -849,9 +855,15 @@ netop_dns_listen(struct operation *op, struct netop_spec *s, char **cause)
 		util_cause(cause, "dns: no listen address");
 		return -1;
 	}
-	for (int i = 0; i < 2; i++) {
+	/* The CONNECT listener: the same address, port 3128, the operation's alone. */
+	char cl[32];
+	snprintf(cl, sizeof(cl), "%.*s:%d", (int)(strrchr(listen, ':') - listen), listen,
+	    NETOP_CONNECT_PORT);
+	json_object_object_add(s->ns_dns, "connect_listen", json_object_new_string(cl));
+	for (int i = 0; i < 3; i++) {
 		struct np_grant g = { .ng_dst = { .nr_family = fam }, .ng_proto = i == 0 ?
-			IPPROTO_UDP : IPPROTO_TCP, .ng_port_lo = port, .ng_port_hi = port };
+			IPPROTO_UDP : IPPROTO_TCP, .ng_port_lo = i == 2 ? NETOP_CONNECT_PORT : port,
+			.ng_port_hi = i == 2 ? NETOP_CONNECT_PORT : port };
 		memcpy(g.ng_dst.nr_lo, a, 16);
 		memcpy(g.ng_dst.nr_hi, a, 16);
 		if (np_grants_add(&s->ns_allow, &g) != 0) {
@@ -860,6 +872,25 @@ netop_dns_listen(struct operation *op, struct netop_spec *s, char **cause)
 		}
 	}
 	return 0;
+}
+
+/*
+ * The credential of an operation's CONNECT listener: a keyed BLAKE2b of
+ * its id under the state's table key, so it survives a restart without
+ * being stored, and no one without the key can compute another
+ * operation's. The kernel guard is what binds the listener to the
+ * operation; the token is the second lock (and never evidence).
+ */
+void
+netop_connect_token(struct boundaryd *bd, const char *opid, char out[65])
+{
+	unsigned char h[32];
+	char msg[128];
+	int n = snprintf(msg, sizeof(msg), "gensee-connect:%s", opid);
+
+	crypto_generichash(h, sizeof(h), (const unsigned char *)msg, (size_t)n, bd->bd_table_key,
+	    sizeof(bd->bd_table_key));
+	sodium_bin2hex(out, 65, h, sizeof(h));
 }
 
 struct netop *

@@ -116,6 +116,7 @@ mediatord_lost(const char *why)
 	md.md_config_id = 0;
 	proxy_channel_lost(&md);
 	dns_channel_lost(&md);
+	connect_channel_lost(&md);
 	event_add(reconnect_ev, &tv);
 }
 
@@ -146,9 +147,11 @@ mediatord_dispatch(struct json_object *msg)
 		}
 		proxy_apply_config(&md, schema_child(res, "operations"));
 		dns_apply_config(&md, schema_child(res, "operations"));
+		connect_apply_config(&md, schema_child(res, "operations"));
 		return;
 	}
-	if (dns_authorized(&md, id, res, err ? schema_string(err, "code") : NULL))
+	if (dns_authorized(&md, id, res, err ? schema_string(err, "code") : NULL) ||
+	    connect_authorized(&md, id, res, err ? schema_string(err, "code") : NULL))
 		return;
 	proxy_authorized(&md, id, res, err ? schema_string(err, "code") : NULL);
 }
@@ -381,6 +384,7 @@ main(int argc, char **argv)
 
 	proxy_free_all(&md);
 	dns_free_all(&md);
+	connect_free_all(&md);
 	if (md.md_chan != NULL)
 		bufferevent_free(md.md_chan);
 	event_free(reconnect_ev);

@@ -135,4 +135,11 @@ int dns_authorized(struct mediatord *md, int64_t id, struct json_object *result,
 void dns_channel_lost(struct mediatord *md);
 void dns_free_all(struct mediatord *md);
 
+/* connect.c: the CONNECT egress of a gensee run operation that names hosts */
+void connect_apply_config(struct mediatord *md, struct json_object *ops);
+int connect_authorized(struct mediatord *md, int64_t id, struct json_object *result,
+    const char *error_code);
+void connect_channel_lost(struct mediatord *md);
+void connect_free_all(struct mediatord *md);
+
 #endif

@@ -8,6 +8,10 @@ to its first address (what an agent does); prints one JSON object.
 `dnsclient.py --bench N SERVER PORT NAME [SOURCE]` times N lookups each
 followed by a connect (first-connect latency), for bench/dns_bench.py.
 
+`dnsclient.py --connect-agent LINGER HOST:PORT...` tries each through
+$HTTPS_PROXY (CONNECT, then reads "ok" from netserve.py) and once with a
+wrong token; `dnsclient.py --connect-once URL HOST PORT` tries one.
+
 `dnsclient.py --hold ADDR PORT MAXSECONDS` connects to a netserve.py TCP
 port and sends one byte every 0.2 s until a send or reply fails or
 MAXSECONDS pass; prints {"connected": bool, "held_seconds": s, "cut": bool}."""
@@ -174,8 +178,68 @@ def bench(n, server, port, name, source):
             "p90_ms": round(times[int(len(times) * 0.9)], 3) if times else None}
 
 
+def connect_once(url, host, port, token=None):
+    """One CONNECT through the proxy of url (http://user:pass@addr:port);
+    {"status", "refusal", "data"} or {"error"}."""
+    import base64
+    import urllib.parse
+    u = urllib.parse.urlsplit(url)
+    cred = "%s:%s" % (u.username, token if token is not None else u.password)
+    s = socket.socket()
+    s.settimeout(5)
+    try:
+        s.connect((u.hostname, u.port))
+        s.sendall(("CONNECT %s:%d HTTP/1.1\r\nHost: %s:%d\r\nProxy-Authorization: Basic %s"
+                   "\r\n\r\n" % (host, port, host, port,
+                                   base64.b64encode(cred.encode()).decode())).encode())
+        head = b""
+        while b"\r\n\r\n" not in head and len(head) < 8192:
+            c = s.recv(1)
+            if not c:
+                break
+            head += c
+        lines = head.decode(errors="replace").split("\r\n")
+        if not lines[0].startswith("HTTP/1."):
+            return {"error": "no_reply", "head": head.decode(errors="replace")}
+        out = {"status": int(lines[0].split()[1]), "refusal": None, "data": None}
+        for l in lines[1:]:
+            if l.lower().startswith("x-gensee-refusal:"):
+                out["refusal"] = l.split(":", 1)[1].strip()
+        if out["status"] == 200:
+            out["data"] = s.recv(2).decode(errors="replace")
+        return out
+    except socket.timeout:
+        return {"error": "timeout"}
+    except OSError as e:
+        return {"error": errno.errorcode.get(e.errno, str(e))}
+    finally:
+        s.close()
+
+
+def connect_agent(cases, linger):
+    """Inside the operation: each HOST:PORT through $HTTPS_PROXY, and one
+    with a wrong token; prints one JSON object, then stays `linger` seconds
+    so the operation is still running while a test probes from outside."""
+    url = os.environ.get("HTTPS_PROXY")
+    out = {"proxy_url": url, "results": {}}
+    if url:
+        for c in cases:
+            h, p = c.rsplit(":", 1)
+            out["results"][c] = connect_once(url, h, int(p))
+        h, p = cases[0].rsplit(":", 1)
+        out["results"]["bad_token"] = connect_once(url, h, int(p), token="0" * 64)
+    print(json.dumps(out), flush=True)
+    time.sleep(linger)
+
+
 def main():
     a = sys.argv[1:]
+    if a[0] == "--connect-agent":
+        connect_agent(a[2:], float(a[1]))
+        return
+    if a[0] == "--connect-once":
+        print(json.dumps(connect_once(a[1], a[2], int(a[3]))))
+        return
     if a[0] == "--bench":
         print(json.dumps(bench(int(a[1]), a[2], int(a[3]), a[4], a[5] if len(a) > 5 else None)))
         return

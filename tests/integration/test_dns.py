@@ -20,6 +20,7 @@ proven by what a server never saw, not by a timeout alone.
 
 import json
 import os
+import stat
 import subprocess
 import tempfile
 import time
@@ -461,10 +462,57 @@ def dns_run_network_config(env):
     check([q["name"] for q in seen] == ["api.example.com"], "upstream saw: %r" % seen)
 
 
+def dns_connect_egress(env):
+    """The CONNECT egress of a gensee run operation that names hosts: a
+    tunnel only to an allowed name and port, at the address boundaryd
+    pinned; a wrong token is 407; and the listener is unusable from outside
+    the operation, even with the right token (the kernel resets it)."""
+    ns, d, dnslog, medlog = local_setup(env)
+    cases = ["api.example.com:8443", "api.example.com:8444", "exfil-secret.attacker.example:8443",
+             "rebind.example.com:8443", "192.0.2.10:8443"]
+    p = env.gensee_bg("run", "--sandbox", "linux", "--allow-net", "api.example.com,tcp,8443",
+                      "--allow-net", "rebind.example.com,tcp,8443", "--",
+                      "/usr/bin/python3", env.tool("dnsclient.py"), "--connect-agent", "6",
+                      *cases)
+    line = p.stdout.readline()
+    check(line.startswith("{"), "no agent output: %r %s" % (line, open(medlog).read()))
+    got = json.loads(line)
+    url = got["proxy_url"]
+    check(url and url.startswith("http://gensee:") and url.endswith(":3128"), "url: %r" % url)
+    res = got["results"]
+    check(res["api.example.com:8443"] == {"status": 200, "refusal": None, "data": "ok"},
+          "allowed: %r\n%s" % (res, open(medlog).read()))
+    check(res["api.example.com:8444"]["status"] == 403 and
+          res["api.example.com:8444"]["refusal"] == "name_not_allowed", "port: %r" % res)
+    check(res["exfil-secret.attacker.example:8443"]["status"] == 403, "denied: %r" % res)
+    check(res["rebind.example.com:8443"]["refusal"] == "restricted_destination",
+          "rebinding: %r" % res)
+    check(res["192.0.2.10:8443"]["refusal"] == "address_literal", "literal: %r" % res)
+    check(res["bad_token"]["status"] == 407, "bad token: %r" % res)
+    # From outside the operation, with the operation's own token: the kernel resets it.
+    r = env.ns_run(ns, ["/usr/bin/python3", env.tool("dnsclient.py"), "--connect-once", url,
+                        "api.example.com", "8443"])
+    out = json.loads(r.stdout)
+    check(out.get("error") in ("ECONNREFUSED", "ECONNRESET"), "outside the operation: %r" % out)
+    rc = env.finish(p)
+    # Evidence: each decision (the token is never in it, nor in any log).
+    opid = [l for l in open(medlog).read().splitlines() if "CONNECT egress on" in l]
+    check(opid, "no listener log")
+    blob = env.daemon_log()
+    token = url.split(":")[2].split("@")[0]
+    check(token not in blob, "the token reached a log")
+    for root, _, files in os.walk(os.path.join(env.state, "network-operations")):
+        for f in files:
+            fp = os.path.join(root, f)
+            if stat.S_ISREG(os.lstat(fp).st_mode):
+                check(token not in open(fp).read(), "the token is in %s" % f)
+
+
 if __name__ == "__main__":
     main({"dns_allowed_names_leased": dns_allowed_names_leased,
           "dns_refusals": dns_refusals,
           "dns_ttl_expiry": dns_ttl_expiry,
           "dns_survives_restart": dns_survives_restart,
           "dns_gensee_run": dns_gensee_run,
-          "dns_run_network_config": dns_run_network_config})
+          "dns_run_network_config": dns_run_network_config,
+          "dns_connect_egress": dns_connect_egress})

@@ -180,7 +180,8 @@ START_TEST(test_access_table)
 		ck_assert_int_eq(proto_authorized(m, PS_MEDIATOR, 999), 0);
 	}
 	/* The mediator's methods: mediator.sock only, not even root elsewhere. */
-	const char *med[] = { "mediator.config", "mediator.authorize", "mediator.dns" };
+	const char *med[] = { "mediator.config", "mediator.authorize", "mediator.dns",
+	    "mediator.connect" };
 	for (size_t i = 0; i < nitems(med); i++) {
 		const struct proto_method_info *m = proto_method_lookup(med[i]);
 		ck_assert_ptr_nonnull(m);
@@ -225,6 +226,7 @@ START_TEST(test_access_rows)
 		{ "mediator.config", PS_MEDIATOR, PA_MEDIATOR },
 		{ "mediator.authorize", PS_MEDIATOR, PA_MEDIATOR },
 		{ "mediator.dns", PS_MEDIATOR, PA_MEDIATOR },
+		{ "mediator.connect", PS_MEDIATOR, PA_MEDIATOR },
 	};
 
 	ck_assert_int_eq(nitems(rows), PM__COUNT);
@@ -278,6 +280,7 @@ START_TEST(test_in_op_rows)
 		{ "mediator.config", PIO_DENY, PE_NOT_AUTHORIZED },
 		{ "mediator.authorize", PIO_DENY, PE_NOT_AUTHORIZED },
 		{ "mediator.dns", PIO_DENY, PE_NOT_AUTHORIZED },
+		{ "mediator.connect", PIO_DENY, PE_NOT_AUTHORIZED },
 	};
 
 	ck_assert_int_eq(nitems(rows), PM__COUNT);
