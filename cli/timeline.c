@@ -59,6 +59,12 @@ timeline_print(const char *id, struct json_object *e)
 		if (schema_string(e, "decision") != NULL)
 			printf(" -> %s", schema_string(e, "decision"));
 	}
+	/* A CONNECT egress decision. */
+	if (schema_string(e, "type") != NULL && strcmp(schema_string(e, "type"),
+	    "connect_decision") == 0)
+		printf(" CONNECT %s:%lld -> %s", schema_string(e, "host") ? schema_string(e, "host") :
+		    "?", (long long)schema_int(e, "port", 0), schema_string(e, "decision") ?
+		    schema_string(e, "decision") : "?");
 	if (schema_string(e, "disposition") != NULL)
 		printf(" -> %s", schema_string(e, "disposition"));
 	if (schema_string(e, "reason") != NULL)

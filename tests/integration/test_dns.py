@@ -494,7 +494,13 @@ def dns_connect_egress(env):
                         "api.example.com", "8443"])
     out = json.loads(r.stdout)
     check(out.get("error") in ("ECONNREFUSED", "ECONNRESET"), "outside the operation: %r" % out)
-    rc = env.finish(p)
+    env.finish(p)
+    opid = json.loads(env.gensee("operation", "list", "--json").stdout)
+    ids = [o["operation_id"] for o in (opid if isinstance(opid, list) else opid["operations"])]
+    r = env.gensee("timeline", "--operation", ids[-1])
+    check("CONNECT api.example.com:8443 -> allow (allowed)" in r.stdout and
+          "CONNECT api.example.com:8444 -> deny (name_not_allowed)" in r.stdout,
+          "timeline: %s %s" % (r.stdout, r.stderr))
     # Evidence: each decision (the token is never in it, nor in any log).
     opid = [l for l in open(medlog).read().splitlines() if "CONNECT egress on" in l]
     check(opid, "no listener log")
