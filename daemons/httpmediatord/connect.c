@@ -36,8 +36,8 @@
 #include <event2/util.h>
 #include <json-c/json.h>
 #include <openssl/crypto.h>
-#include <openssl/evp.h>
 
+#include "connreq.h"
 #include "dnsmsg.h"
 #include "httpmediatord.h"
 #include "log.h"
@@ -45,7 +45,7 @@
 #include "schema.h"
 #include "util.h"
 
-#define CON_HEAD_MAX 8192
+#define CON_HEAD_MAX CONNREQ_HEAD_MAX
 #define CON_HEAD_TIMEOUT_SEC 10
 #define CON_IDLE_TIMEOUT_SEC 300
 #define CON_MAX_TUNNELS 64
@@ -358,43 +358,17 @@ con_resolved_cb(int err, struct evutil_addrinfo *res, void *arg)
 	TAILQ_INSERT_TAIL(&con_waiting, t, ct_entry);
 }
 
-/* Proxy-Authorization: Basic base64("gensee:TOKEN"), compared in constant time. */
-static int
-con_auth_ok(const struct conop *op, const char *value)
-{
-	unsigned char dec[128];
-	size_t n, want = strlen(op->co_expect);
-	int len;
-
-	if (strncasecmp(value, "Basic ", 6) != 0)
-		return 0;
-	value += 6;
-	while (*value == ' ')
-		value++;
-	n = strcspn(value, " \t");
-	if (n == 0 || n % 4 != 0 || n > 160)
-		return 0;
-	if ((len = EVP_DecodeBlock(dec, (const unsigned char *)value, (int)n)) < 0)
-		return 0;
-	/* EVP_DecodeBlock counts the padding: take it off. */
-	if (n >= 1 && value[n - 1] == '=')
-		len--;
-	if (n >= 2 && value[n - 2] == '=')
-		len--;
-	int ok = (size_t)len == want && CRYPTO_memcmp(dec, op->co_expect, want) == 0;
-	OPENSSL_cleanse(dec, sizeof(dec));
-	return ok;
-}
-
-/* The request head: "CONNECT host:port HTTP/1.x", headers, an empty line. */
+/* The request head, then resolution and boundaryd's decision (connreq.c parses it). */
 static void
 con_head_cb(struct bufferevent *bev, void *arg)
 {
 	struct ctun *t = arg;
 	struct evbuffer *in = bufferevent_get_input(bev);
 	struct evbuffer_ptr end = evbuffer_search(in, "\r\n\r\n", 4, NULL);
-	char *head, *line, *save = NULL, target[300];
-	int authed = 0;
+	struct connreq cr;
+	const char *code = NULL;
+	char *head;
+	int status = 0, rc;
 
 	if (end.pos < 0) {
 		if (evbuffer_get_length(in) > CON_HEAD_MAX)
@@ -414,72 +388,26 @@ con_head_cb(struct bufferevent *bev, void *arg)
 	 * decides: a silent boundaryd closes the request at 10 s.
 	 */
 	bufferevent_setcb(bev, NULL, NULL, con_closing_event_cb, t);
-	line = strtok_r(head, "\r\n", &save);
-	if (line == NULL || strncmp(line, "CONNECT ", 8) != 0) {
-		free(head);
-		ctun_refuse(t, "405 Method Not Allowed", "connect_only");
-		return;
-	}
-	size_t tl = strcspn(line + 8, " ");
-	if (tl == 0 || tl >= sizeof(target) || (strcmp(line + 8 + tl, " HTTP/1.1") != 0 &&
-	    strcmp(line + 8 + tl, " HTTP/1.0") != 0)) {
-		free(head);
-		ctun_refuse(t, "400 Bad Request", "malformed_request");
-		return;
-	}
-	memcpy(target, line + 8, tl);
-	target[tl] = '\0';
-	while ((line = strtok_r(NULL, "\r\n", &save)) != NULL) {
-		if (strncasecmp(line, "Proxy-Authorization:", 20) == 0) {
-			const char *v = line + 20;
-			while (*v == ' ' || *v == '\t')
-				v++;
-			authed = con_auth_ok(t->ct_op, v);
-		}
-	}
+	rc = connreq_parse(head, (size_t)end.pos, t->ct_op->co_expect, &cr, &status, &code);
 	OPENSSL_cleanse(head, (size_t)end.pos);
 	free(head);
-	if (!authed) {
-		ctun_refuse(t, "407 Proxy Authentication Required", "proxy_auth_required");
+	if (rc != 0) {
+		ctun_refuse(t, status == 405 ? "405 Method Not Allowed" : status == 407 ?
+		    "407 Proxy Authentication Required" : status == 403 ? "403 Forbidden" :
+		    "400 Bad Request", code);
 		return;
 	}
-	/* host:port, host a DNS name: an address literal has no name to allow. */
-	char *colon = strrchr(target, ':');
-	char *endp;
-	long port = colon ? strtol(colon + 1, &endp, 10) : 0;
-	if (colon == NULL || colon == target || *(colon + 1) == '\0' || *endp != '\0' ||
-	    port < 1 || port > 65535 || colon[1] == '0' || (size_t)(colon - target) >
-	    DNSMSG_NAME_MAX) {
-		ctun_refuse(t, "400 Bad Request", "bad_target");
-		return;
-	}
-	*colon = '\0';
-	for (char *c = target; *c != '\0'; c++)
-		if (*c >= 'A' && *c <= 'Z')
-			*c = (char)(*c + 32);
-	util_strlcpy(t->ct_host, target, sizeof(t->ct_host));
-	t->ct_port = (uint16_t)port;
-	uint8_t a[16];
-	int fam;
-	if (netpolicy_parse_addr(target, &fam, a) == 0 || strchr(target, '[') != NULL) {
-		ctun_refuse(t, "403 Forbidden", "address_literal");
-		return;
-	}
-	if (!dnsmsg_valid_name(target)) {
-		ctun_refuse(t, "400 Bad Request", "bad_host");
-		return;
-	}
+	util_strlcpy(t->ct_host, cr.cr_host, sizeof(t->ct_host));
+	t->ct_port = cr.cr_port;
 	struct evutil_addrinfo hints;
 	memset(&hints, 0, sizeof(hints));
 	hints.ai_family = AF_UNSPEC;
 	hints.ai_socktype = SOCK_STREAM;
 	hints.ai_protocol = IPPROTO_TCP;
 	t->ct_resolving = 1;
-	if (evdns_getaddrinfo(t->ct_op->co_md->md_dns, t->ct_host, NULL, &hints, con_resolved_cb,
-	    t) == NULL) {
-		/* Answered at once (the callback ran, or failed): nothing more to do here. */
-		return;
-	}
+	/* NULL: answered at once (the callback has run, or failed): nothing more here. */
+	(void)evdns_getaddrinfo(t->ct_op->co_md->md_dns, t->ct_host, NULL, &hints, con_resolved_cb,
+	    t);
 }
 
 static void
