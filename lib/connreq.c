@@ -50,6 +50,9 @@ connreq_b64decode(const char *in, size_t n, unsigned char *out, size_t cap, size
 			if (pad > 0 || (v[k] = b64val(c)) < 0)
 				return -1;
 		}
+		/* Canonical only: the bits the padding drops must be zero (one string, one value). */
+		if ((pad == 1 && (v[2] & 0x3) != 0) || (pad == 2 && (v[1] & 0xf) != 0))
+			return -1;
 		uint32_t w = ((uint32_t)v[0] << 18) | ((uint32_t)v[1] << 12) | ((uint32_t)v[2] << 6) |
 		    (uint32_t)v[3];
 		unsigned char b[3] = { (unsigned char)(w >> 16), (unsigned char)(w >> 8),

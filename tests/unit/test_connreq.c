@@ -94,6 +94,10 @@ START_TEST(test_base64)
 	ck_assert_int_eq(connreq_b64decode("YQ==", 4, out, sizeof(out), &n), 0);
 	ck_assert_uint_eq(n, 1);
 	ck_assert_int_eq(connreq_b64decode("YQ=", 3, out, sizeof(out), &n), -1);
+	/* Non-canonical: the dropped bits set (found by fuzz_connreq). */
+	ck_assert_int_eq(connreq_b64decode("YR==", 4, out, sizeof(out), &n), -1);
+	ck_assert_int_eq(connreq_b64decode("Z2Vuc2VlOni=", 12, out, sizeof(out), &n), -1);
+	ck_assert_int_eq(connreq_b64decode("Z2Vuc2VlOng=", 12, out, sizeof(out), &n), 0);
 	ck_assert_int_eq(connreq_b64decode("Y=Q=", 4, out, sizeof(out), &n), -1);
 	ck_assert_int_eq(connreq_b64decode("YWJj YWJj", 9, out, sizeof(out), &n), -1);
 	ck_assert_int_eq(connreq_b64decode("YWJjYWJjYWJjYWJjYWJjYWJj", 24, out, 16, &n), -1);
