@@ -386,7 +386,8 @@ run_start_controls(struct run_controls *ctl)
 	char *cause = NULL;
 
 	if (ctl->rc_bpf_pipe[1] >= 0) {
-		if (seccomp_profile_export_bpf(&ctl->rc_seccomp, ctl->rc_bpf_pipe[1], &cause) != 0) {
+		if (seccomp_profile_compile(&ctl->rc_seccomp, &cause) != 0 ||
+		    seccomp_profile_export_bpf(&ctl->rc_seccomp, ctl->rc_bpf_pipe[1], &cause) != 0) {
 			fprintf(stderr, "gensee run: %s\n", cause);
 			free(cause);
 		}
@@ -489,7 +490,8 @@ run_plan(struct json_object *policy, int seccomp_force, struct landlock_opts *ll
 	if (!notify)
 		fprintf(stderr, "gensee run: warning: seccomp refusals will not be listed: "
 		    "this kernel or libseccomp has no user notification\n");
-	if (seccomp_profile_build_notify(policy, seccomp_force, notify, &ctl->rc_seccomp,
+	/* Compiled later, while boundaryd creates the operation (run_start_controls). */
+	if (seccomp_profile_plan_notify(policy, seccomp_force, notify, &ctl->rc_seccomp,
 	    cause) != 0) {
 		mountview_plan_free(&ctl->rc_mountview);
 		return -1;
@@ -638,7 +640,7 @@ run_observe_exec(int *conn, const char *opid, int status_fd, int64_t *id)
 
 	if (poll(&pfd, 1, RUN_OBSERVE_WAIT_MS) != 1 || (pfd.revents & POLLHUP) == 0 ||
 	    ioctl(status_fd, FIONREAD, &avail) != 0 || avail != 0)
-		return -1;
+		return 0;
 	params = json_object_new_object();
 	json_object_object_add(params, "operation_id", json_object_new_string(opid));
 	/* The reply is read after the wait: boundaryd looks while the child runs. */
@@ -1121,6 +1123,31 @@ cmd_run(int argc, char **argv)
 		perror("gensee run: pipe");
 		return RUN_EXIT_GENSEE;
 	}
+	/*
+	 * The request is built before the fork: after it, every page this
+	 * process writes is copied first (the child shares them until exec).
+	 */
+	params = json_object_new_object();
+	if (timeout > 0)
+		json_object_object_add(params, "timeout_seconds", json_object_new_int64(timeout));
+	if (kill_grace >= 0)
+		json_object_object_add(params, "kill_grace_seconds", json_object_new_int64(kill_grace));
+	char *cmdline = run_command_line(cmd);
+	if (cmdline != NULL)
+		json_object_object_add(params, "command", json_object_new_string(cmdline));
+	free(cmdline);
+	if (netspec != NULL)
+		json_object_object_add(params, "network", netspec);
+	if (fanspec != NULL && schema_bool(fanspec, "enabled", 0))
+		json_object_object_add(params, "fanotify", fanspec);
+	else
+		json_object_put(fanspec);
+	if (netconfig != NULL)
+		json_object_object_add(params, "network_config", json_object_new_string(netconfig));
+	if (hostctl != NULL && RUN_SEND_HOST_CONTROLS)
+		json_object_object_add(params, "host_controls", hostctl);
+	else
+		json_object_put(hostctl);
 	fflush(NULL);
 	child = fork();
 	if (child < 0) {
@@ -1144,30 +1171,9 @@ cmd_run(int argc, char **argv)
 		waitpid(child, NULL, 0);
 		return RUN_EXIT_GENSEE;
 	}
-	params = json_object_new_object();
 	json_object_object_add(params, "pid", json_object_new_int(child));
 	json_object_object_add(params, "start_time_ticks",
 	    json_object_new_int64((int64_t)ps.ps_start_ticks));
-	if (timeout > 0)
-		json_object_object_add(params, "timeout_seconds", json_object_new_int64(timeout));
-	if (kill_grace >= 0)
-		json_object_object_add(params, "kill_grace_seconds", json_object_new_int64(kill_grace));
-	char *cmdline = run_command_line(cmd);
-	if (cmdline != NULL)
-		json_object_object_add(params, "command", json_object_new_string(cmdline));
-	free(cmdline);
-	if (netspec != NULL)
-		json_object_object_add(params, "network", netspec);
-	if (fanspec != NULL && schema_bool(fanspec, "enabled", 0))
-		json_object_object_add(params, "fanotify", fanspec);
-	else
-		json_object_put(fanspec);
-	if (netconfig != NULL)
-		json_object_object_add(params, "network_config", json_object_new_string(netconfig));
-	if (hostctl != NULL && RUN_SEND_HOST_CONTROLS)
-		json_object_object_add(params, "host_controls", hostctl);
-	else
-		json_object_put(hostctl);
 	int64_t create_id = 0;
 	int create_fd = client_send_on(early_fd, "client.sock", "operation.create", params,
 	    &create_id, &err);
