@@ -147,6 +147,8 @@ ctun_refuse(struct ctun *t, const char *status, const char *code)
 
 static void con_relay_read_cb(struct bufferevent *bev, void *arg);
 
+static void con_relay_event_cb(struct bufferevent *bev, short what, void *arg);
+
 static void
 con_relay_drained_cb(struct bufferevent *bev, void *arg)
 {
@@ -155,7 +157,7 @@ con_relay_drained_cb(struct bufferevent *bev, void *arg)
 
 	/* The slow side caught up: read from the other again. */
 	bufferevent_setwatermark(bev, EV_WRITE, 0, 0);
-	bufferevent_setcb(bev, con_relay_read_cb, NULL, NULL, t);
+	bufferevent_setcb(bev, con_relay_read_cb, NULL, con_relay_event_cb, t);
 	bufferevent_enable(other, EV_READ);
 }
 
@@ -171,7 +173,13 @@ con_relay_read_cb(struct bufferevent *bev, void *arg)
 		/* Bounded memory: stop reading until the other side drains. */
 		bufferevent_disable(bev, EV_READ);
 		bufferevent_setwatermark(other, EV_WRITE, CON_RELAY_MAX / 2, CON_RELAY_MAX);
-		bufferevent_setcb(other, con_relay_read_cb, con_relay_drained_cb, NULL, t);
+		/*
+		 * Keep the event callback: without it an EOF, error or idle
+		 * timeout of this side after a stall was never handled and the
+		 * tunnel (one of the operation's 64) stayed forever.
+		 */
+		bufferevent_setcb(other, con_relay_read_cb, con_relay_drained_cb, con_relay_event_cb,
+		    t);
 	}
 }
 
