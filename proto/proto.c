@@ -154,6 +154,30 @@ static const struct schema_field mediator_authorize_params[] = {
 	{ "port", SCHEMA_INT, SCHEMA_REQUIRED, 1, 65535, 0 },
 	{ "path", SCHEMA_STRING, SCHEMA_REQUIRED, 1, 2048, 0 },
 	{ "addresses", SCHEMA_STRING_ARRAY, SCHEMA_REQUIRED, 0, 32, 64 },
+	/* proxy.transaction: "resolve" (before DNS: scope only) or "connect" (reserves) */
+	{ "stage", SCHEMA_STRING, 0, 6, 7, 0 },
+	/* a redirect hop (1..) and the transaction its first request was in */
+	{ "hop", SCHEMA_INT, 0, 0, 20, 0 },
+	{ "transaction_id", SCHEMA_STRING, 0, 1, 64, 0 },
+	{ "request_bytes", SCHEMA_INT, 0, 0, (int64_t)1 << 40, 0 },
+};
+
+static const struct schema_field mediator_complete_params[] = {
+	{ "operation_id", SCHEMA_STRING, SCHEMA_REQUIRED, 1, 72, 0 },
+	{ "transaction_id", SCHEMA_STRING, SCHEMA_REQUIRED, 1, 64, 0 },
+	{ "reservation", SCHEMA_INT, SCHEMA_REQUIRED, 1, INT64_MAX, 0 },
+	{ "response_bytes", SCHEMA_INT, SCHEMA_REQUIRED, 0, INT64_MAX, 0 },
+	{ "upstream_error", SCHEMA_BOOL, 0, 0, 0, 0 },
+	{ "status", SCHEMA_INT, 0, 0, 599, 0 },
+	{ "decision_id", SCHEMA_STRING, 0, 1, 72, 0 },
+};
+
+/* operation_id is required even on supervisor.sock: naming another one fails closed. */
+static const struct schema_field transaction_params[] = {
+	{ "operation_id", SCHEMA_STRING, SCHEMA_REQUIRED, 1, 72, 0 },
+	{ "transaction_id", SCHEMA_STRING, SCHEMA_REQUIRED, 1, 64, 0 },
+	{ "effect", SCHEMA_STRING, 0, 1, 64, 0 },
+	{ "ttl_seconds", SCHEMA_INT, 0, 1, 86400, 0 },
 };
 
 /*
@@ -210,6 +234,21 @@ static const struct proto_method_info proto_methods[PM__COUNT] = {
 	    PIO_DENY },
 	{ PM_MEDIATOR_AUTHORIZE, "mediator.authorize", PS_MEDIATOR, PA_MEDIATOR,
 	    mediator_authorize_params, nitems(mediator_authorize_params), PIO_DENY },
+	{ PM_MEDIATOR_COMPLETE, "mediator.complete", PS_MEDIATOR, PA_MEDIATOR,
+	    mediator_complete_params, nitems(mediator_complete_params), PIO_DENY },
+	/*
+	 * HTTP transactions: root's control plane only (boundary.sock, or the
+	 * operation's supervisor.sock), never client.sock: the operation's
+	 * owner may be the very workload the transaction constrains.
+	 */
+	{ PM_TRANSACTION_BEGIN, "transaction.begin", PS_BOUNDARY | PS_SUPERVISOR, PA_ROOT_ANY,
+	    transaction_params, nitems(transaction_params), PIO_DENY },
+	{ PM_TRANSACTION_ACTIVATE, "transaction.activate", PS_BOUNDARY | PS_SUPERVISOR,
+	    PA_ROOT_ANY, transaction_params, nitems(transaction_params), PIO_DENY },
+	{ PM_TRANSACTION_END, "transaction.end", PS_BOUNDARY | PS_SUPERVISOR, PA_ROOT_ANY,
+	    transaction_params, nitems(transaction_params), PIO_DENY },
+	{ PM_TRANSACTION_REVOKE, "transaction.revoke", PS_BOUNDARY | PS_SUPERVISOR, PA_ROOT_ANY,
+	    transaction_params, nitems(transaction_params), PIO_DENY },
 };
 
 const struct proto_method_info *
@@ -243,6 +282,8 @@ proto_authorized(const struct proto_method_info *info, enum proto_socket sock, u
 	case PA_MEDIATOR:
 		/* boundaryd accepts on mediator.sock only the --mediator-user uid. */
 		return sock == PS_MEDIATOR;
+	case PA_ROOT_ANY:
+		return uid == 0;
 	}
 	return 0;
 }

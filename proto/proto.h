@@ -64,6 +64,11 @@ enum proto_method {
 	PM_OPERATION_PRUNE,
 	PM_MEDIATOR_CONFIG,
 	PM_MEDIATOR_AUTHORIZE,
+	PM_MEDIATOR_COMPLETE,
+	PM_TRANSACTION_BEGIN,
+	PM_TRANSACTION_ACTIVATE,
+	PM_TRANSACTION_END,
+	PM_TRANSACTION_REVOKE,
 	PM__COUNT
 };
 
@@ -80,6 +85,7 @@ enum proto_access {
 	PA_ROOT,
 	PA_ANY_USER,
 	PA_MEDIATOR,	/* the mediator's uid, on mediator.sock only (checked at accept) */
+	PA_ROOT_ANY,	/* uid 0 on any socket of the method's mask */
 };
 
 /*

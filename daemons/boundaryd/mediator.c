@@ -32,7 +32,6 @@
 #define MDR_ALLOW "within_envelope"
 #define MDR_NOT_RUNNING "operation_not_running"
 #define MDR_NO_PROXY "proxy_not_configured"
-#define MDR_TRANSACTION "transaction_required"
 #define MDR_CLIENT "client_address_mismatch"
 #define MDR_METHOD "method_not_allowed"
 #define MDR_SCHEME "scheme_not_supported"
@@ -89,10 +88,23 @@ mediator_path_json(const char *path)
 	return json_object_new_string_len(path, (int)n);
 }
 
+/* What a transactional decision adds (transaction.c). */
+struct mediator_txn {
+	int mt_mode;		/* the operation has proxy.transaction */
+	const char *mt_id;	/* the current transaction, if any */
+	uint64_t mt_reservation;
+	int64_t mt_limit;
+	const char *mt_url_error;
+};
+
 static void
 mediator_decide(struct boundaryd *bd, struct json_object *params, const char **reason,
-    const char **bad_addr, char *pinned, size_t pinnedlen, struct operation **opp)
+    const char **bad_addr, char *pinned, size_t pinnedlen, struct operation **opp,
+    struct mediator_txn *mt)
 {
+	const char *stage = schema_string(params, "stage");
+	int resolve = stage != NULL && strcmp(stage, "resolve") == 0;
+
 	const char *id = schema_string(params, "operation_id");
 	const char *method = schema_string(params, "method");
 	struct json_object *addrs = schema_child(params, "addresses");
@@ -117,12 +129,10 @@ mediator_decide(struct boundaryd *bd, struct json_object *params, const char **r
 	}
 	/*
 	 * With proxy.transaction the mediator is inactive until a transaction
-	 * is active; transactions do not exist yet, so it stays inactive.
+	 * is active (checked last, once everything else allows: the check
+	 * takes the transaction's one reservation).
 	 */
-	if (schema_child(proxy, "transaction") != NULL) {
-		*reason = MDR_TRANSACTION;
-		return;
-	}
+	mt->mt_mode = schema_child(proxy, "transaction") != NULL;
 	/* The client identity is the configured address, exactly (not a claim to trust). */
 	if (netpolicy_parse_addr(schema_string(proxy, "client_address"), &cf, ca) != 0 ||
 	    netpolicy_parse_addr(schema_string(params, "client_address"), &pf, pa) != 0 ||
@@ -137,6 +147,17 @@ mediator_decide(struct boundaryd *bd, struct json_object *params, const char **r
 	if (strcmp(schema_string(params, "scheme"), "http") != 0 &&
 	    strcmp(schema_string(params, "scheme"), "https") != 0) {
 		*reason = MDR_SCHEME;
+		return;
+	}
+	/* Before resolution: only whether the name may be looked up at all. */
+	if (resolve) {
+		*reason = MDR_ALLOW;
+		if (mt->mt_mode) {
+			const char *code = txn_authorize(op->op_net, params, &mt->mt_id,
+			    &mt->mt_reservation, &mt->mt_limit, &mt->mt_url_error);
+			if (code != NULL)
+				*reason = code;
+		}
 		return;
 	}
 	if (json_object_array_length(addrs) == 0) {
@@ -172,6 +193,18 @@ mediator_decide(struct boundaryd *bd, struct json_object *params, const char **r
 			return;
 		}
 	}
+	/*
+	 * The transaction last: scope, state, TTL and budgets, and the one
+	 * reservation, persisted before this reply lets the mediator connect.
+	 */
+	if (mt->mt_mode) {
+		const char *code = txn_authorize(op->op_net, params, &mt->mt_id,
+		    &mt->mt_reservation, &mt->mt_limit, &mt->mt_url_error);
+		if (code != NULL) {
+			*reason = code;
+			return;
+		}
+	}
 	/* The mediator connects to this address and no other (pinned). */
 	util_strlcpy(pinned, json_object_get_string(json_object_array_get_idx(addrs, 0)),
 	    pinnedlen);
@@ -186,6 +219,8 @@ mediator_authorize(struct boundaryd *bd, const struct peer *p, struct json_objec
 	const char *reason = NULL, *bad = NULL;
 	struct operation *op = NULL;
 	char pinned[64], did[ID_MAX_LEN];
+	struct mediator_txn mt;
+	const char *stage = schema_string(params, "stage");
 
 	(void)p;
 	if (!ids_valid_operation(id)) {
@@ -200,7 +235,12 @@ mediator_authorize(struct boundaryd *bd, const struct peer *p, struct json_objec
 		reply_error(r, PE_INVALID_PARAMS, "path: must start with /");
 		return;
 	}
-	mediator_decide(bd, params, &reason, &bad, pinned, sizeof(pinned), &op);
+	if (stage != NULL && strcmp(stage, "resolve") != 0 && strcmp(stage, "connect") != 0) {
+		reply_error(r, PE_INVALID_PARAMS, "stage: resolve or connect");
+		return;
+	}
+	memset(&mt, 0, sizeof(mt));
+	mediator_decide(bd, params, &reason, &bad, pinned, sizeof(pinned), &op, &mt);
 	int allow = strcmp(reason, MDR_ALLOW) == 0;
 	ids_new("med_", did, sizeof(did));
 
@@ -213,6 +253,15 @@ mediator_authorize(struct boundaryd *bd, const struct peer *p, struct json_objec
 	    allow ? json_object_new_string(pinned) : NULL);
 	json_object_object_add(r->or_result, "denied_address", bad ? json_object_new_string(bad) :
 	    NULL);
+	if (mt.mt_mode) {
+		/* The mediator reports the response of a reservation with mediator.complete. */
+		json_object_object_add(r->or_result, "transaction_id", mt.mt_id ?
+		    json_object_new_string(mt.mt_id) : NULL);
+		json_object_object_add(r->or_result, "reservation", allow && mt.mt_reservation ?
+		    json_object_new_int64((int64_t)mt.mt_reservation) : NULL);
+		json_object_object_add(r->or_result, "response_limit", allow && mt.mt_reservation ?
+		    json_object_new_int64(mt.mt_limit) : NULL);
+	}
 
 	if (op == NULL || op->op_net == NULL) {
 		/* No operation directory to write to: the log keeps the refusal. */
@@ -237,5 +286,12 @@ mediator_authorize(struct boundaryd *bd, const struct peer *p, struct json_objec
 	json_object_object_add(o, "denied_address", bad ? json_object_new_string(bad) : NULL);
 	json_object_object_add(o, "generation",
 	    json_object_new_int64((int64_t)op->op_net->no_generation));
+	if (mt.mt_mode) {
+		json_object_object_add(o, "transaction_id", mt.mt_id ?
+		    json_object_new_string(mt.mt_id) : NULL);
+		json_object_object_add(o, "stage", json_object_new_string(stage ? stage : "connect"));
+		txn_decision_evidence(op->op_net, params, did, mt.mt_id, allow ? NULL : reason,
+		    mt.mt_reservation, mt.mt_url_error);
+	}
 	netop_append(op->op_net, "http-mediator.jsonl", o);
 }

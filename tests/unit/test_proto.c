@@ -224,6 +224,11 @@ START_TEST(test_access_rows)
 		{ "operation.prune", PS_BOUNDARY, PA_ROOT },
 		{ "mediator.config", PS_MEDIATOR, PA_MEDIATOR },
 		{ "mediator.authorize", PS_MEDIATOR, PA_MEDIATOR },
+		{ "mediator.complete", PS_MEDIATOR, PA_MEDIATOR },
+		{ "transaction.begin", PS_BOUNDARY | PS_SUPERVISOR, PA_ROOT_ANY },
+		{ "transaction.activate", PS_BOUNDARY | PS_SUPERVISOR, PA_ROOT_ANY },
+		{ "transaction.end", PS_BOUNDARY | PS_SUPERVISOR, PA_ROOT_ANY },
+		{ "transaction.revoke", PS_BOUNDARY | PS_SUPERVISOR, PA_ROOT_ANY },
 	};
 
 	ck_assert_int_eq(nitems(rows), PM__COUNT);
@@ -237,6 +242,14 @@ START_TEST(test_access_rows)
 		/* And the checker honours the socket mask on its own. */
 		if (!(rows[i].sockets & PS_CLIENT))
 			ck_assert_int_eq(proto_authorized(m, PS_CLIENT, 0), 0);
+		/* Root on any socket of its mask, and no other uid anywhere. */
+		if (rows[i].access == PA_ROOT_ANY) {
+			ck_assert_int_eq(proto_authorized(m, PS_BOUNDARY, 0), 1);
+			ck_assert_int_eq(proto_authorized(m, PS_SUPERVISOR, 0), 1);
+			ck_assert_int_eq(proto_authorized(m, PS_BOUNDARY, 1000), 0);
+			ck_assert_int_eq(proto_authorized(m, PS_MEDIATOR, 0), 0);
+			ck_assert_int_eq(proto_authorized(m, PS_MEDIATOR, 999), 0);
+		}
 	}
 }
 END_TEST
@@ -276,6 +289,11 @@ START_TEST(test_in_op_rows)
 		{ "operation.prune", PIO_DENY, PE_NOT_AUTHORIZED },
 		{ "mediator.config", PIO_DENY, PE_NOT_AUTHORIZED },
 		{ "mediator.authorize", PIO_DENY, PE_NOT_AUTHORIZED },
+		{ "mediator.complete", PIO_DENY, PE_NOT_AUTHORIZED },
+		{ "transaction.begin", PIO_DENY, PE_NOT_AUTHORIZED },
+		{ "transaction.activate", PIO_DENY, PE_NOT_AUTHORIZED },
+		{ "transaction.end", PIO_DENY, PE_NOT_AUTHORIZED },
+		{ "transaction.revoke", PIO_DENY, PE_NOT_AUTHORIZED },
 	};
 
 	ck_assert_int_eq(nitems(rows), PM__COUNT);
