@@ -144,7 +144,10 @@ static const char netcmd_usage_text[] =
     "usage: gensee run network inspect (--socket PATH | --operation ID) [--json]\n"
     "       gensee run network event (--socket PATH | --operation ID) --event FILE\n"
     "       gensee run network revoke (--socket PATH | --operation ID) --lease ID\n"
-    "       gensee run fault (--socket PATH | --operation ID) --fault FILE\n";
+    "       gensee run fault (--socket PATH | --operation ID) --fault FILE\n"
+    "       gensee run network transaction-begin|transaction-activate|transaction-end|\n"
+    "           transaction-revoke --socket PATH --transaction ID --operation OP\n"
+    "           [--effect EFFECT --ttl-seconds N] (begin only)\n";
 
 int
 cmd_run_network(int argc, char **argv)
@@ -152,6 +155,8 @@ cmd_run_network(int argc, char **argv)
 	struct netcmd_args a;
 	const char *sub = argc >= 2 ? argv[1] : "";
 
+	if (strncmp(sub, "transaction-", 12) == 0)
+		return cmd_run_transaction(argc - 1, argv + 1);
 	if (cli_help_asked(argc, argv))
 		return cli_usage(1, netcmd_usage_text);
 	if (strcmp(sub, "inspect") == 0) {

@@ -181,7 +181,14 @@ mediator_decide(struct boundaryd *bd, struct json_object *params, const char **r
 			return;
 		}
 	}
-	for (size_t i = 0; i < json_object_array_length(addrs); i++) {
+	/*
+	 * Without a transaction the upstream must be inside the envelope. In
+	 * transaction mode the root-owned scope is the upstream's authority
+	 * (seed 001: the envelope grants the mediated client the mediator
+	 * only), so an envelope grant is not needed, and none should exist:
+	 * it would let the client reach the upstream directly as well.
+	 */
+	for (size_t i = 0; !mt->mt_mode && i < json_object_array_length(addrs); i++) {
 		const char *a = json_object_get_string(json_object_array_get_idx(addrs, i));
 		const char *why = NULL;
 		int f;

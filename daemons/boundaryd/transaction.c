@@ -351,9 +351,13 @@ txn_lifecycle(struct boundaryd *bd, const struct peer *p, const char *scope,
 		    no->no_op->op_id);
 		return;
 	}
-	/* Ending or revoking needs no usable state: it can only take authority away. */
-	if (tx->tx_broken && (step == TXN_BEGIN || step == TXN_ACTIVATE)) {
-		reply_error(r, TXN_E_STATE_DISK, "the transaction state is unusable");
+	/*
+	 * An unusable state grants nothing (every request is denied); there is
+	 * nothing to end or revoke either, and the reply says so.
+	 */
+	if (tx->tx_broken) {
+		reply_error(r, TXN_E_STATE_DISK, "the transaction state is unusable: every request "
+		    "of this operation is denied");
 		return;
 	}
 	before = tx->tx_tab.tt_cur.ht_state;

@@ -86,6 +86,16 @@ struct mreq {
 	int64_t mr_max_response;
 	int mr_connect_timeout;
 	int mr_io_timeout;
+	/* proxy.transaction (txnhook.c): the reservation this request holds */
+	TAILQ_ENTRY(mreq) mr_all;	/* md_all: every request, for transaction.closed */
+	char mr_txid[72];
+	int64_t mr_reservation;		/* 0: not transactional */
+	char mr_decision[80];
+	int mr_completing;		/* waiting for mediator.complete's answer */
+	int mr_code;			/* the held response */
+	char mr_code_line[64];
+	struct evbuffer *mr_body;
+	struct json_object *mr_headers;	/* allowlisted response headers, [[k, v], ...] */
 };
 TAILQ_HEAD(mreq_list, mreq);
 
@@ -100,6 +110,7 @@ struct mediatord {
 	struct event *md_refresh;
 	struct medop_list md_ops;
 	struct mreq_list md_pending;
+	struct mreq_list md_all;
 	int md_nops;
 };
 
@@ -113,5 +124,7 @@ void proxy_authorized(struct mediatord *md, int64_t id, struct json_object *resu
     const char *error_code);
 void proxy_channel_lost(struct mediatord *md);
 void proxy_free_all(struct mediatord *md);
+/* boundaryd's event: the operation's transaction closed (revoked, ended, expired). */
+void proxy_transaction_closed(struct mediatord *md, struct json_object *params);
 
 #endif

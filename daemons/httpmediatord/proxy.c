@@ -14,6 +14,14 @@
  * hop-by-hop headers never go upstream; only allowlisted response headers
  * come back. Redirects are not followed: a 3xx is returned as it is, and
  * the client's next request is authorized like any other.
+ *
+ * With proxy.transaction, boundaryd's allow carries a reservation: the
+ * response is held here (never relayed) until boundaryd, told its byte
+ * count with mediator.complete, says it may be delivered; a response that
+ * finishes after the transaction was revoked, ended or expired is refused.
+ * boundaryd's transaction.closed event cancels the operation's upstream
+ * requests at once (their sockets close) and answers their clients with a
+ * refusal and Connection: close.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -43,6 +51,8 @@
 #include "util.h"
 
 static void proxy_upstream(struct mreq *mr, const char *addr);
+static void proxy_completed(struct mreq *mr, struct json_object *result);
+static void proxy_txn_hold(struct mreq *mr, struct evhttp_request *resp, int code);
 
 static const char *
 proxy_method_name(enum evhttp_cmd_type t)
@@ -109,8 +119,12 @@ proxy_mreq_free(struct mreq *mr)
 
 	if (mr->mr_waiting)
 		TAILQ_REMOVE(&mr->mr_md->md_pending, mr, mr_entry);
+	TAILQ_REMOVE(&mr->mr_md->md_all, mr, mr_all);
 	if (mr->mr_timer != NULL)
 		event_free(mr->mr_timer);
+	if (mr->mr_body != NULL)
+		evbuffer_free(mr->mr_body);
+	json_object_put(mr->mr_headers);
 	free(mr);
 	/* An ended operation's server goes once its last request is answered. */
 	if (--mo->mo_inflight == 0 && mo->mo_gone)
@@ -237,6 +251,10 @@ proxy_authorized(struct mediatord *md, int64_t id, struct json_object *result,
 	TAILQ_REMOVE(&md->md_pending, mr, mr_entry);
 	mr->mr_waiting = 0;
 	evtimer_del(mr->mr_timer);
+	if (mr->mr_completing) {
+		proxy_completed(mr, result);
+		return;
+	}
 	if (mr->mr_client == NULL) {
 		proxy_mreq_free(mr);
 		return;
@@ -254,6 +272,23 @@ proxy_authorized(struct mediatord *md, int64_t id, struct json_object *result,
 		const char *code = reason != NULL && strlen(reason) < 64 ? reason : "denied";
 		proxy_fail(mr, 403, "Forbidden", code);
 		return;
+	}
+	/* A transaction's reservation: the response is held until boundaryd accounts it. */
+	if (schema_child(result, "reservation") != NULL) {
+		int64_t lim = schema_int(result, "response_limit", 0);
+		const char *txid = schema_string(result, "transaction_id");
+		mr->mr_reservation = schema_int(result, "reservation", 0);
+		if (mr->mr_reservation <= 0 || txid == NULL || strlen(txid) >= sizeof(mr->mr_txid) ||
+		    lim < 0) {
+			proxy_fail(mr, 503, "Service Unavailable", "authority_error");
+			return;
+		}
+		util_strlcpy(mr->mr_txid, txid, sizeof(mr->mr_txid));
+		if (schema_string(result, "decision_id") != NULL)
+			util_strlcpy(mr->mr_decision, schema_string(result, "decision_id"),
+			    sizeof(mr->mr_decision));
+		if (lim < mr->mr_max_response)
+			mr->mr_max_response = lim;
 	}
 	/* The pinned address must be one we asked about; anything else is not acted on. */
 	for (size_t i = 0; i < mr->mr_naddrs; i++) {
@@ -297,6 +332,10 @@ proxy_upstream_done(struct evhttp_request *resp, void *arg)
 		return;
 	}
 	code = resp != NULL ? evhttp_request_get_response_code(resp) : 0;
+	if (mr->mr_reservation != 0) {
+		proxy_txn_hold(mr, resp, code);
+		return;
+	}
 	if (resp == NULL || code < 100 || code > 599) {
 		const char *why = "upstream_failed";
 		if (mr->mr_up_error == EVREQ_HTTP_TIMEOUT + 1)
@@ -512,6 +551,7 @@ proxy_request_cb(struct evhttp_request *req, void *arg)
 	}
 	mr->mr_md = md;
 	mr->mr_mo = mo;
+	TAILQ_INSERT_TAIL(&md->md_all, mr, mr_all);
 	mo->mo_inflight++;
 	mr->mr_client = req;
 	util_strlcpy(mr->mr_op, mo->mo_id, sizeof(mr->mr_op));
@@ -712,5 +752,138 @@ proxy_free_all(struct mediatord *md)
 	while ((mo = TAILQ_FIRST(&md->md_ops)) != NULL) {
 		TAILQ_REMOVE(&md->md_ops, mo, mo_entry);
 		proxy_medop_free(mo);
+	}
+}
+
+/*
+ * A transactional response: tell boundaryd its size (it counts against the
+ * budget whether or not it is delivered) and hold it until the answer. An
+ * upstream failure releases the reservation and is refused as before.
+ */
+static void
+proxy_txn_hold(struct mreq *mr, struct evhttp_request *resp, int code)
+{
+	struct mediatord *md = mr->mr_md;
+	struct json_object *params = json_object_new_object();
+	struct timeval tv = { MEDIATORD_AUTH_TIMEOUT_SEC, 0 };
+	int failed = resp == NULL || code < 100 || code > 599;
+	int64_t n = 0;
+
+	if (!failed) {
+		struct evkeyval *kv;
+		mr->mr_headers = json_object_new_array();
+		TAILQ_FOREACH(kv, evhttp_request_get_input_headers(resp), next) {
+			if (!medreq_response_header_allowed(kv->key))
+				continue;
+			struct json_object *pair = json_object_new_array();
+			json_object_array_add(pair, json_object_new_string(kv->key));
+			json_object_array_add(pair, json_object_new_string(kv->value));
+			json_object_array_add(mr->mr_headers, pair);
+		}
+		mr->mr_body = evbuffer_new();
+		if (mr->mr_body == NULL ||
+		    evbuffer_add_buffer(mr->mr_body, evhttp_request_get_input_buffer(resp)) != 0) {
+			failed = 1;
+		} else {
+			n = (int64_t)evbuffer_get_length(mr->mr_body);
+			mr->mr_code = code;
+			util_strlcpy(mr->mr_code_line, evhttp_request_get_response_code_line(resp) ?
+			    evhttp_request_get_response_code_line(resp) : "", sizeof(mr->mr_code_line));
+		}
+	}
+	json_object_object_add(params, "operation_id", json_object_new_string(mr->mr_op));
+	json_object_object_add(params, "transaction_id", json_object_new_string(mr->mr_txid));
+	json_object_object_add(params, "reservation", json_object_new_int64(mr->mr_reservation));
+	json_object_object_add(params, "response_bytes", json_object_new_int64(n));
+	json_object_object_add(params, "upstream_error", json_object_new_boolean(failed));
+	json_object_object_add(params, "status", json_object_new_int(failed ? 0 : code));
+	if (mr->mr_decision[0] != '\0')
+		json_object_object_add(params, "decision_id", json_object_new_string(mr->mr_decision));
+	mr->mr_completing = 1;
+	if (mediatord_send(md, "mediator.complete", params, &mr->mr_auth_id) != 0) {
+		proxy_fail(mr, 503, "Service Unavailable", "authority_unavailable");
+		return;
+	}
+	if (failed) {
+		/* Nothing to deliver: the answer does not matter, the refusal goes now. */
+		proxy_fail(mr, 502, "Bad Gateway", mr->mr_up_error == EVREQ_HTTP_DATA_TOO_LONG + 1 ?
+		    "response_too_large" : "upstream_failed");
+		return;
+	}
+	evtimer_del(mr->mr_timer);
+	event_free(mr->mr_timer);
+	mr->mr_timer = evtimer_new(md->md_base, proxy_auth_timeout_cb, mr);
+	if (mr->mr_timer == NULL || evtimer_add(mr->mr_timer, &tv) != 0) {
+		proxy_fail(mr, 503, "Service Unavailable", "authority_unavailable");
+		return;
+	}
+	TAILQ_INSERT_TAIL(&md->md_pending, mr, mr_entry);
+	mr->mr_waiting = 1;
+}
+
+/* boundaryd's answer to mediator.complete: deliver the held response, or refuse it. */
+static void
+proxy_completed(struct mreq *mr, struct json_object *result)
+{
+	struct evhttp_request *req = mr->mr_client;
+	const char *reason = result != NULL ? schema_string(result, "reason") : NULL;
+
+	if (req == NULL) {
+		proxy_mreq_free(mr);
+		return;
+	}
+	if (result == NULL || !schema_bool(result, "deliver", 0)) {
+		const char *code = reason != NULL && strlen(reason) < 64 ? reason : "authority_error";
+		struct evhttp_request *r2 = mr->mr_client;
+		/* Not returned: the client learns only that it was refused, and the connection closes. */
+		proxy_log_refusal(mr, code);
+		proxy_detach_client(mr);
+		proxy_refuse(r2, 403, "Forbidden", code, 1);
+		proxy_mreq_free(mr);
+		return;
+	}
+	struct evkeyvalq *out = evhttp_request_get_output_headers(req);
+	for (size_t i = 0; i < json_object_array_length(mr->mr_headers); i++) {
+		struct json_object *pair = json_object_array_get_idx(mr->mr_headers, i);
+		evhttp_add_header(out, json_object_get_string(json_object_array_get_idx(pair, 0)),
+		    json_object_get_string(json_object_array_get_idx(pair, 1)));
+	}
+	proxy_detach_client(mr);
+	evhttp_send_reply(req, mr->mr_code, mr->mr_code_line, mr->mr_body);
+	proxy_mreq_free(mr);
+}
+
+/*
+ * The operation's transaction closed: every request of the operation ends
+ * now. An upstream request is cancelled (libevent resets its connection:
+ * the pinned socket closes at once, no callback runs); its client gets a
+ * refusal with Connection: close. Requests waiting for boundaryd are
+ * denied by boundaryd itself.
+ */
+void
+proxy_transaction_closed(struct mediatord *md, struct json_object *params)
+{
+	const char *op = schema_string(params, "operation_id");
+	struct mreq *mr, *next;
+
+	if (op == NULL)
+		return;
+	log_info("%s: transaction %s %s: closing its requests", op,
+	    schema_string(params, "transaction_id") ? schema_string(params, "transaction_id") : "?",
+	    schema_string(params, "state") ? schema_string(params, "state") : "closed");
+	for (mr = TAILQ_FIRST(&md->md_all); mr != NULL; mr = next) {
+		next = TAILQ_NEXT(mr, mr_all);
+		if (strcmp(mr->mr_op, op) != 0 || mr->mr_up == NULL)
+			continue;
+		struct evhttp_request *up = mr->mr_up;
+		mr->mr_up = NULL;
+		evhttp_cancel_request(up);
+		if (mr->mr_client != NULL) {
+			struct evhttp_request *req = mr->mr_client;
+			proxy_log_refusal(mr, "transaction_closed");
+			proxy_detach_client(mr);
+			proxy_refuse(req, 403, "Forbidden", "transaction_closed", 1);
+		}
+		proxy_mreq_free(mr);
 	}
 }

@@ -5,7 +5,8 @@ target, headers) is appended to LOG as one JSON line, so a test can prove
 both what reached the upstream and that nothing reached it. Each answer
 carries a Set-Cookie, a WWW-Authenticate and an X-Upstream header and the
 body "hello from ADDR"; a target starting /redirect gets a 302 to the
-metadata address instead. Prints "ready" once every socket listens. Runs
+metadata address instead; a target whose last segment is "slow" is answered
+after 4 s (after its request line is logged). Prints "ready" once every socket listens. Runs
 inside a test network namespace."""
 
 import json
@@ -14,6 +15,7 @@ import socketserver
 import ssl
 import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 LOG = sys.argv[1]
@@ -38,6 +40,8 @@ class Handler(BaseHTTPRequestHandler):
         log({"event": "request", "local": addr, "method": self.command, "target": self.path,
              "headers": {k.lower(): v for k, v in self.headers.items()}})
         data = ("hello from %s\n" % addr).encode()
+        if self.path.split("?")[0].rsplit("/", 1)[-1] == "slow":
+            time.sleep(4)
         if self.path.startswith("/redirect"):
             # A redirect to the metadata address: the mediator must not follow it.
             self.send_response(302)

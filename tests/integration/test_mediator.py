@@ -73,7 +73,13 @@ class Topo:
     pass
 
 
-def setup(env, start_mediator=True, proxy_extra=None, selftest=()):
+GRANTS = [{"destination": "198.51.100.1", "protocol": "tcp", "ports": [3128]},
+          {"destination": "192.0.2.10", "protocol": "tcp", "ports": [8080, 8443]},
+          {"destination": "169.254.169.254", "protocol": "tcp", "ports": [8080]},
+          {"destination": "127.0.0.1", "protocol": "tcp", "ports": [8080]}]
+
+
+def setup(env, start_mediator=True, proxy_extra=None, selftest=(), grants=None):
     t = Topo()
     t.uid = ensure_mediator_user()
     ctr, gw, ext = env.add_netns("ctr"), env.add_netns("gw"), env.add_netns("ext")
@@ -123,11 +129,7 @@ def setup(env, start_mediator=True, proxy_extra=None, selftest=()):
     with open(cfg, "w") as f:
         json.dump({"schema_version": 3, "operation_id": OP, "source_run_id": "run_med",
                    "source_address": "198.51.100.12",
-                   "envelope": {"grants": [
-                       {"destination": "198.51.100.1", "protocol": "tcp", "ports": [3128]},
-                       {"destination": "192.0.2.10", "protocol": "tcp", "ports": [8080, 8443]},
-                       {"destination": "169.254.169.254", "protocol": "tcp", "ports": [8080]},
-                       {"destination": "127.0.0.1", "protocol": "tcp", "ports": [8080]}]},
+                   "envelope": {"grants": GRANTS if grants is None else grants},
                    "policy": {"schema_version": 1, "restricted_destinations": [],
                               "in_place_lease_scopes": [], "max_in_place_lease_ttl_seconds": 60,
                               "http_gateway_available": True, "prefer_http_gateway": True,
