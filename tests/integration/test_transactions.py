@@ -380,9 +380,30 @@ def transaction_state_tampered_denies(env):
     check(requests_seen(t) == [], "upstream: %r" % requests_seen(t))
 
 
+def transaction_evidence_loss_marked(env):
+    """The lifecycle audit cannot be appended (http-transactions.jsonl is a
+    directory here): the committed transition stands (not reported as
+    denied) and the operation is marked as having incomplete evidence."""
+    t = setup(env)
+    os.mkdir(os.path.join(env.state, "network-operations", OP, "http-transactions.jsonl"))
+    before = env.record(OP)["counts"]["violations"]
+    begin_active(env, "http_tx_v")
+    r = tm.get(env, t, "http://up.test:8080/v1/data/v")
+    check(r["status"] == 200, "request: %r" % r)
+    ins = env.root_call("network.inspect", {"operation_id": OP})["result"]["http_transaction"]
+    check(ins["evidence_incomplete"] is True and ins["current"]["state"] == "active" and
+          ins["current"]["requests"] == 1, "inspect: %r" % ins)
+    st = json.load(open(os.path.join(env.state, "network-operations", OP,
+                                     "http-transactions.json")))
+    check(st["evidence_incomplete"] is True, "state file: %r" % st)
+    check(env.record(OP)["counts"]["violations"] == before + 1, "violation not counted once")
+    check("http_transaction_evidence_incomplete" in env.daemon_log(), "not logged")
+
+
 if __name__ == "__main__":
     main({f.__name__: f for f in (transaction_lifecycle, transaction_control_is_root_only,
                                   transaction_topology, transaction_budgets,
                                   transaction_ttl_expiry, transaction_revoke_cuts_inflight,
                                   transaction_crash_keeps_reservation,
-                                  transaction_state_tampered_denies)})
+                                  transaction_state_tampered_denies,
+                                  transaction_evidence_loss_marked)})
