@@ -147,7 +147,9 @@ static const char netcmd_usage_text[] =
     "       gensee run fault (--socket PATH | --operation ID) --fault FILE\n"
     "       gensee run network transaction-begin|transaction-activate|transaction-end|\n"
     "           transaction-revoke --socket PATH --transaction ID --operation OP\n"
-    "           [--effect EFFECT --ttl-seconds N] (begin only)\n";
+    "           [--effect EFFECT --ttl-seconds N] (begin only)\n"
+    "       gensee run network transaction-execute --config FILE --request FILE "
+    "--transaction ID\n";
 
 int
 cmd_run_network(int argc, char **argv)
@@ -155,6 +157,8 @@ cmd_run_network(int argc, char **argv)
 	struct netcmd_args a;
 	const char *sub = argc >= 2 ? argv[1] : "";
 
+	if (strcmp(sub, "transaction-execute") == 0)
+		return cmd_run_transaction_execute(argc - 1, argv + 1);
 	if (strncmp(sub, "transaction-", 12) == 0)
 		return cmd_run_transaction(argc - 1, argv + 1);
 	if (cli_help_asked(argc, argv))

@@ -249,6 +249,8 @@ static const struct proto_method_info proto_methods[PM__COUNT] = {
 	    transaction_params, nitems(transaction_params), PIO_DENY },
 	{ PM_TRANSACTION_REVOKE, "transaction.revoke", PS_BOUNDARY | PS_SUPERVISOR, PA_ROOT_ANY,
 	    transaction_params, nitems(transaction_params), PIO_DENY },
+	{ PM_TRANSACTION_START, "transaction.start", PS_BOUNDARY | PS_SUPERVISOR, PA_ROOT_ANY,
+	    transaction_params, nitems(transaction_params), PIO_DENY },
 };
 
 const struct proto_method_info *

@@ -461,6 +461,8 @@ void mediator_complete(struct boundaryd *bd, const struct peer *p, struct json_o
 struct txnctx;
 void transaction_begin(struct boundaryd *bd, const struct peer *p, const char *scope,
     struct json_object *params, struct op_reply *r);
+void transaction_start(struct boundaryd *bd, const struct peer *p, const char *scope,
+    struct json_object *params, struct op_reply *r);
 void transaction_activate(struct boundaryd *bd, const struct peer *p, const char *scope,
     struct json_object *params, struct op_reply *r);
 void transaction_end(struct boundaryd *bd, const struct peer *p, const char *scope,

@@ -300,6 +300,9 @@ control_dispatch(struct conn *c, struct json_object *msg)
 	case PM_TRANSACTION_REVOKE:
 		transaction_revoke(bd, &c->c_peer, scope, req.pr_params, &r);
 		break;
+	case PM_TRANSACTION_START:
+		transaction_start(bd, &c->c_peer, scope, req.pr_params, &r);
+		break;
 	case PM__COUNT:
 		r.or_code = PE_INTERNAL;
 		break;

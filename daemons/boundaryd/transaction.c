@@ -326,11 +326,11 @@ txn_summary(struct netop *no)
 	return o;
 }
 
-enum txn_step { TXN_BEGIN, TXN_ACTIVATE, TXN_END, TXN_REVOKE };
+enum txn_step { TXN_BEGIN, TXN_ACTIVATE, TXN_END, TXN_REVOKE, TXN_START };
 
 static const char *const txn_step_event[] = {
 	"http_transaction_begun", "http_transaction_activated", "http_transaction_ended",
-	"http_transaction_revoked",
+	"http_transaction_revoked", "http_transaction_started",
 };
 
 static void
@@ -375,6 +375,13 @@ txn_lifecycle(struct boundaryd *bd, const struct peer *p, const char *scope,
 	case TXN_REVOKE:
 		code = httptxn_revoke(&tx->tx_tab, id, now);
 		break;
+	case TXN_START:
+		/* begin and activate as one durable transition (the coordinator's). */
+		code = httptxn_begin(&tx->tx_tab, &tx->tx_cfg, id, schema_string(params, "effect"),
+		    schema_int(params, "ttl_seconds", 0), now);
+		if (code == NULL)
+			code = httptxn_activate(&tx->tx_tab, id, now);
+		break;
 	}
 	if (code != NULL) {
 		/* An expiry noticed here is still a transition to keep. */
@@ -390,7 +397,7 @@ txn_lifecycle(struct boundaryd *bd, const struct peer *p, const char *scope,
 		return;
 	}
 	if (txn_persist(tx) != 0) {
-		if (step == TXN_BEGIN || step == TXN_ACTIVATE) {
+		if (step == TXN_BEGIN || step == TXN_ACTIVATE || step == TXN_START) {
 			/*
 			 * A grant the disk did not take is withdrawn: a restart
 			 * would not know of it, and its id must not be reusable
@@ -408,7 +415,7 @@ txn_lifecycle(struct boundaryd *bd, const struct peer *p, const char *scope,
 	}
 	txn_arm(tx);
 	struct json_object *ev = json_object_new_object();
-	if (step == TXN_BEGIN) {
+	if (step == TXN_BEGIN || step == TXN_START) {
 		json_object_object_add(ev, "effect", json_object_new_string(tx->tx_cfg.hc_effect));
 		json_object_object_add(ev, "ttl_seconds",
 		    json_object_new_int64(tx->tx_tab.tt_cur.ht_ttl_s));
@@ -430,6 +437,13 @@ transaction_begin(struct boundaryd *bd, const struct peer *p, const char *scope,
     struct json_object *params, struct op_reply *r)
 {
 	txn_lifecycle(bd, p, scope, params, r, TXN_BEGIN);
+}
+
+void
+transaction_start(struct boundaryd *bd, const struct peer *p, const char *scope,
+    struct json_object *params, struct op_reply *r)
+{
+	txn_lifecycle(bd, p, scope, params, r, TXN_START);
 }
 
 void

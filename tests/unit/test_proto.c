@@ -229,6 +229,7 @@ START_TEST(test_access_rows)
 		{ "transaction.activate", PS_BOUNDARY | PS_SUPERVISOR, PA_ROOT_ANY },
 		{ "transaction.end", PS_BOUNDARY | PS_SUPERVISOR, PA_ROOT_ANY },
 		{ "transaction.revoke", PS_BOUNDARY | PS_SUPERVISOR, PA_ROOT_ANY },
+		{ "transaction.start", PS_BOUNDARY | PS_SUPERVISOR, PA_ROOT_ANY },
 	};
 
 	ck_assert_int_eq(nitems(rows), PM__COUNT);
@@ -294,6 +295,7 @@ START_TEST(test_in_op_rows)
 		{ "transaction.activate", PIO_DENY, PE_NOT_AUTHORIZED },
 		{ "transaction.end", PIO_DENY, PE_NOT_AUTHORIZED },
 		{ "transaction.revoke", PIO_DENY, PE_NOT_AUTHORIZED },
+		{ "transaction.start", PIO_DENY, PE_NOT_AUTHORIZED },
 	};
 
 	ck_assert_int_eq(nitems(rows), PM__COUNT);
