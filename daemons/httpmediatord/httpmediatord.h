@@ -63,6 +63,7 @@ struct medop {
 	int mo_seen;		/* in the last mediator.config answer */
 	int mo_gone;		/* no longer configured: freed with its last request */
 	int mo_inflight;	/* requests not yet answered */
+	int mo_txn;		/* proxy.transaction: a name is resolved only once it is in scope */
 };
 TAILQ_HEAD(medop_list, medop);
 
@@ -92,6 +93,7 @@ struct mreq {
 	int64_t mr_reservation;		/* 0: not transactional */
 	char mr_decision[80];
 	int mr_completing;		/* waiting for mediator.complete's answer */
+	int mr_resolving;		/* waiting for the pre-resolution scope check */
 	int mr_code;			/* the held response */
 	char mr_code_line[64];
 	struct evbuffer *mr_body;

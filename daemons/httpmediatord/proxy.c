@@ -52,6 +52,9 @@
 
 static void proxy_upstream(struct mreq *mr, const char *addr);
 static void proxy_completed(struct mreq *mr, struct json_object *result);
+static void proxy_resolve(struct mreq *mr);
+static void proxy_resolve_checked(struct mreq *mr, struct json_object *result,
+    const char *error_code);
 static void proxy_txn_hold(struct mreq *mr, struct evhttp_request *resp, int code);
 
 static const char *
@@ -153,6 +156,23 @@ proxy_fail(struct mreq *mr, int status, const char *reason, const char *code)
 	proxy_mreq_free(mr);
 }
 
+/* mediator.authorize's parameters for mr, with no address yet. */
+static struct json_object *
+proxy_authorize_params(const struct mreq *mr)
+{
+	struct json_object *params = json_object_new_object();
+
+	json_object_object_add(params, "operation_id", json_object_new_string(mr->mr_op));
+	json_object_object_add(params, "client_address", json_object_new_string(mr->mr_client_str));
+	json_object_object_add(params, "method", json_object_new_string(mr->mr_method));
+	json_object_object_add(params, "scheme", json_object_new_string(mr->mr_t.mt_scheme));
+	json_object_object_add(params, "host", json_object_new_string(mr->mr_t.mt_host));
+	json_object_object_add(params, "port", json_object_new_int(mr->mr_t.mt_port));
+	json_object_object_add(params, "path", json_object_new_string(mr->mr_t.mt_path));
+	json_object_object_add(params, "addresses", json_object_new_array());
+	return params;
+}
+
 static void
 proxy_auth_timeout_cb(evutil_socket_t fd, short what, void *arg)
 {
@@ -211,18 +231,10 @@ proxy_dns_cb(int result, struct evutil_addrinfo *res, void *arg)
 		proxy_fail(mr, 502, "Bad Gateway", "resolve_failed");
 		return;
 	}
-	params = json_object_new_object();
-	addrs = json_object_new_array();
+	params = proxy_authorize_params(mr);
+	addrs = schema_child(params, "addresses");
 	for (size_t i = 0; i < mr->mr_naddrs; i++)
 		json_object_array_add(addrs, json_object_new_string(mr->mr_addrs[i]));
-	json_object_object_add(params, "operation_id", json_object_new_string(mr->mr_op));
-	json_object_object_add(params, "client_address", json_object_new_string(mr->mr_client_str));
-	json_object_object_add(params, "method", json_object_new_string(mr->mr_method));
-	json_object_object_add(params, "scheme", json_object_new_string(mr->mr_t.mt_scheme));
-	json_object_object_add(params, "host", json_object_new_string(mr->mr_t.mt_host));
-	json_object_object_add(params, "port", json_object_new_int(mr->mr_t.mt_port));
-	json_object_object_add(params, "path", json_object_new_string(mr->mr_t.mt_path));
-	json_object_object_add(params, "addresses", addrs);
 	if (mediatord_send(md, "mediator.authorize", params, &mr->mr_auth_id) != 0) {
 		proxy_fail(mr, 503, "Service Unavailable", "authority_unavailable");
 		return;
@@ -253,6 +265,10 @@ proxy_authorized(struct mediatord *md, int64_t id, struct json_object *result,
 	evtimer_del(mr->mr_timer);
 	if (mr->mr_completing) {
 		proxy_completed(mr, result);
+		return;
+	}
+	if (mr->mr_resolving) {
+		proxy_resolve_checked(mr, result, error_code);
 		return;
 	}
 	if (mr->mr_client == NULL) {
@@ -516,7 +532,6 @@ proxy_request_cb(struct evhttp_request *req, void *arg)
 	struct medop *mo = arg;
 	struct mediatord *md = mo->mo_md;
 	struct evhttp_connection *evcon = evhttp_request_get_connection(req);
-	struct evutil_addrinfo hints;
 	struct mreq *mr;
 	const char *method = proxy_method_name(evhttp_request_get_command(req)), *code;
 	char peer[64];
@@ -560,12 +575,71 @@ proxy_request_cb(struct evhttp_request *req, void *arg)
 	mr->mr_max_response = mo->mo_max_response;
 	mr->mr_connect_timeout = mo->mo_connect_timeout;
 	mr->mr_io_timeout = mo->mo_io_timeout;
+	/*
+	 * A transaction's scope is checked before the name is resolved: a DNS
+	 * query for an out-of-scope name would itself carry data out.
+	 */
+	if (mo->mo_txn) {
+		struct json_object *params = proxy_authorize_params(mr);
+		struct timeval tv = { MEDIATORD_AUTH_TIMEOUT_SEC, 0 };
+		json_object_object_add(params, "stage", json_object_new_string("resolve"));
+		mr->mr_resolving = 1;
+		if (mediatord_send(md, "mediator.authorize", params, &mr->mr_auth_id) != 0) {
+			proxy_fail(mr, 503, "Service Unavailable", "authority_unavailable");
+			return;
+		}
+		mr->mr_timer = evtimer_new(md->md_base, proxy_auth_timeout_cb, mr);
+		if (mr->mr_timer == NULL || evtimer_add(mr->mr_timer, &tv) != 0) {
+			proxy_fail(mr, 503, "Service Unavailable", "authority_unavailable");
+			return;
+		}
+		TAILQ_INSERT_TAIL(&md->md_pending, mr, mr_entry);
+		mr->mr_waiting = 1;
+		return;
+	}
+	proxy_resolve(mr);
+}
+
+static void
+proxy_resolve(struct mreq *mr)
+{
+	struct evutil_addrinfo hints;
+
 	memset(&hints, 0, sizeof(hints));
 	hints.ai_family = AF_UNSPEC;
 	hints.ai_socktype = SOCK_STREAM;
 	hints.ai_protocol = IPPROTO_TCP;
 	/* The callback may run before this returns (literals, hosts file); mr is its own then. */
-	evdns_getaddrinfo(md->md_dns, mr->mr_t.mt_host, NULL, &hints, proxy_dns_cb, mr);
+	evdns_getaddrinfo(mr->mr_md->md_dns, mr->mr_t.mt_host, NULL, &hints, proxy_dns_cb, mr);
+}
+
+/* boundaryd's answer before resolution: resolve only on allow. */
+static void
+proxy_resolve_checked(struct mreq *mr, struct json_object *result, const char *error_code)
+{
+	const char *decision, *reason;
+
+	mr->mr_resolving = 0;
+	if (mr->mr_client == NULL) {
+		proxy_mreq_free(mr);
+		return;
+	}
+	if (result == NULL) {
+		log_warnx("%s: mediator.authorize error %s", mr->mr_op,
+		    error_code ? error_code : "(none)");
+		proxy_fail(mr, 503, "Service Unavailable", "authority_error");
+		return;
+	}
+	decision = schema_string(result, "decision");
+	reason = schema_string(result, "reason");
+	if (decision == NULL || strcmp(decision, "allow") != 0) {
+		proxy_fail(mr, 403, "Forbidden", reason != NULL && strlen(reason) < 64 ? reason :
+		    "denied");
+		return;
+	}
+	event_free(mr->mr_timer);
+	mr->mr_timer = NULL;
+	proxy_resolve(mr);
 }
 
 static void
@@ -611,6 +685,7 @@ proxy_medop_parse(struct json_object *proxy, struct medop *mo)
 	    MEDIATORD_DEFAULT_CONNECT_TIMEOUT);
 	mo->mo_io_timeout = (int)schema_int(proxy, "io_timeout_seconds",
 	    MEDIATORD_DEFAULT_IO_TIMEOUT);
+	mo->mo_txn = schema_child(proxy, "transaction") != NULL;
 	if (mo->mo_connect_timeout < 1 || mo->mo_io_timeout < 1 || mo->mo_max_request < 0 ||
 	    mo->mo_max_response < 0)
 		return -1;

@@ -79,7 +79,7 @@ GRANTS = [{"destination": "198.51.100.1", "protocol": "tcp", "ports": [3128]},
           {"destination": "127.0.0.1", "protocol": "tcp", "ports": [8080]}]
 
 
-def setup(env, start_mediator=True, proxy_extra=None, selftest=(), grants=None):
+def setup(env, start_mediator=True, proxy_extra=None, selftest=(), grants=None, before_mediator=None):
     t = Topo()
     t.uid = ensure_mediator_user()
     ctr, gw, ext = env.add_netns("ctr"), env.add_netns("gw"), env.add_netns("ext")
@@ -143,6 +143,9 @@ def setup(env, start_mediator=True, proxy_extra=None, selftest=(), grants=None):
         f.write(HOSTS)
     t.medlog = os.path.join(t.dir, "mediator.log")
     t.med = None
+    t.resolv = "/nonexistent"
+    if before_mediator is not None:
+        before_mediator(t)
     if start_mediator:
         start_mediatord(env, t, selftest)
     return t
@@ -151,7 +154,7 @@ def setup(env, start_mediator=True, proxy_extra=None, selftest=(), grants=None):
 def start_mediatord(env, t, selftest=()):
     argv = env.ns_prefix(t.gw) + [MEDIATORD, "--runtime-dir", env.runtime, "--user",
                                   MEDIATOR_USER, "--hosts-file", t.hosts,
-                                  "--resolv-conf", "/nonexistent", "--ca-file", t.ca]
+                                  "--resolv-conf", t.resolv, "--ca-file", t.ca]
     for p in selftest:
         argv += ["--selftest-read", t.ca if p == "@CA@" else p]
     log = open(t.medlog, "a")

