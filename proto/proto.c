@@ -172,6 +172,11 @@ static const struct schema_field mediator_complete_params[] = {
 	{ "decision_id", SCHEMA_STRING, 0, 1, 72, 0 },
 };
 
+static const struct schema_field network_grant_http_params[] = {
+	{ "operation_id", SCHEMA_STRING, 0, 1, 72, 0 },
+	{ "ttl_seconds", SCHEMA_INT, 0, 1, 86400, 0 },
+};
+
 /* operation_id is required even on supervisor.sock: naming another one fails closed. */
 static const struct schema_field transaction_params[] = {
 	{ "operation_id", SCHEMA_STRING, SCHEMA_REQUIRED, 1, 72, 0 },
@@ -251,6 +256,11 @@ static const struct proto_method_info proto_methods[PM__COUNT] = {
 	    transaction_params, nitems(transaction_params), PIO_DENY },
 	{ PM_TRANSACTION_START, "transaction.start", PS_BOUNDARY | PS_SUPERVISOR, PA_ROOT_ANY,
 	    transaction_params, nitems(transaction_params), PIO_DENY },
+	/* Mediator leases: granted by root only; revoked like network leases. */
+	{ PM_NETWORK_GRANT_HTTP, "network.grant_http", PS_BOUNDARY | PS_SUPERVISOR, PA_ROOT_ANY,
+	    network_grant_http_params, nitems(network_grant_http_params), PIO_DENY },
+	{ PM_NETWORK_REVOKE_HTTP, "network.revoke_http", PS_BOUNDARY | PS_CLIENT | PS_SUPERVISOR,
+	    PA_ANY_USER, network_revoke_params, nitems(network_revoke_params), PIO_DENY },
 };
 
 const struct proto_method_info *

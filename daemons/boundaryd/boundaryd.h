@@ -283,6 +283,7 @@ struct netop {
 	uint64_t no_live_blocked_pk;	/* blocked packets when the top list was last written */
 	uint64_t no_live_generation;	/* generation the boundary entry last showed */
 	struct txnctx *no_txn;	/* proxy.transaction state (transaction.c), made on first use */
+	struct medleases *no_medleases;	/* mediator leases (medlease.c), in memory only */
 };
 
 /* One live record update (live.c): each part is optional. */
@@ -457,6 +458,17 @@ void mediator_authorize(struct boundaryd *bd, const struct peer *p, struct json_
 void mediator_complete(struct boundaryd *bd, const struct peer *p, struct json_object *params,
     struct op_reply *r);
 
+/* medlease.c: mediator leases and credential injection (proxy.credentials) */
+struct medleases;
+void network_grant_http(struct boundaryd *bd, const struct peer *p, const char *scope,
+    struct json_object *params, struct op_reply *r);
+void network_revoke_http(struct boundaryd *bd, const struct peer *p, const char *scope,
+    struct json_object *params, struct op_reply *r);
+const char *medlease_credential(struct netop *no, struct json_object *params,
+    const char **handle, const char **header, char *value, size_t valuesz);
+struct json_object *medlease_summary(struct netop *no);
+void medlease_free_all(struct netop *no);
+
 /* transaction.c: HTTP mediator transactions (proxy.transaction) */
 struct txnctx;
 void transaction_begin(struct boundaryd *bd, const struct peer *p, const char *scope,
@@ -475,6 +487,7 @@ void txn_decision_evidence(struct netop *no, struct json_object *params,
     const char *decision_id, const char *txid, const char *reason, uint64_t reservation,
     const char *url_error);
 struct json_object *txn_summary(struct netop *no);
+void txn_release_unused(struct netop *no, uint64_t reservation);
 void txn_restore(struct netop *no);
 void txn_operation_end(struct netop *no);
 void txn_free(struct netop *no);

@@ -303,6 +303,12 @@ control_dispatch(struct conn *c, struct json_object *msg)
 	case PM_TRANSACTION_START:
 		transaction_start(bd, &c->c_peer, scope, req.pr_params, &r);
 		break;
+	case PM_NETWORK_GRANT_HTTP:
+		network_grant_http(bd, &c->c_peer, scope, req.pr_params, &r);
+		break;
+	case PM_NETWORK_REVOKE_HTTP:
+		network_revoke_http(bd, &c->c_peer, scope, req.pr_params, &r);
+		break;
 	case PM__COUNT:
 		r.or_code = PE_INTERNAL;
 		break;

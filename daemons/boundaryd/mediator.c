@@ -249,6 +249,26 @@ mediator_authorize(struct boundaryd *bd, const struct peer *p, struct json_objec
 	memset(&mt, 0, sizeof(mt));
 	mediator_decide(bd, params, &reason, &bad, pinned, sizeof(pinned), &op, &mt);
 	int allow = strcmp(reason, MDR_ALLOW) == 0;
+	/*
+	 * A credential for the connect (never for the resolve stage): only
+	 * under an active mediator lease and an exact configured URL prefix.
+	 * The value goes to the mediator in this reply and nowhere else.
+	 */
+	const char *cred_handle = NULL, *cred_header = NULL;
+	char cred_value[4096];
+	cred_value[0] = '\0';
+	if (allow && pinned[0] != '\0') {
+		const char *why = medlease_credential(op->op_net, params, &cred_handle,
+		    &cred_header, cred_value, sizeof(cred_value));
+		if (why != NULL) {
+			reason = why;
+			allow = 0;
+			/* a transaction's reservation was taken: it is not used */
+			if (mt.mt_reservation != 0)
+				txn_release_unused(op->op_net, mt.mt_reservation);
+			mt.mt_reservation = 0;
+		}
+	}
 	ids_new("med_", did, sizeof(did));
 
 	r->or_result = json_object_new_object();
@@ -260,6 +280,15 @@ mediator_authorize(struct boundaryd *bd, const struct peer *p, struct json_objec
 	    allow ? json_object_new_string(pinned) : NULL);
 	json_object_object_add(r->or_result, "denied_address", bad ? json_object_new_string(bad) :
 	    NULL);
+	if (allow && cred_header != NULL) {
+		json_object_object_add(r->or_result, "credential_handle_id",
+		    json_object_new_string(cred_handle));
+		json_object_object_add(r->or_result, "inject_header",
+		    json_object_new_string(cred_header));
+		json_object_object_add(r->or_result, "inject_value",
+		    json_object_new_string(cred_value));
+	}
+	explicit_bzero(cred_value, sizeof(cred_value));
 	if (mt.mt_mode) {
 		/* The mediator reports the response of a reservation with mediator.complete. */
 		json_object_object_add(r->or_result, "transaction_id", mt.mt_id ?
@@ -293,6 +322,9 @@ mediator_authorize(struct boundaryd *bd, const struct peer *p, struct json_objec
 	json_object_object_add(o, "denied_address", bad ? json_object_new_string(bad) : NULL);
 	json_object_object_add(o, "generation",
 	    json_object_new_int64((int64_t)op->op_net->no_generation));
+	/* The handle id, never the value. */
+	json_object_object_add(o, "credential_handle_id", allow && cred_header ?
+	    json_object_new_string(cred_handle) : NULL);
 	if (mt.mt_mode) {
 		json_object_object_add(o, "transaction_id", mt.mt_id ?
 		    json_object_new_string(mt.mt_id) : NULL);

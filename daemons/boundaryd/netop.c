@@ -1072,6 +1072,8 @@ netop_summary(struct netop *no)
 	json_object_object_add(o, "leases", netop_leases_json(no));
 	json_object_object_add(o, "policy", json_object_get(no->no_spec.ns_policy_json));
 	json_object_object_add(o, "warnings", json_object_get(no->no_spec.ns_warnings));
+	if (no->no_spec.ns_proxy != NULL)
+		json_object_object_add(o, "mediator_leases", medlease_summary(no));
 	struct json_object *txs = txn_summary(no);
 	if (txs != NULL)
 		json_object_object_add(o, "http_transaction", txs);
@@ -1218,6 +1220,7 @@ netop_end_into(struct netop *no, struct live_update *out)
 	if (no->no_table_gone)
 		return;
 	txn_operation_end(no);
+	medlease_free_all(no);
 	while ((l = TAILQ_FIRST(&no->no_leases)) != NULL) {
 		TAILQ_REMOVE(&no->no_leases, l, nl_entry);
 		netop_lease_free(l);
@@ -1276,6 +1279,7 @@ netop_free(struct netop *no)
 	}
 	control_close(&no->no_sup);
 	txn_free(no);
+	medlease_free_all(no);
 	if (no->no_dirfd >= 0)
 		close(no->no_dirfd);
 	netop_spec_free(&no->no_spec);

@@ -567,6 +567,22 @@ out:
 	return code;
 }
 
+/*
+ * A reservation authorize took for a request it then denied for another
+ * reason (mediator.c): released without a response, the request counted.
+ */
+void
+txn_release_unused(struct netop *no, uint64_t reservation)
+{
+	struct txnctx *tx = txn_get(no);
+	if (tx == NULL)
+		return;
+	(void)httptxn_complete(&tx->tx_tab, tx->tx_tab.tt_cur.ht_id, reservation, 0, 1,
+	    util_now_ms());
+	if (txn_persist(tx) != 0)
+		tx->tx_broken = 1;
+}
+
 /* Evidence of one transactional decision (called by mediator.c). */
 void
 txn_decision_evidence(struct netop *no, struct json_object *params, const char *decision_id,

@@ -94,6 +94,9 @@ struct mreq {
 	char mr_decision[80];
 	int mr_completing;		/* waiting for mediator.complete's answer */
 	int mr_resolving;		/* waiting for the pre-resolution scope check */
+	/* A host credential boundaryd injects (mediator lease): never logged, zeroed on free. */
+	char mr_inject_header[72];
+	char *mr_inject_value;
 	int mr_code;			/* the held response */
 	char mr_code_line[64];
 	struct evbuffer *mr_body;

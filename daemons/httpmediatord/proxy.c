@@ -127,6 +127,10 @@ proxy_mreq_free(struct mreq *mr)
 		event_free(mr->mr_timer);
 	if (mr->mr_body != NULL)
 		evbuffer_free(mr->mr_body);
+	if (mr->mr_inject_value != NULL) {
+		explicit_bzero(mr->mr_inject_value, strlen(mr->mr_inject_value));
+		free(mr->mr_inject_value);
+	}
 	json_object_put(mr->mr_headers);
 	free(mr);
 	/* An ended operation's server goes once its last request is answered. */
@@ -306,6 +310,17 @@ proxy_authorized(struct mediatord *md, int64_t id, struct json_object *result,
 		if (lim < mr->mr_max_response)
 			mr->mr_max_response = lim;
 	}
+	/* A credential to inject: a header name and a one-line value, or the request is refused. */
+	if (schema_string(result, "inject_header") != NULL) {
+		const char *h = schema_string(result, "inject_header");
+		const char *v = schema_string(result, "inject_value");
+		if (v == NULL || strlen(h) >= sizeof(mr->mr_inject_header) ||
+		    strpbrk(v, "\r\n") != NULL || (mr->mr_inject_value = strdup(v)) == NULL) {
+			proxy_fail(mr, 503, "Service Unavailable", "authority_error");
+			return;
+		}
+		util_strlcpy(mr->mr_inject_header, h, sizeof(mr->mr_inject_header));
+	}
 	/* The pinned address must be one we asked about; anything else is not acted on. */
 	for (size_t i = 0; i < mr->mr_naddrs; i++) {
 		if (strcmp(mr->mr_addrs[i], addr) == 0) {
@@ -482,6 +497,12 @@ proxy_upstream(struct mreq *mr, const char *addr)
 			evhttp_add_header(out, kv->key, kv->value);
 	/* Host is the original authority, whatever the client sent. */
 	evhttp_add_header(out, "Host", mr->mr_t.mt_authority);
+	/* boundaryd's credential replaces whatever the client sent under that name. */
+	if (mr->mr_inject_value != NULL) {
+		while (evhttp_remove_header(out, mr->mr_inject_header) == 0)
+			;
+		evhttp_add_header(out, mr->mr_inject_header, mr->mr_inject_value);
+	}
 	evhttp_add_header(out, "Connection", "close");
 	mr->mr_up = up;
 	if (evhttp_make_request(evcon, up, cmd, mr->mr_t.mt_path) != 0) {

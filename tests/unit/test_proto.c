@@ -230,6 +230,8 @@ START_TEST(test_access_rows)
 		{ "transaction.end", PS_BOUNDARY | PS_SUPERVISOR, PA_ROOT_ANY },
 		{ "transaction.revoke", PS_BOUNDARY | PS_SUPERVISOR, PA_ROOT_ANY },
 		{ "transaction.start", PS_BOUNDARY | PS_SUPERVISOR, PA_ROOT_ANY },
+		{ "network.grant_http", PS_BOUNDARY | PS_SUPERVISOR, PA_ROOT_ANY },
+		{ "network.revoke_http", PS_BOUNDARY | PS_CLIENT | PS_SUPERVISOR, PA_ANY_USER },
 	};
 
 	ck_assert_int_eq(nitems(rows), PM__COUNT);
@@ -296,6 +298,8 @@ START_TEST(test_in_op_rows)
 		{ "transaction.end", PIO_DENY, PE_NOT_AUTHORIZED },
 		{ "transaction.revoke", PIO_DENY, PE_NOT_AUTHORIZED },
 		{ "transaction.start", PIO_DENY, PE_NOT_AUTHORIZED },
+		{ "network.grant_http", PIO_DENY, PE_NOT_AUTHORIZED },
+		{ "network.revoke_http", PIO_DENY, PE_NOT_AUTHORIZED },
 	};
 
 	ck_assert_int_eq(nitems(rows), PM__COUNT);
