@@ -160,6 +160,17 @@ static const struct schema_field mediator_authorize_params[] = {
 	{ "hop", SCHEMA_INT, 0, 0, 20, 0 },
 	{ "transaction_id", SCHEMA_STRING, 0, 1, 64, 0 },
 	{ "request_bytes", SCHEMA_INT, 0, 0, (int64_t)1 << 40, 0 },
+	/* methods other than GET/HEAD: the client's token and the body's SHA-256 (hex) */
+	{ "commit_token", SCHEMA_STRING, 0, 1, 11800, 0 },
+	{ "body_sha256", SCHEMA_STRING, 0, 64, 64, 0 },
+};
+
+static const struct schema_field network_commit_token_params[] = {
+	{ "operation_id", SCHEMA_STRING, 0, 1, 72, 0 },
+	{ "method", SCHEMA_STRING, SCHEMA_REQUIRED, 1, 16, 0 },
+	{ "url", SCHEMA_STRING, SCHEMA_REQUIRED, 8, 8192, 0 },
+	{ "body_sha256", SCHEMA_STRING, SCHEMA_REQUIRED, 64, 64, 0 },
+	{ "ttl_seconds", SCHEMA_INT, 0, 1, 3600, 0 },
 };
 
 static const struct schema_field mediator_complete_params[] = {
@@ -261,6 +272,9 @@ static const struct proto_method_info proto_methods[PM__COUNT] = {
 	    network_grant_http_params, nitems(network_grant_http_params), PIO_DENY },
 	{ PM_NETWORK_REVOKE_HTTP, "network.revoke_http", PS_BOUNDARY | PS_CLIENT | PS_SUPERVISOR,
 	    PA_ANY_USER, network_revoke_params, nitems(network_revoke_params), PIO_DENY },
+	{ PM_NETWORK_COMMIT_TOKEN, "network.commit_token", PS_BOUNDARY | PS_SUPERVISOR,
+	    PA_ROOT_ANY, network_commit_token_params, nitems(network_commit_token_params),
+	    PIO_DENY },
 };
 
 const struct proto_method_info *

@@ -467,6 +467,13 @@ void network_revoke_http(struct boundaryd *bd, const struct peer *p, const char 
 const char *medlease_credential(struct netop *no, struct json_object *params,
     const char **handle, const char **header, char *value, size_t valuesz);
 struct json_object *medlease_summary(struct netop *no);
+int medlease_active(struct netop *no);
+/* medtoken.c: commit tokens for non-GET/HEAD mediator requests */
+void network_commit_token(struct boundaryd *bd, const struct peer *p, const char *scope,
+    struct json_object *params, struct op_reply *r);
+const char *medtoken_check(struct boundaryd *bd, struct netop *no, struct json_object *params,
+    int redeem, char *token_id, size_t idlen);
+void medtoken_free(void);
 void medlease_free_all(struct netop *no);
 
 /* transaction.c: HTTP mediator transactions (proxy.transaction) */

@@ -309,6 +309,9 @@ control_dispatch(struct conn *c, struct json_object *msg)
 	case PM_NETWORK_REVOKE_HTTP:
 		network_revoke_http(bd, &c->c_peer, scope, req.pr_params, &r);
 		break;
+	case PM_NETWORK_COMMIT_TOKEN:
+		network_commit_token(bd, &c->c_peer, scope, req.pr_params, &r);
+		break;
 	case PM__COUNT:
 		r.or_code = PE_INTERNAL;
 		break;

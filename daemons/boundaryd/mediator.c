@@ -95,6 +95,7 @@ struct mediator_txn {
 	uint64_t mt_reservation;
 	int64_t mt_limit;
 	const char *mt_url_error;
+	char mt_token_id[40];	/* a redeemed commit token's id */
 };
 
 static void
@@ -140,9 +141,18 @@ mediator_decide(struct boundaryd *bd, struct json_object *params, const char **r
 		*reason = MDR_CLIENT;
 		return;
 	}
-	if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0) {
-		*reason = MDR_METHOD;
-		return;
+	/*
+	 * Other methods: the policy's opt-in, an active mediator lease and a
+	 * commit token (medtoken.c); the token is redeemed last, below.
+	 */
+	int effectful = strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0;
+	if (effectful) {
+		const char *why = medtoken_check(bd, op->op_net, params, 0, mt->mt_token_id,
+		    sizeof(mt->mt_token_id));
+		if (why != NULL) {
+			*reason = why;
+			return;
+		}
 	}
 	if (strcmp(schema_string(params, "scheme"), "http") != 0 &&
 	    strcmp(schema_string(params, "scheme"), "https") != 0) {
@@ -197,6 +207,15 @@ mediator_decide(struct boundaryd *bd, struct json_object *params, const char **r
 		    !netop_tuple_allowed(op->op_net, f, b, IPPROTO_TCP, port, &why)) {
 			*reason = MDR_NOT_GRANTED;
 			*bad_addr = a;
+			return;
+		}
+	}
+	/* One use: redeemed only once everything else allows. */
+	if (effectful) {
+		const char *why = medtoken_check(bd, op->op_net, params, 1, mt->mt_token_id,
+		    sizeof(mt->mt_token_id));
+		if (why != NULL) {
+			*reason = why;
 			return;
 		}
 	}
@@ -322,6 +341,8 @@ mediator_authorize(struct boundaryd *bd, const struct peer *p, struct json_objec
 	json_object_object_add(o, "denied_address", bad ? json_object_new_string(bad) : NULL);
 	json_object_object_add(o, "generation",
 	    json_object_new_int64((int64_t)op->op_net->no_generation));
+	json_object_object_add(o, "commit_token_id", mt.mt_token_id[0] ?
+	    json_object_new_string(mt.mt_token_id) : NULL);
 	/* The handle id, never the value. */
 	json_object_object_add(o, "credential_handle_id", allow && cred_header ?
 	    json_object_new_string(cred_handle) : NULL);

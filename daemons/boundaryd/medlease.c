@@ -102,7 +102,7 @@ medlease_expire_cb(evutil_socket_t fd, short what, void *arg)
 }
 
 /* Is a lease live now? The clock is checked too: a late timer never extends one. */
-static int
+int
 medlease_active(struct netop *no)
 {
 	struct medleases *s = medlease_set(no, 0);

@@ -97,6 +97,10 @@ struct mreq {
 	/* A host credential boundaryd injects (mediator lease): never logged, zeroed on free. */
 	char mr_inject_header[72];
 	char *mr_inject_value;
+	/* Methods other than GET/HEAD: the client's commit token and the body's digest. */
+	char *mr_token;
+	char mr_body_sha256[65];
+	int64_t mr_req_bytes;
 	int mr_code;			/* the held response */
 	char mr_code_line[64];
 	struct evbuffer *mr_body;

@@ -43,6 +43,7 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
+#include "committoken.h"
 #include "httpmediatord.h"
 #include "log.h"
 #include "medreq.h"
@@ -81,6 +82,20 @@ proxy_method_name(enum evhttp_cmd_type t)
 		return "PATCH";
 	}
 	return NULL;
+}
+
+static int
+proxy_method_cmd(const char *m)
+{
+	static const struct { const char *n; enum evhttp_cmd_type t; } map[] = {
+		{ "GET", EVHTTP_REQ_GET }, { "HEAD", EVHTTP_REQ_HEAD }, { "POST", EVHTTP_REQ_POST },
+		{ "PUT", EVHTTP_REQ_PUT }, { "DELETE", EVHTTP_REQ_DELETE },
+		{ "PATCH", EVHTTP_REQ_PATCH }, { "OPTIONS", EVHTTP_REQ_OPTIONS },
+	};
+	for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
+		if (strcmp(map[i].n, m) == 0)
+			return (int)map[i].t;
+	return -1;
 }
 
 /* A refusal to the client: a stable code as the body, and the status. */
@@ -131,6 +146,7 @@ proxy_mreq_free(struct mreq *mr)
 		explicit_bzero(mr->mr_inject_value, strlen(mr->mr_inject_value));
 		free(mr->mr_inject_value);
 	}
+	free(mr->mr_token);
 	json_object_put(mr->mr_headers);
 	free(mr);
 	/* An ended operation's server goes once its last request is answered. */
@@ -174,6 +190,14 @@ proxy_authorize_params(const struct mreq *mr)
 	json_object_object_add(params, "port", json_object_new_int(mr->mr_t.mt_port));
 	json_object_object_add(params, "path", json_object_new_string(mr->mr_t.mt_path));
 	json_object_object_add(params, "addresses", json_object_new_array());
+	if (mr->mr_token != NULL) {
+		if (mr->mr_token[0] != '\0')
+			json_object_object_add(params, "commit_token",
+			    json_object_new_string(mr->mr_token));
+		json_object_object_add(params, "body_sha256",
+		    json_object_new_string(mr->mr_body_sha256));
+		json_object_object_add(params, "request_bytes", json_object_new_int64(mr->mr_req_bytes));
+	}
 	return params;
 }
 
@@ -460,9 +484,12 @@ proxy_upstream(struct mreq *mr, const char *addr)
 	struct evkeyvalq *in, *out;
 	struct evkeyval *kv;
 	const char *connection;
-	enum evhttp_cmd_type cmd = strcmp(mr->mr_method, "HEAD") == 0 ? EVHTTP_REQ_HEAD :
-	    EVHTTP_REQ_GET;
+	int cmd = proxy_method_cmd(mr->mr_method);
 
+	if (cmd < 0) {
+		proxy_fail(mr, 405, "Method Not Allowed", "method_not_supported");
+		return;
+	}
 	if (mr->mr_t.mt_tls)
 		evcon = proxy_tls_connection(mr, addr);
 	else
@@ -497,6 +524,12 @@ proxy_upstream(struct mreq *mr, const char *addr)
 			evhttp_add_header(out, kv->key, kv->value);
 	/* Host is the original authority, whatever the client sent. */
 	evhttp_add_header(out, "Host", mr->mr_t.mt_authority);
+	/* The commit token was for boundaryd; the body is the one it was bound to. */
+	while (evhttp_remove_header(out, "X-Gensee-Commit-Token") == 0)
+		;
+	if (mr->mr_token != NULL)
+		evbuffer_add_buffer(evhttp_request_get_output_buffer(up),
+		    evhttp_request_get_input_buffer(mr->mr_client));
 	/* boundaryd's credential replaces whatever the client sent under that name. */
 	if (mr->mr_inject_value != NULL) {
 		while (evhttp_remove_header(out, mr->mr_inject_header) == 0)
@@ -505,7 +538,7 @@ proxy_upstream(struct mreq *mr, const char *addr)
 	}
 	evhttp_add_header(out, "Connection", "close");
 	mr->mr_up = up;
-	if (evhttp_make_request(evcon, up, cmd, mr->mr_t.mt_path) != 0) {
+	if (evhttp_make_request(evcon, up, (enum evhttp_cmd_type)cmd, mr->mr_t.mt_path) != 0) {
 		/* make_request frees up on failure */
 		mr->mr_up = NULL;
 		evhttp_connection_free(evcon);
@@ -584,6 +617,35 @@ proxy_request_cb(struct evhttp_request *req, void *arg)
 		free(mr);
 		proxy_refuse(req, 400, "Bad Request", "request_body_refused", 0);
 		return;
+	}
+	/*
+	 * Any other method needs boundaryd's commit token for this exact body:
+	 * the token (X-Gensee-Commit-Token, never forwarded) and the body's
+	 * SHA-256, computed here, go to boundaryd with the request.
+	 */
+	if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0) {
+		struct evbuffer *in = evhttp_request_get_input_buffer(req);
+		const char *tok = evhttp_find_header(evhttp_request_get_input_headers(req),
+		    "X-Gensee-Commit-Token");
+		uint8_t dg[32];
+		size_t blen = evbuffer_get_length(in);
+		const unsigned char *body = evbuffer_pullup(in, -1);
+		if (tok != NULL && (strlen(tok) > 11800 || (mr->mr_token = strdup(tok)) == NULL)) {
+			free(mr);
+			proxy_refuse(req, 400, "Bad Request", "bad_commit_token", 0);
+			return;
+		}
+		if (committoken_body_digest(blen ? body : (const unsigned char *)"", blen, dg) != 0) {
+			free(mr->mr_token);
+			free(mr);
+			proxy_refuse(req, 503, "Service Unavailable", "out_of_memory", 0);
+			return;
+		}
+		for (size_t i = 0; i < sizeof(dg); i++)
+			snprintf(mr->mr_body_sha256 + 2 * i, 3, "%02x", dg[i]);
+		mr->mr_req_bytes = (int64_t)blen;
+		if (mr->mr_token == NULL)
+			mr->mr_token = strdup("");
 	}
 	mr->mr_md = md;
 	mr->mr_mo = mo;

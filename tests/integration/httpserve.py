@@ -6,9 +6,11 @@ both what reached the upstream and that nothing reached it. Each answer
 carries a Set-Cookie, a WWW-Authenticate and an X-Upstream header and the
 body "hello from ADDR"; a target starting /redirect gets a 302 to the
 metadata address instead; a target whose last segment is "slow" is answered
-after 4 s (after its request line is logged). Prints "ready" once every socket listens. Runs
+after 4 s (after its request line is logged). POST, PUT and DELETE bodies
+are logged as their SHA-256 and length. Prints "ready" once every socket listens. Runs
 inside a test network namespace."""
 
+import hashlib
 import json
 import socket
 import socketserver
@@ -65,6 +67,22 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_HEAD(self):
         self.answer(False)
+
+    def body(self):
+        n = int(self.headers.get("Content-Length", "0"))
+        data = self.rfile.read(n) if n else b""
+        log({"event": "body", "local": self.server.server_address[0], "method": self.command,
+             "target": self.path, "sha256": hashlib.sha256(data).hexdigest(), "length": n})
+        self.answer(True)
+
+    def do_POST(self):
+        self.body()
+
+    def do_PUT(self):
+        self.body()
+
+    def do_DELETE(self):
+        self.body()
 
     def log_message(self, *a):
         pass

@@ -79,7 +79,8 @@ GRANTS = [{"destination": "198.51.100.1", "protocol": "tcp", "ports": [3128]},
           {"destination": "127.0.0.1", "protocol": "tcp", "ports": [8080]}]
 
 
-def setup(env, start_mediator=True, proxy_extra=None, selftest=(), grants=None, before_mediator=None):
+def setup(env, start_mediator=True, proxy_extra=None, selftest=(), grants=None, before_mediator=None,
+          policy_extra=None):
     t = Topo()
     t.uid = ensure_mediator_user()
     ctr, gw, ext = env.add_netns("ctr"), env.add_netns("gw"), env.add_netns("ext")
@@ -130,10 +131,12 @@ def setup(env, start_mediator=True, proxy_extra=None, selftest=(), grants=None, 
         json.dump({"schema_version": 3, "operation_id": OP, "source_run_id": "run_med",
                    "source_address": "198.51.100.12",
                    "envelope": {"grants": GRANTS if grants is None else grants},
-                   "policy": {"schema_version": 1, "restricted_destinations": [],
-                              "in_place_lease_scopes": [], "max_in_place_lease_ttl_seconds": 60,
-                              "http_gateway_available": True, "prefer_http_gateway": True,
-                              "http_gateway_methods": ["GET", "HEAD"]},
+                   "policy": dict({"schema_version": 1, "restricted_destinations": [],
+                                   "in_place_lease_scopes": [],
+                                   "max_in_place_lease_ttl_seconds": 60,
+                                   "http_gateway_available": True, "prefer_http_gateway": True,
+                                   "http_gateway_methods": ["GET", "HEAD"]},
+                                  **(policy_extra or {})),
                    "proxy": proxy}, f)
     os.chmod(cfg, 0o600)
     r = env.root_call("network.start", {"config_path": cfg})

@@ -8,6 +8,7 @@ file: the upstream listener (which logs request headers) is the only place
 it may show up; every evidence file and log is grepped for it.
 """
 
+import hashlib
 import json
 import os
 import tempfile
@@ -19,7 +20,7 @@ from harness import check, main
 OP = tm.OP
 
 
-def setup(env):
+def setup(env, policy_extra=None):
     secret = "Bearer gensee-it-secret-%d" % os.getpid()
     # A root-owned owner-only file in a directory of its own; only its path is configured.
     d = tempfile.mkdtemp(prefix="gensee-it-cred.")
@@ -31,7 +32,7 @@ def setup(env):
     os.chmod(cred, 0o600)
     t = tm.setup(env, proxy_extra={"credentials": [
         {"handle_id": "cred_api", "url_prefix": "http://up.test:8080/private/",
-         "header": "Authorization", "file": cred}]})
+         "header": "Authorization", "file": cred}]}, policy_extra=policy_extra)
     t.secret = secret
     t.credfile = cred
     t.sup = os.path.join(env.state, "network-operations", OP, "supervisor.sock")
@@ -241,7 +242,91 @@ def medlease_config_refuses_values(env):
     check("result" in r, "good config refused: %r" % r)
 
 
+def commit_token(env, t, method, url, body, ttl=None):
+    params = {"operation_id": OP, "method": method, "url": url,
+              "body_sha256": hashlib.sha256(body.encode()).hexdigest()}
+    if ttl:
+        params["ttl_seconds"] = ttl
+    r = env.root_call("network.commit_token", params)
+    check("result" in r, "commit_token: %r" % r)
+    return r["result"]["token"]
+
+
+def post(env, t, url, body, token=None, method="POST"):
+    lines = ["%s %s HTTP/1.1" % (method, url), "Host: ignored.example",
+             "Content-Length: %d" % len(body), "Content-Type: text/plain"]
+    if token is not None:
+        lines.append("X-Gensee-Commit-Token: " + token)
+    return tm.request(env, t, "\r\n".join(lines) + "\r\n\r\n" + body)
+
+
+def medlease_commit_token(env):
+    """A method other than GET/HEAD needs the policy's opt-in, an active
+    mediator lease and a one-use commit token bound to the gateway, the
+    exact URL, the method and the body's digest; replay and every mismatch
+    are refused and nothing reaches the upstream for them."""
+    t = setup(env, policy_extra={"http_gateway_methods": ["GET", "HEAD", "POST", "PUT"]})
+    time.sleep(1.1)  # tokens issued in boundaryd's first second count as stale
+    url = "http://up.test:8080/submit/1"
+    body = '{"order": 42}'
+    tok = commit_token(env, t, "POST", url, body)
+    # No lease yet.
+    r = post(env, t, url, body, tok)
+    check(r["status"] == 403 and tm_ref(r) == "mediator_lease_required", "no lease: %r" % r)
+    check(grant(env, t).returncode == 0, "grant")
+    r = post(env, t, url, body)
+    check(r["status"] == 403 and tm_ref(r) == "commit_token_required", "no token: %r" % r)
+    for what, args, code in (
+            ("another body", (url, body + " "), "commit_token_wrong_body"),
+            ("another URL", ("http://up.test:8080/submit/2", body), "commit_token_wrong_url"),
+            ("another method", (url, body), "commit_token_wrong_method"),
+            ("a forged token", (url, body), "commit_token_bad_signature")):
+        m = "PUT" if what == "another method" else "POST"
+        tk = tok[:-4] + ("AAAA" if tok[-4:] != "AAAA" else "BBBB") if what == "a forged token" \
+            else tok
+        r = post(env, t, args[0], args[1], tk, method=m)
+        check(r["status"] == 403 and tm_ref(r) == code, "%s: %r" % (what, r))
+    r = post(env, t, url, body, tok, method="DELETE")
+    check(r["status"] == 403 and tm_ref(r) == "method_not_allowed", "DELETE: %r" % r)
+    check([l for l in tm.upstream_lines(t.uplog) if l["event"] == "body"] == [],
+          "the upstream was reached by a refused request")
+    # The right one: performed once, with its body, without the token header.
+    r = post(env, t, url, body, tok)
+    check(r["status"] == 200, "the bound request: %r\n%s" % (r, open(t.medlog).read()))
+    ups = [l for l in tm.upstream_lines(t.uplog) if l["event"] == "body"]
+    check(len(ups) == 1 and ups[0]["sha256"] == hashlib.sha256(body.encode()).hexdigest() and
+          ups[0]["method"] == "POST" and ups[0]["target"] == "/submit/1", "upstream: %r" % ups)
+    reqs = [l for l in tm.upstream_lines(t.uplog) if l["event"] == "request"]
+    check("x-gensee-commit-token" not in reqs[-1]["headers"], "token forwarded: %r" % reqs[-1])
+    # Replay.
+    r = post(env, t, url, body, tok)
+    check(r["status"] == 403 and tm_ref(r) == "commit_token_replayed", "replay: %r" % r)
+    check(len([l for l in tm.upstream_lines(t.uplog) if l["event"] == "body"]) == 1, "replayed")
+    # Revoking the lease stops an unused token too.
+    tok2 = commit_token(env, t, "POST", url, body)
+    lease = json.loads(env.gensee("run", "network", "inspect", "--socket", t.sup, "--json",
+                                  as_root=True).stdout)["mediator_leases"][0]["lease_id"]
+    check(env.gensee("run", "network", "revoke-http", "--socket", t.sup, "--lease", lease,
+                     as_root=True).returncode == 0, "revoke-http")
+    r = post(env, t, url, body, tok2)
+    check(r["status"] == 403 and tm_ref(r) == "mediator_lease_required", "after revoke: %r" % r)
+    # Only root issues tokens; the evidence has the token id, never the token.
+    r = env.user_call(env.client_sock, "network.commit_token",
+                      {"operation_id": OP, "method": "POST", "url": url, "body_sha256": "0" * 64})
+    check(r.get("error", {}).get("code") == "not_authorized", "user token: %r" % r)
+    ev = [e for e in tm.evidence(env) if e.get("commit_token_id")]
+    check(len(ev) == 1 and ev[0]["method"] == "POST", "evidence: %r" % ev)
+    for p in (os.path.join(env.state, "network-operations", OP, f) for f in
+              ("effects.jsonl", "http-mediator.jsonl")):
+        check(tok not in open(p).read() and tok2 not in open(p).read(), "token in %s" % p)
+    check(tok not in env.daemon_log() and tok not in open(t.medlog).read(), "token in a log")
+
+
+def tm_ref(r):
+    return r["headers"].get("x-gensee-refusal")
+
+
 if __name__ == "__main__":
     main({f.__name__: f for f in (medlease_credential_injection, medlease_ttl,
                                   medlease_credential_file_checks,
-                                  medlease_config_refuses_values)})
+                                  medlease_config_refuses_values, medlease_commit_token)})

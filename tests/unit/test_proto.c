@@ -232,6 +232,7 @@ START_TEST(test_access_rows)
 		{ "transaction.start", PS_BOUNDARY | PS_SUPERVISOR, PA_ROOT_ANY },
 		{ "network.grant_http", PS_BOUNDARY | PS_SUPERVISOR, PA_ROOT_ANY },
 		{ "network.revoke_http", PS_BOUNDARY | PS_CLIENT | PS_SUPERVISOR, PA_ANY_USER },
+		{ "network.commit_token", PS_BOUNDARY | PS_SUPERVISOR, PA_ROOT_ANY },
 	};
 
 	ck_assert_int_eq(nitems(rows), PM__COUNT);
@@ -300,6 +301,7 @@ START_TEST(test_in_op_rows)
 		{ "transaction.start", PIO_DENY, PE_NOT_AUTHORIZED },
 		{ "network.grant_http", PIO_DENY, PE_NOT_AUTHORIZED },
 		{ "network.revoke_http", PIO_DENY, PE_NOT_AUTHORIZED },
+		{ "network.commit_token", PIO_DENY, PE_NOT_AUTHORIZED },
 	};
 
 	ck_assert_int_eq(nitems(rows), PM__COUNT);
