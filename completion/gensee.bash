@@ -78,7 +78,7 @@ _gensee()
 	run)
 		case $sub in
 		network)
-			words_list='inspect event revoke transaction-begin transaction-activate
+			words_list='inspect event revoke grant-http revoke-http transaction-begin transaction-activate
 				transaction-end transaction-revoke transaction-execute --socket --operation
 				--event --lease --transaction --effect --ttl-seconds --config --request
 				--json --help'
