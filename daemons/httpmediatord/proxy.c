@@ -171,7 +171,8 @@ proxy_fail(struct mreq *mr, int status, const char *reason, const char *code)
 	if (mr->mr_client != NULL) {
 		struct evhttp_request *req = mr->mr_client;
 		proxy_detach_client(mr);
-		proxy_refuse(req, status, reason, code, 0);
+		/* Transaction mode keeps no idle client connection (see proxy_completed). */
+		proxy_refuse(req, status, reason, code, mr->mr_mo->mo_txn);
 	}
 	proxy_mreq_free(mr);
 }
@@ -1001,6 +1002,12 @@ proxy_completed(struct mreq *mr, struct json_object *result)
 		return;
 	}
 	struct evkeyvalq *out = evhttp_request_get_output_headers(req);
+	/*
+	 * One request per client connection in transaction mode: no idle
+	 * keep-alive connection outlives a transaction (closing the ones with
+	 * a request in flight is proxy_transaction_closed's).
+	 */
+	evhttp_add_header(out, "Connection", "close");
 	for (size_t i = 0; i < json_object_array_length(mr->mr_headers); i++) {
 		struct json_object *pair = json_object_array_get_idx(mr->mr_headers, i);
 		evhttp_add_header(out, json_object_get_string(json_object_array_get_idx(pair, 0)),

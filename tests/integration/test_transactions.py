@@ -87,10 +87,12 @@ def transaction_lifecycle(env):
     r = tm.get(env, t, "http://up.test:8080/v1/data/a")
     check(r["status"] == 403 and refusal(r) == "transaction_required", "prepared: %r" % r)
     ok(txcli(env, "activate", "http_tx_1"), "activate")
-    r = tm.get(env, t, "http://up.test:8080/v1/data/a?q=querysecret")
+    # (--check-close: the client waits to see whether the mediator closes the connection)
+    r = tm.get(env, t, "http://up.test:8080/v1/data/a?q=querysecret", source="198.51.100.12")
     check(r["status"] == 200 and r["body"] == "hello from 192.0.2.10\n",
           "active: %r\n%s" % (r, open(t.medlog).read()))
     check("set-cookie" not in r["headers"], "held response lost the header allowlist: %r" % r)
+    check(r["closed"], "the client connection stayed open after the response: %r" % r)
     check(requests_seen(t) == ["/v1/data/a?q=querysecret"], "upstream: %r" % requests_seen(t))
     # Outside the scope, or ambiguous: refused before any upstream socket.
     for url in ("http://up.test:8080/v1/database", "http://up.test:8080/v1/data-x",
