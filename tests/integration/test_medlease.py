@@ -322,6 +322,39 @@ def medlease_commit_token(env):
     check(tok not in env.daemon_log() and tok not in open(t.medlog).read(), "token in a log")
 
 
+def medlease_restart_fails_closed(env):
+    """A boundaryd restart drops mediator leases (no credential, no
+    effectful method until root grants again) and refuses commit tokens
+    issued before it started: the replay store did not survive, so an old
+    token, used or not, is never accepted again."""
+    t = setup(env, policy_extra={"http_gateway_methods": ["GET", "HEAD", "POST"]})
+    time.sleep(1.1)
+    url, body = "http://up.test:8080/submit/r", "payload"
+    check(grant(env, t).returncode == 0, "grant")
+    used = commit_token(env, t, "POST", url, body)
+    unused = commit_token(env, t, "POST", url, body)
+    r = post(env, t, url, body, used)
+    check(r["status"] == 200, "before the restart: %r" % r)
+    env.stop()
+    env.start(args=["--mediator-user", tm.MEDIATOR_USER])
+    env.wait_for("the mediator to reconnect", lambda: open(t.medlog).read().count(
+        "connected to boundaryd in") >= 1, timeout=20)
+    r = tm.get(env, t, "http://up.test:8080/private/after")
+    check(r["status"] == 200 and upstream_auth(t, "/private/after") is None,
+          "a credential without a lease after the restart")
+    r = post(env, t, url, body, unused)
+    check(r["status"] == 403 and tm_ref(r) == "mediator_lease_required", "no lease: %r" % r)
+    check(grant(env, t).returncode == 0, "grant again")
+    for tok in (used, unused):
+        r = post(env, t, url, body, tok)
+        check(r["status"] == 403 and tm_ref(r) == "commit_token_stale", "old token: %r" % r)
+    check(len([l for l in tm.upstream_lines(t.uplog) if l["event"] == "body"]) == 1,
+          "an old token reached the upstream")
+    time.sleep(1.1)
+    r = post(env, t, url, body, commit_token(env, t, "POST", url, body))
+    check(r["status"] == 200, "a new token: %r" % r)
+
+
 def tm_ref(r):
     return r["headers"].get("x-gensee-refusal")
 
@@ -329,4 +362,5 @@ def tm_ref(r):
 if __name__ == "__main__":
     main({f.__name__: f for f in (medlease_credential_injection, medlease_ttl,
                                   medlease_credential_file_checks,
-                                  medlease_config_refuses_values, medlease_commit_token)})
+                                  medlease_config_refuses_values, medlease_commit_token,
+                                  medlease_restart_fails_closed)})
