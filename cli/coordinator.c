@@ -378,6 +378,17 @@ cmd_run_transaction_execute(int argc, char **argv)
 		client_error_clear(&err);
 		goto out;
 	}
+	/* A SIGINT or SIGTERM that came while the start was in flight: revoke, spawn nothing. */
+	{
+		sigset_t pend;
+		if (sigpending(&pend) == 0 &&
+		    (sigismember(&pend, SIGINT) == 1 || sigismember(&pend, SIGTERM) == 1)) {
+			int sig = sigismember(&pend, SIGINT) == 1 ? SIGINT : SIGTERM;
+			coord_revoke(&co, sig == SIGINT ? "SIGINT" : "SIGTERM");
+			rc = 128 + sig;
+			goto out;
+		}
+	}
 	if (pipe2(pipefd, O_CLOEXEC) != 0 || (pid = fork()) < 0) {
 		fprintf(stderr, "gensee: transaction-execute: spawn: %s\n", strerror(errno));
 		coord_revoke(&co, "a spawn error");

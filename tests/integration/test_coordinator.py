@@ -283,8 +283,42 @@ def coordinator_lost_start_reply_revokes(env):
           "state: %r" % st)
 
 
+def coordinator_sigterm_during_start(env):
+    """SIGTERM while the start is in flight: the coordinator revokes what
+    the start committed and never spawns the command."""
+    t = setup(env)
+    # A command that leaves its mark at once (touch, in the output directory),
+    # and a request without a slash (it becomes a file name there too).
+    cfg = setup_cfg_variant(env, t, executable="/usr/bin/touch",
+                            args=["{effect_request_json}", "spawned"], working_directory=t.out)
+    req = os.path.join(t.cdir, "plain.json")
+    write(req, {"schema_version": 1, "request_id": "r1", "operation_class": "document_lookup",
+                "parameters": {"mode": "ok"}})
+    env.proc.send_signal(signal.SIGSTOP)
+    try:
+        p = execute(env, t, req, "http_tx_st", cfg=cfg, bg=True)
+        gpid = None
+        deadline = time.monotonic() + 10
+        while gpid is None and time.monotonic() < deadline:
+            try:
+                gpid = coordinator_pid(p.pid)
+            except AssertionError:
+                time.sleep(0.05)
+        time.sleep(0.5)  # the start request is sent and waits for the stopped boundaryd
+        os.kill(gpid, signal.SIGTERM)
+        time.sleep(0.2)
+    finally:
+        env.proc.send_signal(signal.SIGCONT)
+    rc, _, err = env.finish(p, timeout=30)
+    check(rc == 128 + 15 and "SIGTERM: transaction http_tx_st revoked" in err, "%d %s" % (rc, err))
+    check(os.listdir(t.out) == [], "the command ran: %r" % os.listdir(t.out))
+    check(lifecycle(env) == [("http_transaction_started", "http_tx_st"),
+                             ("http_transaction_revoked", "http_tx_st")], "%r" % lifecycle(env))
+
+
 if __name__ == "__main__":
     main({f.__name__: f for f in (coordinator_end_on_success, coordinator_revokes_on_failure,
                                   coordinator_child_killed_revokes, coordinator_sigterm_revokes,
                                   coordinator_refuses_untrusted,
-                                  coordinator_lost_start_reply_revokes)})
+                                  coordinator_lost_start_reply_revokes,
+                                  coordinator_sigterm_during_start)})
