@@ -408,6 +408,50 @@ def transaction_evidence_loss_marked(env):
     check("http_transaction_evidence_incomplete" in env.daemon_log(), "not logged")
 
 
+def transaction_redirect_hops(env):
+    """The boundaryd API for redirect hops (the mediator's data path asks
+    it per hop): a hop must name the transaction its first request was in,
+    consumes another request, and is scope-checked like the first."""
+    t = setup(env, {"max_requests": 3})
+    begin_active(env, "http_tx_h")
+    sock = os.path.join(env.runtime, "mediator.sock")
+    base = {"operation_id": OP, "client_address": "198.51.100.12", "method": "GET",
+            "scheme": "http", "host": "up.test", "port": 8080, "path": "/v1/data/h",
+            "addresses": ["192.0.2.10"]}
+
+    def authz(**kw):
+        return tm.call_as(env, sock, t.uid, t.uid, "mediator.authorize", dict(base, **kw))["result"]
+
+    def complete(res):
+        c = tm.call_as(env, sock, t.uid, t.uid, "mediator.complete",
+                       {"operation_id": OP, "transaction_id": "http_tx_h",
+                        "reservation": res["reservation"], "response_bytes": 0,
+                        "status": 302})["result"]
+        check(c["deliver"] is True, "complete: %r" % c)
+    a = authz()
+    check(a["decision"] == "allow", "first: %r" % a)
+    complete(a)
+    for kw, reason in (({"hop": 1}, "transaction_changed"),
+                       ({"hop": 1, "transaction_id": "http_tx_other"}, "transaction_changed"),
+                       ({"hop": 1, "transaction_id": "http_tx_h", "path": "/v2/x"}, "out_of_scope"),
+                       ({"hop": 1, "transaction_id": "http_tx_h", "host": "other.test"},
+                        "out_of_scope")):
+        b = authz(**kw)
+        check(b["decision"] == "deny" and b["reason"] == reason, "%r: %r" % (kw, b))
+    b = authz(hop=1, transaction_id="http_tx_h", path="/v1/data/h2")
+    check(b["decision"] == "allow", "hop: %r" % b)
+    complete(b)
+    c = authz(hop=2, transaction_id="http_tx_h", path="/v1/data/h3")
+    check(c["decision"] == "allow", "hop 2: %r" % c)
+    complete(c)
+    d = authz(hop=3, transaction_id="http_tx_h", path="/v1/data/h4")
+    check(d["decision"] == "deny" and d["reason"] == "request_budget_exhausted",
+          "hops consume requests: %r" % d)
+    ev = [e for e in jsonl(env, "http-transactions.jsonl")
+          if e["type"] == "http_transaction_request" and e["result"] == "ok"]
+    check([e["hop"] for e in ev] == [0, 1, 2], "evidence hops: %r" % ev)
+
+
 DNSLOG = r"""
 import socket, sys
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -468,4 +512,4 @@ if __name__ == "__main__":
                                   transaction_crash_keeps_reservation,
                                   transaction_state_tampered_denies,
                                   transaction_evidence_loss_marked,
-                                  transaction_scope_before_dns)})
+                                  transaction_scope_before_dns, transaction_redirect_hops)})
