@@ -12,9 +12,13 @@ body "hello from ADDR". Special targets:
   /slow?t=SECONDS       waits (at most 30 s) before answering
   /bighdr               a response header of 70000 bytes
   /size/N               a body of N bytes (at most 16 MiB)
+  .../slow               (last segment "slow", not /slow...) answered after
+                        4 s, after its request line is logged
+POST, PUT and DELETE bodies are logged as their SHA-256 and length.
 Prints "ready" once every socket listens. Runs inside a test network
 namespace."""
 
+import hashlib
 import json
 import socket
 import socketserver
@@ -66,6 +70,8 @@ class Handler(BaseHTTPRequestHandler):
                 return
         if self.path.startswith("/slow"):
             time.sleep(min(float(q.get("t", ["5"])[0]), 30))
+        elif path.rsplit("/", 1)[-1] == "slow":
+            time.sleep(4)
         if self.path.startswith("/size/"):
             data = b"x" * min(int(path[len("/size/"):]), 16 << 20)
         if self.path.startswith("/bighdr"):
@@ -101,6 +107,22 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_HEAD(self):
         self.answer(False)
+
+    def body(self):
+        n = int(self.headers.get("Content-Length", "0"))
+        data = self.rfile.read(n) if n else b""
+        log({"event": "body", "local": self.server.server_address[0], "method": self.command,
+             "target": self.path, "sha256": hashlib.sha256(data).hexdigest(), "length": n})
+        self.answer(True)
+
+    def do_POST(self):
+        self.body()
+
+    def do_PUT(self):
+        self.body()
+
+    def do_DELETE(self):
+        self.body()
 
     def log_message(self, *a):
         pass
