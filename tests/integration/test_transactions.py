@@ -458,6 +458,46 @@ def transaction_redirect_hops(env):
     check([e["hop"] for e in ev] == [0, 1, 2], "evidence hops: %r" % ev)
 
 
+def transaction_mediator_follows_redirects(env):
+    """Through the real mediator: a GET redirect inside a transaction is
+    accounted (mediator.complete), then followed as a new hop of the same
+    transaction: scope-checked before its name is resolved, a request of
+    the budget each; its 3xx never reaches the client. A hop out of scope
+    or past the budget is refused and never reaches its upstream."""
+    t = setup(env, {"max_requests": 3})
+    begin_active(env, "http_tx_rd")
+    r = tm.get(env, t, "http://up.test:8080/v1/data/chain/1")
+    check(r["status"] == 200 and "hello from 192.0.2.10" in r.get("body", "") and
+          "set-cookie" not in r["headers"], "followed: %r" % r)
+    check(requests_seen(t) == ["/v1/data/chain/1", "/v1/data/chain/0"],
+          "upstream: %r" % requests_seen(t))
+    ev = [e for e in jsonl(env, "http-transactions.jsonl")
+          if e["type"] == "http_transaction_request" and e["result"] == "ok" and
+          e["stage"] == "connect"]
+    check([(e["hop"], e["transaction_id"]) for e in ev] == [(0, "http_tx_rd"), (1, "http_tx_rd")],
+          "hops: %r" % ev)
+    resp = [e for e in jsonl(env, "http-transactions.jsonl")
+            if e["type"] == "http_transaction_response"]
+    check([e["status"] for e in resp] == [302, 200], "responses: %r" % resp)
+    # The third request is the budget's last: its redirect hop is refused.
+    r = tm.get(env, t, "http://up.test:8080/v1/data/chain/5")
+    check(r["status"] == 403 and refusal(r) == "request_budget_exhausted" and
+          "set-cookie" not in r["headers"], "past the budget: %r" % r)
+    check(requests_seen(t)[2:] == ["/v1/data/chain/5"], "upstream: %r" % requests_seen(t))
+    ok(txcli(env, "revoke", "http_tx_rd"), "revoke")
+    # A hop out of scope: refused before the name is resolved.
+    begin_active(env, "http_tx_rd2")
+    r = tm.get(env, t, "http://up.test:8080/v1/data/to?u=http://other.test:8080/v1/data/x")
+    check(r["status"] == 403 and refusal(r) == "out_of_scope" and
+          "set-cookie" not in r["headers"], "out-of-scope hop: %r" % r)
+    check(all(l["local"] != "192.0.2.20" for l in tm.upstream_lines(t.uplog)),
+          "the out-of-scope upstream was reached")
+    pre = [e for e in jsonl(env, "http-transactions.jsonl")
+           if e["type"] == "http_transaction_request" and e["host"] == "other.test"]
+    check(len(pre) == 1 and pre[0]["stage"] == "resolve" and pre[0]["hop"] == 1 and
+          pre[0]["result"] == "out_of_scope", "evidence: %r" % pre)
+
+
 DNSLOG = r"""
 import socket, sys
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -518,4 +558,5 @@ if __name__ == "__main__":
                                   transaction_crash_keeps_reservation,
                                   transaction_state_tampered_denies,
                                   transaction_evidence_loss_marked,
-                                  transaction_scope_before_dns, transaction_redirect_hops)})
+                                  transaction_scope_before_dns, transaction_redirect_hops,
+                                  transaction_mediator_follows_redirects)})
