@@ -12,6 +12,8 @@ int cmd_watch(int argc, char **argv);
 int cmd_operation(int argc, char **argv);
 int cmd_run_network(int argc, char **argv);
 int cmd_run_fault(int argc, char **argv);
+int cmd_run_transaction(int argc, char **argv);
+int cmd_run_transaction_execute(int argc, char **argv);
 int cmd_debug(int argc, char **argv);
 int cmd_debug_fanotify(int argc, char **argv);
 int cmd_timeline(int argc, char **argv);

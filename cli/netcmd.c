@@ -23,6 +23,7 @@ struct netcmd_args {
 	const char *na_operation;
 	const char *na_file;
 	const char *na_lease;
+	int64_t na_ttl;
 	int na_json;
 };
 
@@ -34,6 +35,7 @@ netcmd_parse(int argc, char **argv, const char *file_opt, struct netcmd_args *a)
 		{ "operation", required_argument, NULL, 'o' },
 		{ "event", required_argument, NULL, 'f' },
 		{ "lease", required_argument, NULL, 'l' },
+		{ "ttl-seconds", required_argument, NULL, 'T' },
 		{ "json", no_argument, NULL, 'j' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -55,6 +57,10 @@ netcmd_parse(int argc, char **argv, const char *file_opt, struct netcmd_args *a)
 			break;
 		case 'l':
 			a->na_lease = optarg;
+			break;
+		case 'T':
+			if (util_parse_i64(optarg, 1, 86400, &a->na_ttl) != 0)
+				return -1;
 			break;
 		case 'j':
 			a->na_json = 1;
@@ -144,7 +150,14 @@ static const char netcmd_usage_text[] =
     "usage: gensee run network inspect (--socket PATH | --operation ID) [--json]\n"
     "       gensee run network event (--socket PATH | --operation ID) --event FILE\n"
     "       gensee run network revoke (--socket PATH | --operation ID) --lease ID\n"
-    "       gensee run fault (--socket PATH | --operation ID) --fault FILE\n";
+    "       gensee run network grant-http (--socket PATH | --operation ID) [--ttl-seconds N]\n"
+    "       gensee run network revoke-http (--socket PATH | --operation ID) --lease ID\n"
+    "       gensee run fault (--socket PATH | --operation ID) --fault FILE\n"
+    "       gensee run network transaction-begin|transaction-activate|transaction-end|\n"
+    "           transaction-revoke --socket PATH --transaction ID --operation OP\n"
+    "           [--effect EFFECT --ttl-seconds N] (begin only)\n"
+    "       gensee run network transaction-execute --config FILE --request FILE "
+    "--transaction ID\n";
 
 int
 cmd_run_network(int argc, char **argv)
@@ -152,6 +165,10 @@ cmd_run_network(int argc, char **argv)
 	struct netcmd_args a;
 	const char *sub = argc >= 2 ? argv[1] : "";
 
+	if (strcmp(sub, "transaction-execute") == 0)
+		return cmd_run_transaction_execute(argc - 1, argv + 1);
+	if (strncmp(sub, "transaction-", 12) == 0)
+		return cmd_run_transaction(argc - 1, argv + 1);
 	if (cli_help_asked(argc, argv))
 		return cli_usage(1, netcmd_usage_text);
 	if (strcmp(sub, "inspect") == 0) {
@@ -169,8 +186,26 @@ cmd_run_network(int argc, char **argv)
 		json_object_object_add(p, "event", ev);
 		return netcmd_call(&a, "network.event", p);
 	}
+	if (strcmp(sub, "revoke-http") == 0) {
+		if (netcmd_parse(argc - 1, argv + 1, NULL, &a) != 0 || a.na_lease == NULL ||
+		    a.na_ttl != 0)
+			goto usage;
+		struct json_object *p = json_object_new_object();
+		json_object_object_add(p, "lease_id", json_object_new_string(a.na_lease));
+		return netcmd_call(&a, "network.revoke_http", p);
+	}
+	if (strcmp(sub, "grant-http") == 0) {
+		if (netcmd_parse(argc - 1, argv + 1, NULL, &a) != 0 || a.na_lease != NULL ||
+		    a.na_file != NULL)
+			goto usage;
+		struct json_object *p = json_object_new_object();
+		if (a.na_ttl != 0)
+			json_object_object_add(p, "ttl_seconds", json_object_new_int64(a.na_ttl));
+		return netcmd_call(&a, "network.grant_http", p);
+	}
 	if (strcmp(sub, "revoke") == 0) {
-		if (netcmd_parse(argc - 1, argv + 1, NULL, &a) != 0 || a.na_lease == NULL)
+		if (netcmd_parse(argc - 1, argv + 1, NULL, &a) != 0 || a.na_lease == NULL ||
+		    a.na_ttl != 0)
 			goto usage;
 		struct json_object *p = json_object_new_object();
 		json_object_object_add(p, "lease_id", json_object_new_string(a.na_lease));

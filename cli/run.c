@@ -414,7 +414,7 @@ static const char run_usage_text[] =
 	    "                  [--linux-landlock-ro PATH]... [--linux-landlock-rw PATH]...\n"
 	    "                  [--allow-unix SOCKET]...]\n"
 	    "                  -- CMD [ARGS...]\n"
-	    "       gensee run network inspect|event|revoke ... (see gensee run network --help)\n"
+	    "       gensee run network inspect|event|revoke|transaction-* ... (see gensee run network --help)\n"
 	    "       gensee run fault (--socket PATH | --operation ID) --fault FILE\n"
 	    "At the timeout the tree gets SIGTERM, and SIGKILL after the kill grace\n"
 	    "(default 3 s).\n"

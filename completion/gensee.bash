@@ -55,7 +55,7 @@ _gensee()
 		return 0
 		;;
 	--network-config | --linux-landlock-ro | --linux-landlock-rw | --allow-unix | --fault | \
-	--event | --socket)
+	--event | --socket | --config | --request)
 		COMPREPLY=($(compgen -f -- "$cur"))
 		return 0
 		;;
@@ -65,7 +65,7 @@ _gensee()
 		;;
 	--timeout | --kill-grace | --grace | --allow-net | --deny-net | --lease-scope | --max-lease-ttl | \
 	--duration-seconds | --operation | --session-id | --allow | --deny | --seconds | \
-	--events | --lease | --older-than | --keep)
+	--events | --lease | --older-than | --keep | --transaction | --effect | --ttl-seconds)
 		return 0
 		;;
 	esac
@@ -78,7 +78,10 @@ _gensee()
 	run)
 		case $sub in
 		network)
-			words_list='inspect event revoke --socket --operation --event --lease --json --help'
+			words_list='inspect event revoke grant-http revoke-http transaction-begin transaction-activate
+				transaction-end transaction-revoke transaction-execute --socket --operation
+				--event --lease --transaction --effect --ttl-seconds --config --request
+				--json --help'
 			;;
 		fault) words_list='--socket --operation --fault --json --help' ;;
 		'') words_list="$_gensee_opts_run -- network fault" ;;

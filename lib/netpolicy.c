@@ -9,11 +9,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 
 #include <json-c/json.h>
 
 #include "dnspolicy.h"
+#include "httpurl.h"
 #include "netpolicy.h"
 #include "util.h"
 
@@ -774,6 +776,15 @@ static const struct schema_field proxy_fields[] = {
 	{ "connect_timeout_seconds", SCHEMA_INT, 0, 1, 3600, 0 },
 	{ "io_timeout_seconds", SCHEMA_INT, 0, 1, 3600, 0 },
 	{ "transaction", SCHEMA_OBJECT, 0, 0, 0, 0 },
+	{ "credentials", SCHEMA_ARRAY, 0, 0, 16, 0 },
+};
+
+/* A credential is named, never given: the value lives in a host file (medlease.c). */
+static const struct schema_field credential_fields[] = {
+	{ "handle_id", SCHEMA_STRING, SCHEMA_REQUIRED, 1, 64, 0 },
+	{ "url_prefix", SCHEMA_STRING, SCHEMA_REQUIRED, 8, 2048, 0 },
+	{ "header", SCHEMA_STRING, SCHEMA_REQUIRED, 1, 64, 0 },
+	{ "file", SCHEMA_STRING, SCHEMA_REQUIRED, 2, 1024, 0 },
 };
 
 static const struct schema_field transaction_fields[] = {
@@ -843,6 +854,70 @@ netpolicy_parse_listen(const char *s, int *family, uint8_t addr[16], uint16_t *p
 	return 0;
 }
 
+/*
+ * proxy.credentials: each url_prefix must be its own canonical form (so a
+ * prefix is compared with canonical URLs only, and nothing two parsers
+ * read differently can match it), the header a token that is not Host or
+ * hop-by-hop, the file an absolute path.
+ */
+static int
+np_check_credentials(struct json_object *creds, char **cause)
+{
+	static const char *const forbidden[] = { "host", "connection", "content-length",
+		"transfer-encoding", "te", "upgrade", "trailer", "keep-alive",
+		"proxy-connection" };
+	struct schema_error err;
+	struct httpurl *u;
+
+	if (creds == NULL)
+		return 0;
+	if ((u = malloc(sizeof(*u))) == NULL) {
+		util_cause(cause, "proxy.credentials: out of memory");
+		return -1;
+	}
+	for (size_t i = 0; i < json_object_array_length(creds); i++) {
+		struct json_object *c = json_object_array_get_idx(creds, i);
+		const char *prefix, *hdr, *file, *id;
+		if (schema_validate(c, credential_fields, nitems(credential_fields), &err) != 0) {
+			util_cause(cause, "proxy.credentials[%zu]: %s (%s)", i, err.se_message,
+			    err.se_code);
+			goto fail;
+		}
+		prefix = schema_string(c, "url_prefix");
+		hdr = schema_string(c, "header");
+		file = schema_string(c, "file");
+		id = schema_string(c, "handle_id");
+		if (httpurl_parse(prefix, strlen(prefix), u) != HTTPURL_OK ||
+		    strcmp(u->hu_url, prefix) != 0 || u->hu_has_query) {
+			util_cause(cause, "proxy.credentials[%zu].url_prefix: not a canonical "
+			    "http(s) URL without a query", i);
+			goto fail;
+		}
+		if (strspn(hdr, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-") !=
+		    strlen(hdr)) {
+			util_cause(cause, "proxy.credentials[%zu].header: not a header name", i);
+			goto fail;
+		}
+		for (size_t k = 0; k < nitems(forbidden); k++)
+			if (strcasecmp(hdr, forbidden[k]) == 0) {
+				util_cause(cause, "proxy.credentials[%zu].header: %s may not be "
+				    "injected", i, hdr);
+				goto fail;
+			}
+		if (file[0] != '/' || strspn(id, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+		    "0123456789_-") != strlen(id)) {
+			util_cause(cause, "proxy.credentials[%zu]: file must be absolute, handle_id "
+			    "[A-Za-z0-9_-]", i);
+			goto fail;
+		}
+	}
+	free(u);
+	return 0;
+fail:
+	free(u);
+	return -1;
+}
+
 /* The proxy section is the mediator's: validated here, stored as given. */
 static int
 np_check_proxy(struct json_object *proxy, char **cause)
@@ -866,6 +941,8 @@ np_check_proxy(struct json_object *proxy, char **cause)
 		util_cause(cause, "proxy.listen: must be IPv4:PORT or [IPv6]:PORT");
 		return -1;
 	}
+	if (np_check_credentials(schema_child(proxy, "credentials"), cause) != 0)
+		return -1;
 	if ((tx = schema_child(proxy, "transaction")) == NULL)
 		return 0;
 	if (schema_validate(tx, transaction_fields, nitems(transaction_fields), &err) != 0) {

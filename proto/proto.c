@@ -156,7 +156,16 @@ static const struct schema_field mediator_authorize_params[] = {
 	{ "addresses", SCHEMA_STRING_ARRAY, SCHEMA_REQUIRED, 0, 32, 64 },
 	/* the canonical URL boundaryd parses itself (lib/httpurl.c, HTTPURL_MAX_TARGET) */
 	{ "url", SCHEMA_STRING, SCHEMA_REQUIRED, 1, 8192, 0 },
+	/* a redirect hop (1..; 0 or absent: the client's own target) */
 	{ "redirect_hop", SCHEMA_INT, 0, 0, 20, 0 },
+	/* proxy.transaction: "resolve" (before DNS: scope only) or "connect" (reserves) */
+	{ "stage", SCHEMA_STRING, 0, 6, 7, 0 },
+	/* on a redirect hop: the transaction the client's first request was in */
+	{ "transaction_id", SCHEMA_STRING, 0, 1, 64, 0 },
+	{ "request_bytes", SCHEMA_INT, 0, 0, (int64_t)1 << 40, 0 },
+	/* methods other than GET/HEAD: the client's token and the body's SHA-256 (hex) */
+	{ "commit_token", SCHEMA_STRING, 0, 1, 11800, 0 },
+	{ "body_sha256", SCHEMA_STRING, 0, 64, 64, 0 },
 };
 
 /* A DNS answer the mediator's proxy resolved, to be leased (dnslease.c). */
@@ -177,6 +186,37 @@ static const struct schema_field mediator_connect_params[] = {
 	{ "host", SCHEMA_STRING, SCHEMA_REQUIRED, 1, 253, 0 },
 	{ "port", SCHEMA_INT, SCHEMA_REQUIRED, 1, 65535, 0 },
 	{ "addresses", SCHEMA_STRING_ARRAY, SCHEMA_REQUIRED, 0, 16, 64 },
+};
+
+static const struct schema_field network_commit_token_params[] = {
+	{ "operation_id", SCHEMA_STRING, 0, 1, 72, 0 },
+	{ "method", SCHEMA_STRING, SCHEMA_REQUIRED, 1, 16, 0 },
+	{ "url", SCHEMA_STRING, SCHEMA_REQUIRED, 8, 8192, 0 },
+	{ "body_sha256", SCHEMA_STRING, SCHEMA_REQUIRED, 64, 64, 0 },
+	{ "ttl_seconds", SCHEMA_INT, 0, 1, 3600, 0 },
+};
+
+static const struct schema_field mediator_complete_params[] = {
+	{ "operation_id", SCHEMA_STRING, SCHEMA_REQUIRED, 1, 72, 0 },
+	{ "transaction_id", SCHEMA_STRING, SCHEMA_REQUIRED, 1, 64, 0 },
+	{ "reservation", SCHEMA_INT, SCHEMA_REQUIRED, 1, INT64_MAX, 0 },
+	{ "response_bytes", SCHEMA_INT, SCHEMA_REQUIRED, 0, INT64_MAX, 0 },
+	{ "upstream_error", SCHEMA_BOOL, 0, 0, 0, 0 },
+	{ "status", SCHEMA_INT, 0, 0, 599, 0 },
+	{ "decision_id", SCHEMA_STRING, 0, 1, 72, 0 },
+};
+
+static const struct schema_field network_grant_http_params[] = {
+	{ "operation_id", SCHEMA_STRING, 0, 1, 72, 0 },
+	{ "ttl_seconds", SCHEMA_INT, 0, 1, 86400, 0 },
+};
+
+/* operation_id is required even on supervisor.sock: naming another one fails closed. */
+static const struct schema_field transaction_params[] = {
+	{ "operation_id", SCHEMA_STRING, SCHEMA_REQUIRED, 1, 72, 0 },
+	{ "transaction_id", SCHEMA_STRING, SCHEMA_REQUIRED, 1, 64, 0 },
+	{ "effect", SCHEMA_STRING, 0, 1, 64, 0 },
+	{ "ttl_seconds", SCHEMA_INT, 0, 1, 86400, 0 },
 };
 
 /*
@@ -237,6 +277,31 @@ static const struct proto_method_info proto_methods[PM__COUNT] = {
 	    mediator_dns_params, nitems(mediator_dns_params), PIO_DENY },
 	{ PM_MEDIATOR_CONNECT, "mediator.connect", PS_MEDIATOR, PA_MEDIATOR,
 	    mediator_connect_params, nitems(mediator_connect_params), PIO_DENY },
+	{ PM_MEDIATOR_COMPLETE, "mediator.complete", PS_MEDIATOR, PA_MEDIATOR,
+	    mediator_complete_params, nitems(mediator_complete_params), PIO_DENY },
+	/*
+	 * HTTP transactions: root's control plane only (boundary.sock, or the
+	 * operation's supervisor.sock), never client.sock: the operation's
+	 * owner may be the very workload the transaction constrains.
+	 */
+	{ PM_TRANSACTION_BEGIN, "transaction.begin", PS_BOUNDARY | PS_SUPERVISOR, PA_ROOT_ANY,
+	    transaction_params, nitems(transaction_params), PIO_DENY },
+	{ PM_TRANSACTION_ACTIVATE, "transaction.activate", PS_BOUNDARY | PS_SUPERVISOR,
+	    PA_ROOT_ANY, transaction_params, nitems(transaction_params), PIO_DENY },
+	{ PM_TRANSACTION_END, "transaction.end", PS_BOUNDARY | PS_SUPERVISOR, PA_ROOT_ANY,
+	    transaction_params, nitems(transaction_params), PIO_DENY },
+	{ PM_TRANSACTION_REVOKE, "transaction.revoke", PS_BOUNDARY | PS_SUPERVISOR, PA_ROOT_ANY,
+	    transaction_params, nitems(transaction_params), PIO_DENY },
+	{ PM_TRANSACTION_START, "transaction.start", PS_BOUNDARY | PS_SUPERVISOR, PA_ROOT_ANY,
+	    transaction_params, nitems(transaction_params), PIO_DENY },
+	/* Mediator leases: granted by root only; revoked like network leases. */
+	{ PM_NETWORK_GRANT_HTTP, "network.grant_http", PS_BOUNDARY | PS_SUPERVISOR, PA_ROOT_ANY,
+	    network_grant_http_params, nitems(network_grant_http_params), PIO_DENY },
+	{ PM_NETWORK_REVOKE_HTTP, "network.revoke_http", PS_BOUNDARY | PS_CLIENT | PS_SUPERVISOR,
+	    PA_ANY_USER, network_revoke_params, nitems(network_revoke_params), PIO_DENY },
+	{ PM_NETWORK_COMMIT_TOKEN, "network.commit_token", PS_BOUNDARY | PS_SUPERVISOR,
+	    PA_ROOT_ANY, network_commit_token_params, nitems(network_commit_token_params),
+	    PIO_DENY },
 };
 
 const struct proto_method_info *
@@ -270,6 +335,8 @@ proto_authorized(const struct proto_method_info *info, enum proto_socket sock, u
 	case PA_MEDIATOR:
 		/* boundaryd accepts on mediator.sock only the --mediator-user uid. */
 		return sock == PS_MEDIATOR;
+	case PA_ROOT_ANY:
+		return uid == 0;
 	}
 	return 0;
 }

@@ -66,6 +66,15 @@ enum proto_method {
 	PM_MEDIATOR_AUTHORIZE,
 	PM_MEDIATOR_DNS,
 	PM_MEDIATOR_CONNECT,
+	PM_MEDIATOR_COMPLETE,
+	PM_TRANSACTION_BEGIN,
+	PM_TRANSACTION_ACTIVATE,
+	PM_TRANSACTION_END,
+	PM_TRANSACTION_REVOKE,
+	PM_TRANSACTION_START,
+	PM_NETWORK_GRANT_HTTP,
+	PM_NETWORK_REVOKE_HTTP,
+	PM_NETWORK_COMMIT_TOKEN,
 	PM__COUNT
 };
 
@@ -82,6 +91,7 @@ enum proto_access {
 	PA_ROOT,
 	PA_ANY_USER,
 	PA_MEDIATOR,	/* the mediator's uid, on mediator.sock only (checked at accept) */
+	PA_ROOT_ANY,	/* uid 0 on any socket of the method's mask */
 };
 
 /*

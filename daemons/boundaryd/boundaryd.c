@@ -568,6 +568,7 @@ main(int argc, char **argv)
 	control_close_all(&bd);
 	operation_free_all(&bd);
 	netop_shutdown(&bd);
+	medtoken_free();
 	/* A last try: what the disk still refuses now is lost with this process. */
 	if (record_flush(bd.bd_state_fd) != 0) {
 		struct record_disk rd;

@@ -295,6 +295,8 @@ struct netop {
 	uint64_t no_live_generation;	/* generation the boundary entry last showed */
 	struct nft_counters no_end_cnt;	/* the final reading (netop_end_counts) */
 	int no_end_read, no_end_have;
+	struct txnctx *no_txn;	/* proxy.transaction state (transaction.c), made on first use */
+	struct medleases *no_medleases;	/* mediator leases (medlease.c), in memory only */
 };
 
 /* One live record update (live.c): each part is optional. */
@@ -372,6 +374,8 @@ int control_send_max(struct conn *c, struct json_object *msg, size_t max);
 pid_t control_peer_pid(struct conn *c);
 /* The connection is a long-lived channel: no idle timeout (sensord). */
 void control_keepalive(struct conn *c);
+/* Send an event frame ({"event": name, "params": ...}) to every mediator channel. */
+void control_mediator_notify(struct boundaryd *bd, const char *name, struct json_object *params);
 /* Close one connection now (its owners are told as on EOF). */
 void control_drop(struct conn *c);
 /* Connections not read from now (output over CONTROL_OUTPUT_PAUSE), bytes queued in all. */
@@ -453,6 +457,9 @@ void operation_evidence(struct boundaryd *bd, const struct peer *p, struct json_
     struct op_reply *r);
 /* Append one evidence line (time and operation_id added) to STATE/network-operations/ID/file. */
 void netop_append(struct netop *no, const char *file, struct json_object *o);
+/* The caller-visible network operation named by params or the socket (else r is an error). */
+struct netop *netop_lookup(struct boundaryd *bd, const struct peer *p, const char *scope,
+    struct json_object *params, struct op_reply *r);
 /*
  * Is (family, addr, proto, port) allowed now by the operation's envelope,
  * deny list and active leases (netpolicy_decide's NP_ALLOW)? *reason is
@@ -465,6 +472,49 @@ int netop_tuple_allowed(struct netop *no, int family, const uint8_t addr[16], ui
 void mediator_config(struct boundaryd *bd, struct op_reply *r);
 void mediator_authorize(struct boundaryd *bd, const struct peer *p, struct json_object *params,
     struct op_reply *r);
+void mediator_complete(struct boundaryd *bd, const struct peer *p, struct json_object *params,
+    struct op_reply *r);
+
+/* medlease.c: mediator leases and credential injection (proxy.credentials) */
+struct medleases;
+void network_grant_http(struct boundaryd *bd, const struct peer *p, const char *scope,
+    struct json_object *params, struct op_reply *r);
+void network_revoke_http(struct boundaryd *bd, const struct peer *p, const char *scope,
+    struct json_object *params, struct op_reply *r);
+const char *medlease_credential(struct netop *no, struct json_object *params,
+    const char **handle, const char **header, char *value, size_t valuesz);
+struct json_object *medlease_summary(struct netop *no);
+int medlease_active(struct netop *no);
+/* medtoken.c: commit tokens for non-GET/HEAD mediator requests */
+void network_commit_token(struct boundaryd *bd, const struct peer *p, const char *scope,
+    struct json_object *params, struct op_reply *r);
+const char *medtoken_check(struct boundaryd *bd, struct netop *no, struct json_object *params,
+    int redeem, char *token_id, size_t idlen);
+void medtoken_free(void);
+void medlease_free_all(struct netop *no);
+
+/* transaction.c: HTTP mediator transactions (proxy.transaction) */
+struct txnctx;
+void transaction_begin(struct boundaryd *bd, const struct peer *p, const char *scope,
+    struct json_object *params, struct op_reply *r);
+void transaction_start(struct boundaryd *bd, const struct peer *p, const char *scope,
+    struct json_object *params, struct op_reply *r);
+void transaction_activate(struct boundaryd *bd, const struct peer *p, const char *scope,
+    struct json_object *params, struct op_reply *r);
+void transaction_end(struct boundaryd *bd, const struct peer *p, const char *scope,
+    struct json_object *params, struct op_reply *r);
+void transaction_revoke(struct boundaryd *bd, const struct peer *p, const char *scope,
+    struct json_object *params, struct op_reply *r);
+const char *txn_authorize(struct netop *no, struct json_object *params, const char **txid,
+    uint64_t *reservation, int64_t *limit, const char **url_error);
+void txn_decision_evidence(struct netop *no, struct json_object *params,
+    const char *decision_id, const char *txid, const char *reason, uint64_t reservation,
+    const char *url_error);
+struct json_object *txn_summary(struct netop *no);
+void txn_release_unused(struct netop *no, uint64_t reservation);
+void txn_restore(struct netop *no);
+void txn_operation_end(struct netop *no);
+void txn_free(struct netop *no);
 
 /*
  * Lease the exact tuple of ev for ttl seconds, or extend the lease that

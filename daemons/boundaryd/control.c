@@ -173,6 +173,23 @@ control_send_max(struct conn *c, struct json_object *msg, size_t max)
 	return rv;
 }
 
+void
+control_mediator_notify(struct boundaryd *bd, const char *name, struct json_object *params)
+{
+	struct conn *c;
+
+	TAILQ_FOREACH(c, &bd->bd_conns, c_entry) {
+		if (c->c_kind != PS_MEDIATOR)
+			continue;
+		struct json_object *m = json_object_new_object();
+		json_object_object_add(m, "proto", json_object_new_int(PROTO_VERSION));
+		json_object_object_add(m, "event", json_object_new_string(name));
+		json_object_object_add(m, "params", json_object_get(params));
+		control_send(c, m);
+	}
+	json_object_put(params);
+}
+
 static void
 control_dispatch(struct conn *c, struct json_object *msg)
 {
@@ -295,6 +312,33 @@ control_dispatch(struct conn *c, struct json_object *msg)
 		break;
 	case PM_MEDIATOR_CONNECT:
 		dnslease_connect(bd, req.pr_params, &r);
+		break;
+	case PM_MEDIATOR_COMPLETE:
+		mediator_complete(bd, &c->c_peer, req.pr_params, &r);
+		break;
+	case PM_TRANSACTION_BEGIN:
+		transaction_begin(bd, &c->c_peer, scope, req.pr_params, &r);
+		break;
+	case PM_TRANSACTION_ACTIVATE:
+		transaction_activate(bd, &c->c_peer, scope, req.pr_params, &r);
+		break;
+	case PM_TRANSACTION_END:
+		transaction_end(bd, &c->c_peer, scope, req.pr_params, &r);
+		break;
+	case PM_TRANSACTION_REVOKE:
+		transaction_revoke(bd, &c->c_peer, scope, req.pr_params, &r);
+		break;
+	case PM_TRANSACTION_START:
+		transaction_start(bd, &c->c_peer, scope, req.pr_params, &r);
+		break;
+	case PM_NETWORK_GRANT_HTTP:
+		network_grant_http(bd, &c->c_peer, scope, req.pr_params, &r);
+		break;
+	case PM_NETWORK_REVOKE_HTTP:
+		network_revoke_http(bd, &c->c_peer, scope, req.pr_params, &r);
+		break;
+	case PM_NETWORK_COMMIT_TOKEN:
+		network_commit_token(bd, &c->c_peer, scope, req.pr_params, &r);
 		break;
 	case PM__COUNT:
 		r.or_code = PE_INTERNAL;

@@ -35,7 +35,6 @@
 #define MDR_ALLOW "within_envelope"
 #define MDR_NOT_RUNNING "operation_not_running"
 #define MDR_NO_PROXY "proxy_not_configured"
-#define MDR_TRANSACTION "transaction_required"
 #define MDR_CLIENT "client_address_mismatch"
 #define MDR_METHOD "method_not_allowed"
 #define MDR_SCHEME "scheme_not_supported"
@@ -109,6 +108,16 @@ mediator_path_json(const char *path)
 	return json_object_new_string_len(path, (int)n);
 }
 
+/* What a transactional decision adds (transaction.c). */
+struct mediator_txn {
+	int mt_mode;		/* the operation has proxy.transaction */
+	const char *mt_id;	/* the current transaction, if any */
+	uint64_t mt_reservation;
+	int64_t mt_limit;
+	const char *mt_url_error;
+	char mt_token_id[40];	/* a redeemed commit token's id */
+};
+
 /*
  * The canonical URL the mediator sends, parsed here again: boundaryd does
  * not trust the mediator's parse. Threat: a compromised mediator sending
@@ -153,8 +162,11 @@ mediator_addr_str(const struct httpurl_addr *a, char *out, size_t len)
 static void
 mediator_decide(struct boundaryd *bd, struct json_object *params, struct httpurl *u,
     int *url_ok, const char **reason, const char **bad_addr, char *badbuf, size_t badlen,
-    char *pinned, size_t pinnedlen, struct operation **opp)
+    char *pinned, size_t pinnedlen, struct operation **opp, struct mediator_txn *mt)
 {
+	const char *stage = schema_string(params, "stage");
+	int resolve = stage != NULL && strcmp(stage, "resolve") == 0;
+
 	const char *id = schema_string(params, "operation_id");
 	const char *method = schema_string(params, "method");
 	struct json_object *addrs = schema_child(params, "addresses");
@@ -179,12 +191,10 @@ mediator_decide(struct boundaryd *bd, struct json_object *params, struct httpurl
 	}
 	/*
 	 * With proxy.transaction the mediator is inactive until a transaction
-	 * is active; transactions do not exist yet, so it stays inactive.
+	 * is active (checked last, once everything else allows: the check
+	 * takes the transaction's one reservation).
 	 */
-	if (schema_child(proxy, "transaction") != NULL) {
-		*reason = MDR_TRANSACTION;
-		return;
-	}
+	mt->mt_mode = schema_child(proxy, "transaction") != NULL;
 	/* The client identity is the configured address, exactly (not a claim to trust). */
 	if (netpolicy_parse_addr(schema_string(proxy, "client_address"), &cf, ca) != 0 ||
 	    netpolicy_parse_addr(schema_string(params, "client_address"), &pf, pa) != 0 ||
@@ -192,9 +202,18 @@ mediator_decide(struct boundaryd *bd, struct json_object *params, struct httpurl
 		*reason = MDR_CLIENT;
 		return;
 	}
-	if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0) {
-		*reason = MDR_METHOD;
-		return;
+	/*
+	 * Other methods: the policy's opt-in, an active mediator lease and a
+	 * commit token (medtoken.c); the token is redeemed last, below.
+	 */
+	int effectful = strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0;
+	if (effectful) {
+		const char *why = medtoken_check(bd, op->op_net, params, 0, mt->mt_token_id,
+		    sizeof(mt->mt_token_id));
+		if (why != NULL) {
+			*reason = why;
+			return;
+		}
 	}
 	if (strcmp(schema_string(params, "scheme"), "http") != 0 &&
 	    strcmp(schema_string(params, "scheme"), "https") != 0) {
@@ -238,16 +257,32 @@ mediator_decide(struct boundaryd *bd, struct json_object *params, struct httpurl
 			*bad_addr = badbuf;
 			return;
 		}
-		/* A literal resolves to itself only: the addresses must be exactly it. */
-		int lf;
-		uint8_t ab[16];
-		if (json_object_array_length(addrs) != 1 ||
-		    netpolicy_parse_addr(json_object_get_string(json_object_array_get_idx(addrs, 0)),
-		    &lf, ab) != 0 || lf != u->hu_addrs[0].ha_family ||
-		    memcmp(ab, u->hu_addrs[0].ha_addr, lf == AF_INET ? 4 : 16) != 0) {
-			*reason = MDR_URL_MISMATCH;
-			return;
+		/*
+		 * A literal resolves to itself only: the addresses must be exactly
+		 * it (checked once there are addresses: not at the resolve stage).
+		 */
+		if (!resolve) {
+			int lf;
+			uint8_t ab[16];
+			if (json_object_array_length(addrs) != 1 ||
+			    netpolicy_parse_addr(json_object_get_string(
+			    json_object_array_get_idx(addrs, 0)), &lf, ab) != 0 || lf != u->hu_addrs[0].ha_family ||
+			    memcmp(ab, u->hu_addrs[0].ha_addr, lf == AF_INET ? 4 : 16) != 0) {
+				*reason = MDR_URL_MISMATCH;
+				return;
+			}
 		}
+	}
+	/* Before resolution: only whether the name may be looked up at all. */
+	if (resolve) {
+		*reason = MDR_ALLOW;
+		if (mt->mt_mode) {
+			const char *code = txn_authorize(op->op_net, params, &mt->mt_id,
+			    &mt->mt_reservation, &mt->mt_limit, &mt->mt_url_error);
+			if (code != NULL)
+				*reason = code;
+		}
+		return;
 	}
 	if (json_object_array_length(addrs) == 0) {
 		*reason = MDR_NO_ADDRESS;
@@ -293,7 +328,14 @@ mediator_decide(struct boundaryd *bd, struct json_object *params, struct httpurl
 			}
 		}
 	}
-	for (size_t i = 0; i < json_object_array_length(addrs); i++) {
+	/*
+	 * Without a transaction the upstream must be inside the envelope. In
+	 * transaction mode the root-owned scope is the upstream's authority
+	 * (seed 001: the envelope grants the mediated client the mediator
+	 * only), so an envelope grant is not needed, and none should exist:
+	 * it would let the client reach the upstream directly as well.
+	 */
+	for (size_t i = 0; !mt->mt_mode && i < json_object_array_length(addrs); i++) {
 		const char *a = json_object_get_string(json_object_array_get_idx(addrs, i));
 		const char *why = NULL;
 		int f;
@@ -302,6 +344,27 @@ mediator_decide(struct boundaryd *bd, struct json_object *params, struct httpurl
 		    !netop_tuple_allowed(op->op_net, f, b, IPPROTO_TCP, port, &why)) {
 			*reason = MDR_NOT_GRANTED;
 			*bad_addr = a;
+			return;
+		}
+	}
+	/* One use: redeemed only once everything else allows. */
+	if (effectful) {
+		const char *why = medtoken_check(bd, op->op_net, params, 1, mt->mt_token_id,
+		    sizeof(mt->mt_token_id));
+		if (why != NULL) {
+			*reason = why;
+			return;
+		}
+	}
+	/*
+	 * The transaction last: scope, state, TTL and budgets, and the one
+	 * reservation, persisted before this reply lets the mediator connect.
+	 */
+	if (mt->mt_mode) {
+		const char *code = txn_authorize(op->op_net, params, &mt->mt_id,
+		    &mt->mt_reservation, &mt->mt_limit, &mt->mt_url_error);
+		if (code != NULL) {
+			*reason = code;
 			return;
 		}
 	}
@@ -321,6 +384,8 @@ mediator_authorize(struct boundaryd *bd, const struct peer *p, struct json_objec
 	char pinned[64], badbuf[64], did[ID_MAX_LEN], red[1024];
 	struct httpurl *u;
 	int url_ok = 0;
+	struct mediator_txn mt;
+	const char *stage = schema_string(params, "stage");
 
 	(void)p;
 	if (!ids_valid_operation(id)) {
@@ -335,14 +400,39 @@ mediator_authorize(struct boundaryd *bd, const struct peer *p, struct json_objec
 		reply_error(r, PE_INVALID_PARAMS, "path: must start with /");
 		return;
 	}
+	if (stage != NULL && strcmp(stage, "resolve") != 0 && strcmp(stage, "connect") != 0) {
+		reply_error(r, PE_INVALID_PARAMS, "stage: resolve or connect");
+		return;
+	}
 	/* about 17 KiB: not on the stack of the event loop */
 	if ((u = calloc(1, sizeof(*u))) == NULL) {
 		reply_error(r, PE_INTERNAL, "out of memory");
 		return;
 	}
+	memset(&mt, 0, sizeof(mt));
 	mediator_decide(bd, params, u, &url_ok, &reason, &bad, badbuf, sizeof(badbuf), pinned,
-	    sizeof(pinned), &op);
+	    sizeof(pinned), &op, &mt);
 	int allow = strcmp(reason, MDR_ALLOW) == 0;
+	/*
+	 * A credential for the connect (never for the resolve stage): only
+	 * under an active mediator lease and an exact configured URL prefix.
+	 * The value goes to the mediator in this reply and nowhere else.
+	 */
+	const char *cred_handle = NULL, *cred_header = NULL;
+	char cred_value[4096];
+	cred_value[0] = '\0';
+	if (allow && pinned[0] != '\0') {
+		const char *why = medlease_credential(op->op_net, params, &cred_handle,
+		    &cred_header, cred_value, sizeof(cred_value));
+		if (why != NULL) {
+			reason = why;
+			allow = 0;
+			/* a transaction's reservation was taken: it is not used */
+			if (mt.mt_reservation != 0)
+				txn_release_unused(op->op_net, mt.mt_reservation);
+			mt.mt_reservation = 0;
+		}
+	}
 	ids_new("med_", did, sizeof(did));
 
 	r->or_result = json_object_new_object();
@@ -354,6 +444,24 @@ mediator_authorize(struct boundaryd *bd, const struct peer *p, struct json_objec
 	    allow ? json_object_new_string(pinned) : NULL);
 	json_object_object_add(r->or_result, "denied_address", bad ? json_object_new_string(bad) :
 	    NULL);
+	if (allow && cred_header != NULL) {
+		json_object_object_add(r->or_result, "credential_handle_id",
+		    json_object_new_string(cred_handle));
+		json_object_object_add(r->or_result, "inject_header",
+		    json_object_new_string(cred_header));
+		json_object_object_add(r->or_result, "inject_value",
+		    json_object_new_string(cred_value));
+	}
+	explicit_bzero(cred_value, sizeof(cred_value));
+	if (mt.mt_mode) {
+		/* The mediator reports the response of a reservation with mediator.complete. */
+		json_object_object_add(r->or_result, "transaction_id", mt.mt_id ?
+		    json_object_new_string(mt.mt_id) : NULL);
+		json_object_object_add(r->or_result, "reservation", allow && mt.mt_reservation ?
+		    json_object_new_int64((int64_t)mt.mt_reservation) : NULL);
+		json_object_object_add(r->or_result, "response_limit", allow && mt.mt_reservation ?
+		    json_object_new_int64(mt.mt_limit) : NULL);
+	}
 
 	if (op == NULL || op->op_net == NULL) {
 		/* No operation directory to write to: the log keeps the refusal. */
@@ -389,6 +497,18 @@ mediator_authorize(struct boundaryd *bd, const struct peer *p, struct json_objec
 	json_object_object_add(o, "denied_address", bad ? json_object_new_string(bad) : NULL);
 	json_object_object_add(o, "generation",
 	    json_object_new_int64((int64_t)op->op_net->no_generation));
+	json_object_object_add(o, "commit_token_id", mt.mt_token_id[0] ?
+	    json_object_new_string(mt.mt_token_id) : NULL);
+	/* The handle id, never the value. */
+	json_object_object_add(o, "credential_handle_id", allow && cred_header ?
+	    json_object_new_string(cred_handle) : NULL);
+	if (mt.mt_mode) {
+		json_object_object_add(o, "transaction_id", mt.mt_id ?
+		    json_object_new_string(mt.mt_id) : NULL);
+		json_object_object_add(o, "stage", json_object_new_string(stage ? stage : "connect"));
+		txn_decision_evidence(op->op_net, params, did, mt.mt_id, allow ? NULL : reason,
+		    mt.mt_reservation, mt.mt_url_error);
+	}
 	netop_append(op->op_net, "http-mediator.jsonl", o);
 	free(u);
 }

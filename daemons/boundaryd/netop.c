@@ -1243,6 +1243,11 @@ netop_summary(struct netop *no)
 	json_object_object_add(o, "leases", netop_leases_json(no));
 	json_object_object_add(o, "policy", json_object_get(no->no_spec.ns_policy_json));
 	json_object_object_add(o, "warnings", json_object_get(no->no_spec.ns_warnings));
+	if (no->no_spec.ns_proxy != NULL)
+		json_object_object_add(o, "mediator_leases", medlease_summary(no));
+	struct json_object *txs = txn_summary(no);
+	if (txs != NULL)
+		json_object_object_add(o, "http_transaction", txs);
 	if (!no->no_table_gone && no->no_bd->bd_nft != NULL &&
 	    nft_counters_read(no->no_bd->bd_nft, no->no_table, &c, &cause) == 0) {
 		struct json_object *k = json_object_new_object();
@@ -1393,6 +1398,8 @@ netop_end_counts(struct netop *no, struct live_update *out)
 	if (no->no_table_gone || no->no_end_read)
 		return;
 	no->no_end_read = 1;
+	txn_operation_end(no);
+	medlease_free_all(no);
 	while ((l = TAILQ_FIRST(&no->no_leases)) != NULL) {
 		TAILQ_REMOVE(&no->no_leases, l, nl_entry);
 		netop_lease_free(l);
@@ -1478,6 +1485,8 @@ netop_free(struct netop *no)
 		netop_lease_free(l);
 	}
 	control_close(&no->no_sup);
+	txn_free(no);
+	medlease_free_all(no);
 	if (no->no_dirfd >= 0)
 		close(no->no_dirfd);
 	netop_spec_free(&no->no_spec);
@@ -1628,6 +1637,7 @@ netop_restore(struct operation *op, char **cause)
 		netop_append(no, "effects.jsonl", o);
 	}
 	netop_listen(no);
+	txn_restore(no);
 	log_info("%s: network boundary restored at generation %llu (%d expired lease(s) removed)",
 	    op->op_id, (unsigned long long)no->no_generation, expired);
 	return no;
@@ -1747,7 +1757,7 @@ netop_recover_tables(struct boundaryd *bd)
 }
 
 /* Find the caller-visible network operation named by params or the socket. */
-static struct netop *
+struct netop *
 netop_lookup(struct boundaryd *bd, const struct peer *p, const char *scope,
     struct json_object *params, struct op_reply *r)
 {

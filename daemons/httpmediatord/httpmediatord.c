@@ -132,6 +132,12 @@ mediatord_dispatch(struct json_object *msg)
 	struct json_object *err = schema_child(msg, "error");
 	int64_t id;
 
+	/* boundaryd's events: a transaction closed (revoked, ended, expired). */
+	if (idj == NULL && schema_string(msg, "event") != NULL) {
+		if (strcmp(schema_string(msg, "event"), "transaction.closed") == 0)
+			proxy_transaction_closed(&md, schema_child(msg, "params"));
+		return;
+	}
 	if (idj == NULL || !json_object_is_type(idj, json_type_int)) {
 		log_warnx("boundaryd sent a message without an id");
 		return;
@@ -326,6 +332,7 @@ main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	TAILQ_INIT(&md.md_ops);
 	TAILQ_INIT(&md.md_pending);
+	TAILQ_INIT(&md.md_all);
 	if ((md.md_base = event_base_new()) == NULL)
 		fatalx("event_base_new failed");
 	/*

@@ -67,6 +67,7 @@ struct medop {
 	int mo_seen;		/* in the last mediator.config answer */
 	int mo_gone;		/* no longer configured: freed with its last request */
 	int mo_inflight;	/* requests not yet answered */
+	int mo_txn;		/* proxy.transaction: a name is resolved only once it is in scope */
 };
 TAILQ_HEAD(medop_list, medop);
 
@@ -92,6 +93,24 @@ struct mreq {
 	int mr_io_timeout;
 	int64_t mr_max_redirects;
 	int mr_hop;		/* 0: the client's target; n: the nth redirect */
+	/* proxy.transaction (txnhook.c): the reservation this request holds */
+	TAILQ_ENTRY(mreq) mr_all;	/* md_all: every request, for transaction.closed */
+	char mr_txid[72];
+	int64_t mr_reservation;		/* 0: not transactional */
+	char mr_decision[80];
+	int mr_completing;		/* waiting for mediator.complete's answer */
+	int mr_resolving;		/* waiting for the pre-resolution scope check */
+	/* A host credential boundaryd injects (mediator lease): never logged, zeroed on free. */
+	char mr_inject_header[72];
+	char *mr_inject_value;
+	/* Methods other than GET/HEAD: the client's commit token and the body's digest. */
+	char *mr_token;
+	char mr_body_sha256[65];
+	int64_t mr_req_bytes;
+	int mr_code;			/* the held response */
+	char mr_code_line[64];
+	struct evbuffer *mr_body;
+	struct json_object *mr_headers;	/* allowlisted response headers, [[k, v], ...] */
 };
 TAILQ_HEAD(mreq_list, mreq);
 
@@ -106,6 +125,7 @@ struct mediatord {
 	struct event *md_refresh;
 	struct medop_list md_ops;
 	struct mreq_list md_pending;
+	struct mreq_list md_all;
 	int md_nops;
 };
 
@@ -119,6 +139,7 @@ void proxy_authorized(struct mediatord *md, int64_t id, struct json_object *resu
     const char *error_code);
 void proxy_channel_lost(struct mediatord *md);
 void proxy_free_all(struct mediatord *md);
+void proxy_start(struct mreq *mr);
 void proxy_resolve(struct mreq *mr);
 void proxy_fail(struct mreq *mr, int status, const char *reason, const char *code);
 void proxy_mreq_free(struct mreq *mr);
@@ -141,5 +162,7 @@ int connect_authorized(struct mediatord *md, int64_t id, struct json_object *res
     const char *error_code);
 void connect_channel_lost(struct mediatord *md);
 void connect_free_all(struct mediatord *md);
+/* boundaryd's event: the operation's transaction closed (revoked, ended, expired). */
+void proxy_transaction_closed(struct mediatord *md, struct json_object *params);
 
 #endif

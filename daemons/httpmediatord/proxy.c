@@ -18,6 +18,18 @@
  * proxy.max_redirects, each hop parsed, resolved and authorized by
  * boundaryd like a new request before its socket opens; the 3xx itself
  * never reaches the client.
+ *
+ * With proxy.transaction, boundaryd's allow carries a reservation: the
+ * response is held here (never relayed) until boundaryd, told its byte
+ * count with mediator.complete, says it may be delivered; a response that
+ * finishes after the transaction was revoked, ended or expired is refused.
+ * A held GET/HEAD redirect is accounted the same way and, once boundaryd
+ * agrees, followed instead of delivered: the next hop names the
+ * transaction and its hop number, is scope-checked before its name is
+ * resolved and consumes a request of its own (redirect.c).
+ * boundaryd's transaction.closed event cancels the operation's upstream
+ * requests at once (their sockets close) and answers their clients with a
+ * refusal and Connection: close.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -40,6 +52,7 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
+#include "committoken.h"
 #include "httpmediatord.h"
 #include "log.h"
 #include "medreq.h"
@@ -48,6 +61,10 @@
 #include "util.h"
 
 static void proxy_upstream(struct mreq *mr, const char *addr);
+static void proxy_completed(struct mreq *mr, struct json_object *result);
+static void proxy_resolve_checked(struct mreq *mr, struct json_object *result,
+    const char *error_code);
+static void proxy_txn_hold(struct mreq *mr, struct evhttp_request *resp, int code);
 
 static const char *
 proxy_method_name(enum evhttp_cmd_type t)
@@ -73,6 +90,20 @@ proxy_method_name(enum evhttp_cmd_type t)
 		return "PATCH";
 	}
 	return NULL;
+}
+
+static int
+proxy_method_cmd(const char *m)
+{
+	static const struct { const char *n; enum evhttp_cmd_type t; } map[] = {
+		{ "GET", EVHTTP_REQ_GET }, { "HEAD", EVHTTP_REQ_HEAD }, { "POST", EVHTTP_REQ_POST },
+		{ "PUT", EVHTTP_REQ_PUT }, { "DELETE", EVHTTP_REQ_DELETE },
+		{ "PATCH", EVHTTP_REQ_PATCH }, { "OPTIONS", EVHTTP_REQ_OPTIONS },
+	};
+	for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
+		if (strcmp(map[i].n, m) == 0)
+			return (int)map[i].t;
+	return -1;
 }
 
 /* A refusal to the client: a stable code as the body, and the status. */
@@ -114,8 +145,17 @@ proxy_mreq_free(struct mreq *mr)
 
 	if (mr->mr_waiting)
 		TAILQ_REMOVE(&mr->mr_md->md_pending, mr, mr_entry);
+	TAILQ_REMOVE(&mr->mr_md->md_all, mr, mr_all);
 	if (mr->mr_timer != NULL)
 		event_free(mr->mr_timer);
+	if (mr->mr_body != NULL)
+		evbuffer_free(mr->mr_body);
+	if (mr->mr_inject_value != NULL) {
+		explicit_bzero(mr->mr_inject_value, strlen(mr->mr_inject_value));
+		free(mr->mr_inject_value);
+	}
+	free(mr->mr_token);
+	json_object_put(mr->mr_headers);
 	free(mr);
 	/* An ended operation's server goes once its last request is answered. */
 	if (--mo->mo_inflight == 0 && mo->mo_gone)
@@ -140,9 +180,41 @@ proxy_fail(struct mreq *mr, int status, const char *reason, const char *code)
 	if (mr->mr_client != NULL) {
 		struct evhttp_request *req = mr->mr_client;
 		proxy_detach_client(mr);
-		proxy_refuse(req, status, reason, code, 0);
+		/* Transaction mode keeps no idle client connection (see proxy_completed). */
+		proxy_refuse(req, status, reason, code, mr->mr_mo->mo_txn);
 	}
 	proxy_mreq_free(mr);
+}
+
+/* mediator.authorize's parameters for mr, with no address yet. */
+static struct json_object *
+proxy_authorize_params(const struct mreq *mr)
+{
+	struct json_object *params = json_object_new_object();
+
+	json_object_object_add(params, "operation_id", json_object_new_string(mr->mr_op));
+	json_object_object_add(params, "client_address", json_object_new_string(mr->mr_client_str));
+	json_object_object_add(params, "method", json_object_new_string(mr->mr_method));
+	json_object_object_add(params, "scheme", json_object_new_string(mr->mr_t.mt_scheme));
+	json_object_object_add(params, "host", json_object_new_string(mr->mr_t.mt_host));
+	json_object_object_add(params, "port", json_object_new_int(mr->mr_t.mt_port));
+	json_object_object_add(params, "path", json_object_new_string(mr->mr_t.mt_path));
+	/* boundaryd parses this itself: it does not trust the fields above. */
+	json_object_object_add(params, "url", json_object_new_string(mr->mr_t.mt_url));
+	json_object_object_add(params, "redirect_hop", json_object_new_int(mr->mr_hop));
+	/* A hop belongs to the transaction its first request was in, and says which. */
+	if (mr->mr_hop > 0 && mr->mr_txid[0] != '\0')
+		json_object_object_add(params, "transaction_id", json_object_new_string(mr->mr_txid));
+	json_object_object_add(params, "addresses", json_object_new_array());
+	if (mr->mr_token != NULL) {
+		if (mr->mr_token[0] != '\0')
+			json_object_object_add(params, "commit_token",
+			    json_object_new_string(mr->mr_token));
+		json_object_object_add(params, "body_sha256",
+		    json_object_new_string(mr->mr_body_sha256));
+		json_object_object_add(params, "request_bytes", json_object_new_int64(mr->mr_req_bytes));
+	}
+	return params;
 }
 
 static void
@@ -203,21 +275,10 @@ proxy_dns_cb(int result, struct evutil_addrinfo *res, void *arg)
 		proxy_fail(mr, 502, "Bad Gateway", "resolve_failed");
 		return;
 	}
-	params = json_object_new_object();
-	addrs = json_object_new_array();
+	params = proxy_authorize_params(mr);
+	addrs = schema_child(params, "addresses");
 	for (size_t i = 0; i < mr->mr_naddrs; i++)
 		json_object_array_add(addrs, json_object_new_string(mr->mr_addrs[i]));
-	json_object_object_add(params, "operation_id", json_object_new_string(mr->mr_op));
-	json_object_object_add(params, "client_address", json_object_new_string(mr->mr_client_str));
-	json_object_object_add(params, "method", json_object_new_string(mr->mr_method));
-	json_object_object_add(params, "scheme", json_object_new_string(mr->mr_t.mt_scheme));
-	json_object_object_add(params, "host", json_object_new_string(mr->mr_t.mt_host));
-	json_object_object_add(params, "port", json_object_new_int(mr->mr_t.mt_port));
-	json_object_object_add(params, "path", json_object_new_string(mr->mr_t.mt_path));
-	/* boundaryd parses this itself: it does not trust the fields above. */
-	json_object_object_add(params, "url", json_object_new_string(mr->mr_t.mt_url));
-	json_object_object_add(params, "redirect_hop", json_object_new_int(mr->mr_hop));
-	json_object_object_add(params, "addresses", addrs);
 	if (mediatord_send(md, "mediator.authorize", params, &mr->mr_auth_id) != 0) {
 		proxy_fail(mr, 503, "Service Unavailable", "authority_unavailable");
 		return;
@@ -246,6 +307,14 @@ proxy_authorized(struct mediatord *md, int64_t id, struct json_object *result,
 	TAILQ_REMOVE(&md->md_pending, mr, mr_entry);
 	mr->mr_waiting = 0;
 	evtimer_del(mr->mr_timer);
+	if (mr->mr_completing) {
+		proxy_completed(mr, result);
+		return;
+	}
+	if (mr->mr_resolving) {
+		proxy_resolve_checked(mr, result, error_code);
+		return;
+	}
 	if (mr->mr_client == NULL) {
 		proxy_mreq_free(mr);
 		return;
@@ -263,6 +332,34 @@ proxy_authorized(struct mediatord *md, int64_t id, struct json_object *result,
 		const char *code = reason != NULL && strlen(reason) < 64 ? reason : "denied";
 		proxy_fail(mr, 403, "Forbidden", code);
 		return;
+	}
+	/* A transaction's reservation: the response is held until boundaryd accounts it. */
+	if (schema_child(result, "reservation") != NULL) {
+		int64_t lim = schema_int(result, "response_limit", 0);
+		const char *txid = schema_string(result, "transaction_id");
+		mr->mr_reservation = schema_int(result, "reservation", 0);
+		if (mr->mr_reservation <= 0 || txid == NULL || strlen(txid) >= sizeof(mr->mr_txid) ||
+		    lim < 0) {
+			proxy_fail(mr, 503, "Service Unavailable", "authority_error");
+			return;
+		}
+		util_strlcpy(mr->mr_txid, txid, sizeof(mr->mr_txid));
+		if (schema_string(result, "decision_id") != NULL)
+			util_strlcpy(mr->mr_decision, schema_string(result, "decision_id"),
+			    sizeof(mr->mr_decision));
+		if (lim < mr->mr_max_response)
+			mr->mr_max_response = lim;
+	}
+	/* A credential to inject: a header name and a one-line value, or the request is refused. */
+	if (schema_string(result, "inject_header") != NULL) {
+		const char *h = schema_string(result, "inject_header");
+		const char *v = schema_string(result, "inject_value");
+		if (v == NULL || strlen(h) >= sizeof(mr->mr_inject_header) ||
+		    strpbrk(v, "\r\n") != NULL || (mr->mr_inject_value = strdup(v)) == NULL) {
+			proxy_fail(mr, 503, "Service Unavailable", "authority_error");
+			return;
+		}
+		util_strlcpy(mr->mr_inject_header, h, sizeof(mr->mr_inject_header));
 	}
 	/* The pinned address must be one we asked about; anything else is not acted on. */
 	for (size_t i = 0; i < mr->mr_naddrs; i++) {
@@ -306,6 +403,10 @@ proxy_upstream_done(struct evhttp_request *resp, void *arg)
 		return;
 	}
 	code = resp != NULL ? evhttp_request_get_response_code(resp) : 0;
+	if (mr->mr_reservation != 0) {
+		proxy_txn_hold(mr, resp, code);
+		return;
+	}
 	if (resp == NULL || code < 100 || code > 599) {
 		const char *why = "upstream_failed";
 		if (mr->mr_up_error == EVREQ_HTTP_TIMEOUT + 1)
@@ -404,9 +505,12 @@ proxy_upstream(struct mreq *mr, const char *addr)
 	struct evkeyvalq *in, *out;
 	struct evkeyval *kv;
 	const char *connection;
-	enum evhttp_cmd_type cmd = strcmp(mr->mr_method, "HEAD") == 0 ? EVHTTP_REQ_HEAD :
-	    EVHTTP_REQ_GET;
+	int cmd = proxy_method_cmd(mr->mr_method);
 
+	if (cmd < 0) {
+		proxy_fail(mr, 405, "Method Not Allowed", "method_not_supported");
+		return;
+	}
 	if (mr->mr_t.mt_tls)
 		evcon = proxy_tls_connection(mr, addr);
 	else
@@ -441,9 +545,21 @@ proxy_upstream(struct mreq *mr, const char *addr)
 			evhttp_add_header(out, kv->key, kv->value);
 	/* Host is the original authority, whatever the client sent. */
 	evhttp_add_header(out, "Host", mr->mr_t.mt_authority);
+	/* The commit token was for boundaryd; the body is the one it was bound to. */
+	while (evhttp_remove_header(out, "X-Gensee-Commit-Token") == 0)
+		;
+	if (mr->mr_token != NULL)
+		evbuffer_add_buffer(evhttp_request_get_output_buffer(up),
+		    evhttp_request_get_input_buffer(mr->mr_client));
+	/* boundaryd's credential replaces whatever the client sent under that name. */
+	if (mr->mr_inject_value != NULL) {
+		while (evhttp_remove_header(out, mr->mr_inject_header) == 0)
+			;
+		evhttp_add_header(out, mr->mr_inject_header, mr->mr_inject_value);
+	}
 	evhttp_add_header(out, "Connection", "close");
 	mr->mr_up = up;
-	if (evhttp_make_request(evcon, up, cmd, mr->mr_t.mt_path) != 0) {
+	if (evhttp_make_request(evcon, up, (enum evhttp_cmd_type)cmd, mr->mr_t.mt_path) != 0) {
 		/* make_request frees up on failure */
 		mr->mr_up = NULL;
 		evhttp_connection_free(evcon);
@@ -576,8 +692,38 @@ proxy_request_cb(struct evhttp_request *req, void *arg)
 		proxy_refuse(req, 400, "Bad Request", "request_body_refused", 0);
 		return;
 	}
+	/*
+	 * Any other method needs boundaryd's commit token for this exact body:
+	 * the token (X-Gensee-Commit-Token, never forwarded) and the body's
+	 * SHA-256, computed here, go to boundaryd with the request.
+	 */
+	if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0) {
+		struct evbuffer *in = evhttp_request_get_input_buffer(req);
+		const char *tok = evhttp_find_header(evhttp_request_get_input_headers(req),
+		    "X-Gensee-Commit-Token");
+		uint8_t dg[32];
+		size_t blen = evbuffer_get_length(in);
+		const unsigned char *body = evbuffer_pullup(in, -1);
+		if (tok != NULL && (strlen(tok) > 11800 || (mr->mr_token = strdup(tok)) == NULL)) {
+			free(mr);
+			proxy_refuse(req, 400, "Bad Request", "bad_commit_token", 0);
+			return;
+		}
+		if (committoken_body_digest(blen ? body : (const unsigned char *)"", blen, dg) != 0) {
+			free(mr->mr_token);
+			free(mr);
+			proxy_refuse(req, 503, "Service Unavailable", "out_of_memory", 0);
+			return;
+		}
+		for (size_t i = 0; i < sizeof(dg); i++)
+			snprintf(mr->mr_body_sha256 + 2 * i, 3, "%02x", dg[i]);
+		mr->mr_req_bytes = (int64_t)blen;
+		if (mr->mr_token == NULL)
+			mr->mr_token = strdup("");
+	}
 	mr->mr_md = md;
 	mr->mr_mo = mo;
+	TAILQ_INSERT_TAIL(&md->md_all, mr, mr_all);
 	mo->mo_inflight++;
 	mr->mr_client = req;
 	util_strlcpy(mr->mr_op, mo->mo_id, sizeof(mr->mr_op));
@@ -587,6 +733,70 @@ proxy_request_cb(struct evhttp_request *req, void *arg)
 	mr->mr_connect_timeout = mo->mo_connect_timeout;
 	mr->mr_io_timeout = mo->mo_io_timeout;
 	mr->mr_max_redirects = mo->mo_max_redirects;
+	proxy_start(mr);
+}
+
+/*
+ * The start of every hop (the client's request and each redirect). A
+ * transaction's scope is checked before the name is resolved: a DNS query
+ * for an out-of-scope name would itself carry data out.
+ */
+void
+proxy_start(struct mreq *mr)
+{
+	struct mediatord *md = mr->mr_md;
+
+	if (!mr->mr_mo->mo_txn) {
+		proxy_resolve(mr);
+		return;
+	}
+	struct json_object *params = proxy_authorize_params(mr);
+	struct timeval tv = { MEDIATORD_AUTH_TIMEOUT_SEC, 0 };
+	if (mr->mr_timer != NULL) {
+		event_free(mr->mr_timer);
+		mr->mr_timer = NULL;
+	}
+	json_object_object_add(params, "stage", json_object_new_string("resolve"));
+	mr->mr_resolving = 1;
+	if (mediatord_send(md, "mediator.authorize", params, &mr->mr_auth_id) != 0) {
+		proxy_fail(mr, 503, "Service Unavailable", "authority_unavailable");
+		return;
+	}
+	mr->mr_timer = evtimer_new(md->md_base, proxy_auth_timeout_cb, mr);
+	if (mr->mr_timer == NULL || evtimer_add(mr->mr_timer, &tv) != 0) {
+		proxy_fail(mr, 503, "Service Unavailable", "authority_unavailable");
+		return;
+	}
+	TAILQ_INSERT_TAIL(&md->md_pending, mr, mr_entry);
+	mr->mr_waiting = 1;
+}
+
+/* boundaryd's answer before resolution: resolve only on allow. */
+static void
+proxy_resolve_checked(struct mreq *mr, struct json_object *result, const char *error_code)
+{
+	const char *decision, *reason;
+
+	mr->mr_resolving = 0;
+	if (mr->mr_client == NULL) {
+		proxy_mreq_free(mr);
+		return;
+	}
+	if (result == NULL) {
+		log_warnx("%s: mediator.authorize error %s", mr->mr_op,
+		    error_code ? error_code : "(none)");
+		proxy_fail(mr, 503, "Service Unavailable", "authority_error");
+		return;
+	}
+	decision = schema_string(result, "decision");
+	reason = schema_string(result, "reason");
+	if (decision == NULL || strcmp(decision, "allow") != 0) {
+		proxy_fail(mr, 403, "Forbidden", reason != NULL && strlen(reason) < 64 ? reason :
+		    "denied");
+		return;
+	}
+	event_free(mr->mr_timer);
+	mr->mr_timer = NULL;
 	proxy_resolve(mr);
 }
 
@@ -634,6 +844,7 @@ proxy_medop_parse(struct json_object *proxy, struct medop *mo)
 	mo->mo_io_timeout = (int)schema_int(proxy, "io_timeout_seconds",
 	    MEDIATORD_DEFAULT_IO_TIMEOUT);
 	mo->mo_max_redirects = schema_int(proxy, "max_redirects", MEDIATORD_DEFAULT_MAX_REDIRECTS);
+	mo->mo_txn = schema_child(proxy, "transaction") != NULL;
 	if (mo->mo_connect_timeout < 1 || mo->mo_io_timeout < 1 || mo->mo_max_request < 0 ||
 	    mo->mo_max_response < 0 || mo->mo_max_redirects < 0 ||
 	    mo->mo_max_redirects > MEDIATORD_MAX_REDIRECTS)
@@ -776,5 +987,163 @@ proxy_free_all(struct mediatord *md)
 	while ((mo = TAILQ_FIRST(&md->md_ops)) != NULL) {
 		TAILQ_REMOVE(&md->md_ops, mo, mo_entry);
 		proxy_medop_free(mo);
+	}
+}
+
+/*
+ * A transactional response: tell boundaryd its size (it counts against the
+ * budget whether or not it is delivered) and hold it until the answer. An
+ * upstream failure releases the reservation and is refused as before.
+ */
+static void
+proxy_txn_hold(struct mreq *mr, struct evhttp_request *resp, int code)
+{
+	struct mediatord *md = mr->mr_md;
+	struct json_object *params = json_object_new_object();
+	struct timeval tv = { MEDIATORD_AUTH_TIMEOUT_SEC, 0 };
+	int failed = resp == NULL || code < 100 || code > 599;
+	int64_t n = 0;
+
+	if (!failed) {
+		struct evkeyval *kv;
+		mr->mr_headers = json_object_new_array();
+		TAILQ_FOREACH(kv, evhttp_request_get_input_headers(resp), next) {
+			if (!medreq_response_header_allowed(kv->key))
+				continue;
+			struct json_object *pair = json_object_new_array();
+			json_object_array_add(pair, json_object_new_string(kv->key));
+			json_object_array_add(pair, json_object_new_string(kv->value));
+			json_object_array_add(mr->mr_headers, pair);
+		}
+		mr->mr_body = evbuffer_new();
+		if (mr->mr_body == NULL ||
+		    evbuffer_add_buffer(mr->mr_body, evhttp_request_get_input_buffer(resp)) != 0) {
+			failed = 1;
+		} else {
+			n = (int64_t)evbuffer_get_length(mr->mr_body);
+			mr->mr_code = code;
+			util_strlcpy(mr->mr_code_line, evhttp_request_get_response_code_line(resp) ?
+			    evhttp_request_get_response_code_line(resp) : "", sizeof(mr->mr_code_line));
+		}
+	}
+	json_object_object_add(params, "operation_id", json_object_new_string(mr->mr_op));
+	json_object_object_add(params, "transaction_id", json_object_new_string(mr->mr_txid));
+	json_object_object_add(params, "reservation", json_object_new_int64(mr->mr_reservation));
+	json_object_object_add(params, "response_bytes", json_object_new_int64(n));
+	json_object_object_add(params, "upstream_error", json_object_new_boolean(failed));
+	json_object_object_add(params, "status", json_object_new_int(failed ? 0 : code));
+	if (mr->mr_decision[0] != '\0')
+		json_object_object_add(params, "decision_id", json_object_new_string(mr->mr_decision));
+	mr->mr_completing = 1;
+	if (mediatord_send(md, "mediator.complete", params, &mr->mr_auth_id) != 0) {
+		proxy_fail(mr, 503, "Service Unavailable", "authority_unavailable");
+		return;
+	}
+	if (failed) {
+		/* Nothing to deliver: the answer does not matter, the refusal goes now. */
+		proxy_fail(mr, 502, "Bad Gateway", mr->mr_up_error == EVREQ_HTTP_DATA_TOO_LONG + 1 ?
+		    "response_too_large" : "upstream_failed");
+		return;
+	}
+	evtimer_del(mr->mr_timer);
+	event_free(mr->mr_timer);
+	mr->mr_timer = evtimer_new(md->md_base, proxy_auth_timeout_cb, mr);
+	if (mr->mr_timer == NULL || evtimer_add(mr->mr_timer, &tv) != 0) {
+		proxy_fail(mr, 503, "Service Unavailable", "authority_unavailable");
+		return;
+	}
+	TAILQ_INSERT_TAIL(&md->md_pending, mr, mr_entry);
+	mr->mr_waiting = 1;
+}
+
+/* boundaryd's answer to mediator.complete: deliver the held response, or refuse it. */
+static void
+proxy_completed(struct mreq *mr, struct json_object *result)
+{
+	struct evhttp_request *req = mr->mr_client;
+	const char *reason = result != NULL ? schema_string(result, "reason") : NULL;
+
+	if (req == NULL) {
+		proxy_mreq_free(mr);
+		return;
+	}
+	if (result == NULL || !schema_bool(result, "deliver", 0)) {
+		const char *code = reason != NULL && strlen(reason) < 64 ? reason : "authority_error";
+		struct evhttp_request *r2 = mr->mr_client;
+		/* Not returned: the client learns only that it was refused, and the connection closes. */
+		proxy_log_refusal(mr, code);
+		proxy_detach_client(mr);
+		proxy_refuse(r2, 403, "Forbidden", code, 1);
+		proxy_mreq_free(mr);
+		return;
+	}
+	mr->mr_completing = 0;
+	/*
+	 * A GET/HEAD redirect boundaryd accounted: followed, not delivered
+	 * (its Location is an allowlisted header, kept with the held response).
+	 */
+	if (medreq_is_redirect(mr->mr_code) && redirect_wanted(mr)) {
+		const char *loc = NULL;
+		for (size_t i = 0; i < json_object_array_length(mr->mr_headers); i++) {
+			struct json_object *pair = json_object_array_get_idx(mr->mr_headers, i);
+			const char *k = json_object_get_string(json_object_array_get_idx(pair, 0));
+			if (k != NULL && strcasecmp(k, "Location") == 0) {
+				/* two Locations are no one unambiguous URL */
+				loc = loc == NULL ? json_object_get_string(
+				    json_object_array_get_idx(pair, 1)) : "";
+			}
+		}
+		redirect_follow(mr, loc);
+		return;
+	}
+	struct evkeyvalq *out = evhttp_request_get_output_headers(req);
+	/*
+	 * One request per client connection in transaction mode: no idle
+	 * keep-alive connection outlives a transaction (closing the ones with
+	 * a request in flight is proxy_transaction_closed's).
+	 */
+	evhttp_add_header(out, "Connection", "close");
+	for (size_t i = 0; i < json_object_array_length(mr->mr_headers); i++) {
+		struct json_object *pair = json_object_array_get_idx(mr->mr_headers, i);
+		evhttp_add_header(out, json_object_get_string(json_object_array_get_idx(pair, 0)),
+		    json_object_get_string(json_object_array_get_idx(pair, 1)));
+	}
+	proxy_detach_client(mr);
+	evhttp_send_reply(req, mr->mr_code, mr->mr_code_line, mr->mr_body);
+	proxy_mreq_free(mr);
+}
+
+/*
+ * The operation's transaction closed: every request of the operation ends
+ * now. An upstream request is cancelled (libevent resets its connection:
+ * the pinned socket closes at once, no callback runs); its client gets a
+ * refusal with Connection: close. Requests waiting for boundaryd are
+ * denied by boundaryd itself.
+ */
+void
+proxy_transaction_closed(struct mediatord *md, struct json_object *params)
+{
+	const char *op = schema_string(params, "operation_id");
+	struct mreq *mr, *next;
+
+	if (op == NULL)
+		return;
+	log_info("%s: transaction %s %s: closing its requests", op,
+	    schema_string(params, "transaction_id") ? schema_string(params, "transaction_id") : "?",
+	    schema_string(params, "state") ? schema_string(params, "state") : "closed");
+	for (mr = TAILQ_FIRST(&md->md_all); mr != NULL; mr = next) {
+		next = TAILQ_NEXT(mr, mr_all);
+		if (strcmp(mr->mr_op, op) != 0 || mr->mr_up == NULL)
+			continue;
+		struct evhttp_request *up = mr->mr_up;
+		mr->mr_up = NULL;
+		evhttp_cancel_request(up);
+		if (mr->mr_client != NULL) {
+			struct evhttp_request *req = mr->mr_client;
+			proxy_log_refusal(mr, "transaction_closed");
+			proxy_detach_client(mr);
+			proxy_refuse(req, 403, "Forbidden", "transaction_closed", 1);
+		}
+		proxy_mreq_free(mr);
 	}
 }

@@ -14,12 +14,19 @@
  * one more redirect is refused (502 too_many_redirects), as is a
  * Location that is missing or not one unambiguous URL (502 bad_redirect).
  * The 3xx response itself (its headers and body) never reaches the
- * client. Only GET and HEAD are followed; a redirect answering any other
+ * client. With proxy.transaction the 3xx is first accounted like any
+ * response (mediator.complete), and the hop names the transaction
+ * (transaction_id, redirect_hop): boundaryd checks its scope before the
+ * name is resolved (stage "resolve") and again with the addresses, where
+ * it consumes a request of the transaction's budget. Only GET and HEAD are followed; a redirect answering any other
  * method is returned as it is (only allowlisted headers, so Location),
  * and the client's next request is authorized like any other.
  */
 #include <stdlib.h>
 #include <string.h>
+
+#include <event2/buffer.h>
+#include <json-c/json.h>
 
 #include "httpmediatord.h"
 #include "log.h"
@@ -65,5 +72,28 @@ redirect_follow(struct mreq *mr, const char *location)
 	memcpy(&mr->mr_t, next, sizeof(mr->mr_t));
 	free(next);
 	mr->mr_hop++;
-	proxy_resolve(mr);
+	/*
+	 * Nothing the previous hop was given carries over. Threat: a lease's
+	 * credential, granted for one exact URL prefix, sent on to wherever
+	 * that upstream redirects; boundaryd decides the next hop's afresh.
+	 */
+	if (mr->mr_inject_value != NULL) {
+		explicit_bzero(mr->mr_inject_value, strlen(mr->mr_inject_value));
+		free(mr->mr_inject_value);
+		mr->mr_inject_value = NULL;
+	}
+	mr->mr_inject_header[0] = '\0';
+	/* A transaction's reservation was accounted (mediator.complete); the hop takes its own. */
+	mr->mr_reservation = 0;
+	mr->mr_decision[0] = '\0';
+	mr->mr_code = 0;
+	mr->mr_code_line[0] = '\0';
+	if (mr->mr_body != NULL) {
+		evbuffer_free(mr->mr_body);
+		mr->mr_body = NULL;
+	}
+	json_object_put(mr->mr_headers);
+	mr->mr_headers = NULL;
+	mr->mr_max_response = mr->mr_mo->mo_max_response;
+	proxy_start(mr);
 }

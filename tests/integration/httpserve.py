@@ -6,15 +6,19 @@ both what reached the upstream and that nothing reached it. Each answer
 carries a Set-Cookie, a WWW-Authenticate and an X-Upstream header and the
 body "hello from ADDR". Special targets:
   /redirect...          302 to the metadata address
-  /to?u=URL[&s=CODE]    a redirect (302, or CODE) to URL, with a
+  .../to?u=URL[&s=CODE] a redirect (302, or CODE) to URL, with a
                         Set-Cookie the client must never see
-  /chain/N              302 to /chain/N-1 on the same authority, 200 at 0
+  .../chain/N           302 to .../chain/N-1 on the same authority, 200 at 0
   /slow?t=SECONDS       waits (at most 30 s) before answering
   /bighdr               a response header of 70000 bytes
   /size/N               a body of N bytes (at most 16 MiB)
+  .../slow               (last segment "slow", not /slow...) answered after
+                        4 s, after its request line is logged
+POST, PUT and DELETE bodies are logged as their SHA-256 and length.
 Prints "ready" once every socket listens. Runs inside a test network
 namespace."""
 
+import hashlib
 import json
 import socket
 import socketserver
@@ -49,23 +53,26 @@ class Handler(BaseHTTPRequestHandler):
         data = ("hello from %s\n" % addr).encode()
         q = parse_qs(urlsplit(self.path).query, keep_blank_values=True)
         path = urlsplit(self.path).path
-        if self.path.startswith("/to?"):
+        if path.rsplit("/", 1)[-1] == "to" and "u" in q:
             self.send_response(int(q.get("s", ["302"])[0]))
             self.send_header("Location", q["u"][0])
             self.send_header("Set-Cookie", "session=redirect-secret")
             self.send_header("Content-Length", "0")
             self.end_headers()
             return
-        if self.path.startswith("/chain/"):
-            n = int(path[len("/chain/"):])
+        head, _, n = path.rpartition("/")
+        if head.endswith("/chain") and n.isdigit():
+            n = int(n)
             if n > 0:
                 self.send_response(302)
-                self.send_header("Location", "/chain/%d" % (n - 1))
+                self.send_header("Location", "%s/%d" % (head, n - 1))
                 self.send_header("Content-Length", "0")
                 self.end_headers()
                 return
         if self.path.startswith("/slow"):
             time.sleep(min(float(q.get("t", ["5"])[0]), 30))
+        elif path.rsplit("/", 1)[-1] == "slow":
+            time.sleep(4)
         if self.path.startswith("/size/"):
             data = b"x" * min(int(path[len("/size/"):]), 16 << 20)
         if self.path.startswith("/bighdr"):
@@ -101,6 +108,22 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_HEAD(self):
         self.answer(False)
+
+    def body(self):
+        n = int(self.headers.get("Content-Length", "0"))
+        data = self.rfile.read(n) if n else b""
+        log({"event": "body", "local": self.server.server_address[0], "method": self.command,
+             "target": self.path, "sha256": hashlib.sha256(data).hexdigest(), "length": n})
+        self.answer(True)
+
+    def do_POST(self):
+        self.body()
+
+    def do_PUT(self):
+        self.body()
+
+    def do_DELETE(self):
+        self.body()
 
     def log_message(self, *a):
         pass

@@ -242,7 +242,8 @@ def man_pages_clean(env):
     d = inst.d
     pages = {"gensee": (os.path.join(d["mandir"], "man1", "gensee.1"),
                         long_options("cli/run.c", "cli/watch.c", "cli/status.c",
-                                     "cli/timeline.c") | {"--version"}),
+                                     "cli/timeline.c", "cli/txncmd.c", "cli/coordinator.c") |
+                        {"--version"}),
              "gensee-boundaryd": (os.path.join(d["mandir"], "man8", "gensee-boundaryd.8"),
                                   long_options("daemons/boundaryd/boundaryd.c")),
              "gensee-sensord": (os.path.join(d["mandir"], "man8", "gensee-sensord.8"),
@@ -315,6 +316,11 @@ def bash_completion_completes(env):
     check(not any(w.startswith("--") for w in complete("run", "--", "ls", "--")),
           "gensee's options offered to the supervised command")
     check({"inspect", "list"} <= complete("operation", ""), "operation subcommands")
+    net = complete("run", "network", "")
+    want = {"transaction-begin", "transaction-activate", "transaction-end",
+            "transaction-revoke", "transaction-execute"} | long_options("cli/txncmd.c") | \
+        long_options("cli/coordinator.c")
+    check(want <= net, "gensee run network <TAB> lacks %r" % sorted(want - net))
     check("seccomp-profile" in complete("debug", ""), "debug subcommands")
     # bash-completion's on-demand loader finds it where it was installed.
     if os.path.exists("/usr/share/bash-completion/bash_completion"):

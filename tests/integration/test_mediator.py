@@ -73,7 +73,14 @@ class Topo:
     pass
 
 
-def setup(env, start_mediator=True, proxy_extra=None, selftest=(), grants_extra=()):
+GRANTS = [{"destination": "198.51.100.1", "protocol": "tcp", "ports": [3128]},
+          {"destination": "192.0.2.10", "protocol": "tcp", "ports": [8080, 8443]},
+          {"destination": "169.254.169.254", "protocol": "tcp", "ports": [8080]},
+          {"destination": "127.0.0.1", "protocol": "tcp", "ports": [8080]}]
+
+
+def setup(env, start_mediator=True, proxy_extra=None, selftest=(), grants=None, before_mediator=None,
+          policy_extra=None, grants_extra=()):
     t = Topo()
     t.uid = ensure_mediator_user()
     ctr, gw, ext = env.add_netns("ctr"), env.add_netns("gw"), env.add_netns("ext")
@@ -123,16 +130,14 @@ def setup(env, start_mediator=True, proxy_extra=None, selftest=(), grants_extra=
     with open(cfg, "w") as f:
         json.dump({"schema_version": 3, "operation_id": OP, "source_run_id": "run_med",
                    "source_address": "198.51.100.12",
-                   "envelope": {"grants": [
-                       {"destination": "198.51.100.1", "protocol": "tcp", "ports": [3128]},
-                       {"destination": "192.0.2.10", "protocol": "tcp", "ports": [8080, 8443]},
-                       {"destination": "169.254.169.254", "protocol": "tcp", "ports": [8080]},
-                       {"destination": "127.0.0.1", "protocol": "tcp", "ports": [8080]}] +
-                       list(grants_extra)},
-                   "policy": {"schema_version": 1, "restricted_destinations": [],
-                              "in_place_lease_scopes": [], "max_in_place_lease_ttl_seconds": 60,
-                              "http_gateway_available": True, "prefer_http_gateway": True,
-                              "http_gateway_methods": ["GET", "HEAD"]},
+                   "envelope": {"grants": (GRANTS if grants is None else grants) +
+                                list(grants_extra)},
+                   "policy": dict({"schema_version": 1, "restricted_destinations": [],
+                                   "in_place_lease_scopes": [],
+                                   "max_in_place_lease_ttl_seconds": 60,
+                                   "http_gateway_available": True, "prefer_http_gateway": True,
+                                   "http_gateway_methods": ["GET", "HEAD"]},
+                                  **(policy_extra or {})),
                    "proxy": proxy}, f)
     os.chmod(cfg, 0o600)
     r = env.root_call("network.start", {"config_path": cfg})
@@ -142,15 +147,18 @@ def setup(env, start_mediator=True, proxy_extra=None, selftest=(), grants_extra=
         f.write(HOSTS)
     t.medlog = os.path.join(t.dir, "mediator.log")
     t.med = None
+    t.resolv = "/nonexistent"
+    if before_mediator is not None:
+        before_mediator(t)
     if start_mediator:
         start_mediatord(env, t, selftest)
     return t
 
 
-def start_mediatord(env, t, selftest=(), resolv="/nonexistent"):
+def start_mediatord(env, t, selftest=(), resolv=None):
     argv = env.ns_prefix(t.gw) + [MEDIATORD, "--runtime-dir", env.runtime, "--user",
                                   MEDIATOR_USER, "--hosts-file", t.hosts,
-                                  "--resolv-conf", resolv, "--ca-file", t.ca]
+                                  "--resolv-conf", resolv or t.resolv, "--ca-file", t.ca]
     for p in selftest:
         argv += ["--selftest-read", t.ca if p == "@CA@" else p]
     log = open(t.medlog, "a")

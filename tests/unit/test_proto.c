@@ -227,6 +227,15 @@ START_TEST(test_access_rows)
 		{ "mediator.authorize", PS_MEDIATOR, PA_MEDIATOR },
 		{ "mediator.dns", PS_MEDIATOR, PA_MEDIATOR },
 		{ "mediator.connect", PS_MEDIATOR, PA_MEDIATOR },
+		{ "mediator.complete", PS_MEDIATOR, PA_MEDIATOR },
+		{ "transaction.begin", PS_BOUNDARY | PS_SUPERVISOR, PA_ROOT_ANY },
+		{ "transaction.activate", PS_BOUNDARY | PS_SUPERVISOR, PA_ROOT_ANY },
+		{ "transaction.end", PS_BOUNDARY | PS_SUPERVISOR, PA_ROOT_ANY },
+		{ "transaction.revoke", PS_BOUNDARY | PS_SUPERVISOR, PA_ROOT_ANY },
+		{ "transaction.start", PS_BOUNDARY | PS_SUPERVISOR, PA_ROOT_ANY },
+		{ "network.grant_http", PS_BOUNDARY | PS_SUPERVISOR, PA_ROOT_ANY },
+		{ "network.revoke_http", PS_BOUNDARY | PS_CLIENT | PS_SUPERVISOR, PA_ANY_USER },
+		{ "network.commit_token", PS_BOUNDARY | PS_SUPERVISOR, PA_ROOT_ANY },
 	};
 
 	ck_assert_int_eq(nitems(rows), PM__COUNT);
@@ -240,6 +249,14 @@ START_TEST(test_access_rows)
 		/* And the checker honours the socket mask on its own. */
 		if (!(rows[i].sockets & PS_CLIENT))
 			ck_assert_int_eq(proto_authorized(m, PS_CLIENT, 0), 0);
+		/* Root on any socket of its mask, and no other uid anywhere. */
+		if (rows[i].access == PA_ROOT_ANY) {
+			ck_assert_int_eq(proto_authorized(m, PS_BOUNDARY, 0), 1);
+			ck_assert_int_eq(proto_authorized(m, PS_SUPERVISOR, 0), 1);
+			ck_assert_int_eq(proto_authorized(m, PS_BOUNDARY, 1000), 0);
+			ck_assert_int_eq(proto_authorized(m, PS_MEDIATOR, 0), 0);
+			ck_assert_int_eq(proto_authorized(m, PS_MEDIATOR, 999), 0);
+		}
 	}
 }
 END_TEST
@@ -281,6 +298,15 @@ START_TEST(test_in_op_rows)
 		{ "mediator.authorize", PIO_DENY, PE_NOT_AUTHORIZED },
 		{ "mediator.dns", PIO_DENY, PE_NOT_AUTHORIZED },
 		{ "mediator.connect", PIO_DENY, PE_NOT_AUTHORIZED },
+		{ "mediator.complete", PIO_DENY, PE_NOT_AUTHORIZED },
+		{ "transaction.begin", PIO_DENY, PE_NOT_AUTHORIZED },
+		{ "transaction.activate", PIO_DENY, PE_NOT_AUTHORIZED },
+		{ "transaction.end", PIO_DENY, PE_NOT_AUTHORIZED },
+		{ "transaction.revoke", PIO_DENY, PE_NOT_AUTHORIZED },
+		{ "transaction.start", PIO_DENY, PE_NOT_AUTHORIZED },
+		{ "network.grant_http", PIO_DENY, PE_NOT_AUTHORIZED },
+		{ "network.revoke_http", PIO_DENY, PE_NOT_AUTHORIZED },
+		{ "network.commit_token", PIO_DENY, PE_NOT_AUTHORIZED },
 	};
 
 	ck_assert_int_eq(nitems(rows), PM__COUNT);
