@@ -451,16 +451,24 @@ open_socket(struct tcloned *t)
 	return fd;
 }
 
+/*
+ * Is the peer inside a supervised operation (any "BASE/op_*" or
+ * "gensee/op_*" pair in its cgroup path, as boundaryd decides it)? An
+ * unreadable cgroup counts as inside: fail closed.
+ */
 static const char *
 in_operation(const struct tcloned *t, const struct peer *p)
 {
-	char prefix[80];
+	char buf[PEER_CGROUP_MAX], *save = NULL, *prev = NULL, *comp;
 
 	if (p->pr_cgroup_unknown)
 		return "its cgroup cannot be read";
-	snprintf(prefix, sizeof(prefix), "/%s/", t->td_cgroup_base);
-	if (strncmp(p->pr_cgroup, prefix, strlen(prefix)) == 0)
-		return "it runs inside a supervised operation";
+	util_strlcpy(buf, p->pr_cgroup, sizeof(buf));
+	for (comp = strtok_r(buf, "/", &save); comp != NULL;
+	    prev = comp, comp = strtok_r(NULL, "/", &save))
+		if (prev != NULL && strncmp(comp, "op_", 3) == 0 &&
+		    (strcmp(prev, t->td_cgroup_base) == 0 || strcmp(prev, "gensee") == 0))
+			return "it runs inside a supervised operation";
 	return NULL;
 }
 
