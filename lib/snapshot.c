@@ -911,6 +911,38 @@ open_parent(int root, const char *rel, const char **name)
 	return safefs_opendir(root, parent);
 }
 
+/* 1 when some ancestor of rel beneath root is a symlink (or cannot be looked at). */
+static int
+symlink_on_the_way(int root, const char *rel)
+{
+	char pre[PATH_MAX];
+	const char *p = rel;
+
+	while ((p = strchr(p, '/')) != NULL) {
+		const char *name;
+		struct stat st;
+		int fd;
+
+		if ((size_t)(p - rel) >= sizeof(pre))
+			return 1;
+		memcpy(pre, rel, (size_t)(p - rel));
+		pre[p - rel] = '\0';
+		fd = open_parent(root, pre, &name);
+		if (fd < 0)
+			return errno == ENOENT || errno == ENOTDIR ? 0 : 1;
+		int r = fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW);
+		close(fd);
+		if (r != 0)
+			return errno == ENOENT ? 0 : 1;
+		if (S_ISLNK(st.st_mode))
+			return 1;
+		if (!S_ISDIR(st.st_mode))
+			return 0;
+		p++;
+	}
+	return 0;
+}
+
 /*
  * lstat of rel beneath root. 1 present, 0 absent, -1 for a path that
  * cannot be looked at safely (a symlink or a non-directory on the way):
@@ -922,12 +954,20 @@ stat_rel(int root, const char *rel, int *pfd, const char **name, struct stat *st
 	int fd = open_parent(root, rel, name);
 
 	*pfd = -1;
-	if (fd < 0)
-		return errno == ENOENT ? 0 : -1;
+	/*
+	 * A parent that is missing or not a directory: the path does not
+	 * exist. A symlink on the way is never "absent" (threat: a planted
+	 * link made to look like a path the merge may create).
+	 */
+	if (fd < 0) {
+		if (errno != ENOENT && errno != ENOTDIR)
+			return -1;
+		return symlink_on_the_way(root, rel) ? -1 : 0;
+	}
 	if (fstatat(fd, *name, st, AT_SYMLINK_NOFOLLOW) != 0) {
 		int e = errno;
 		close(fd);
-		return e == ENOENT ? 0 : -1;
+		return e == ENOENT || e == ENOTDIR ? 0 : -1;
 	}
 	*pfd = fd;
 	return 1;
