@@ -5,7 +5,10 @@
 
 _gensee_opts_run='--timeout --kill-grace --json --quiet --sandbox --allow-net --deny-net --deny-all --monitor
   --lease-scope --max-lease-ttl --network-config --linux-seccomp --no-linux-seccomp
-  --linux-landlock-ro --linux-landlock-rw --allow-unix --linux-fanotify --linux-network --help'
+  --linux-landlock-ro --linux-landlock-rw --allow-unix --linux-fanotify --linux-network --help
+  --runtime --observe-only --name --detach'
+# The tclone lifecycle (cli/tclone.c): gensee run SUBCOMMAND ...
+_gensee_tclone_subs='list fork diff summary compare merge choose switch keep discard delete attach send'
 
 _gensee()
 {
@@ -32,7 +35,8 @@ _gensee()
 				--max-lease-ttl | --network-config | --linux-landlock-ro | \
 				--linux-landlock-rw | --allow-unix | --pid | --duration-seconds | \
 				--operation | --session-id | --allow | --deny | --seconds | --events | \
-				--socket | --event | --lease | --fault | --older-than | --keep) ;;
+				--socket | --event | --lease | --fault | --older-than | --keep | \
+				--runtime | --name | --copies | --approach | --into | --to) ;;
 				*) sub=${words[i]} ;;
 				esac
 			fi
@@ -52,6 +56,17 @@ _gensee()
 	case $prev in
 	--sandbox)
 		COMPREPLY=($(compgen -W 'linux' -- "$cur"))
+		return 0
+		;;
+	--runtime)
+		COMPREPLY=($(compgen -W 'tclone' -- "$cur"))
+		return 0
+		;;
+	--to)
+		COMPREPLY=($(compgen -d -- "$cur"))
+		return 0
+		;;
+	--into | --name | --copies | --approach)
 		return 0
 		;;
 	--network-config | --linux-landlock-ro | --linux-landlock-rw | --allow-unix | --fault | \
@@ -81,7 +96,13 @@ _gensee()
 			words_list='inspect event revoke --socket --operation --event --lease --json --help'
 			;;
 		fault) words_list='--socket --operation --fault --json --help' ;;
-		'') words_list="$_gensee_opts_run -- network fault" ;;
+		list | diff | summary | compare | switch | keep | discard | attach | send)
+			words_list='--json --to --help' ;;
+		fork) words_list='--copies --name --approach --json --help' ;;
+		merge) words_list='--into --git --filesystem --paths --dry-run --force --json --help' ;;
+		choose) words_list='--merge --promote --discard-all --json --help' ;;
+		delete) words_list='--all --json --help' ;;
+		'') words_list="$_gensee_opts_run -- network fault $_gensee_tclone_subs" ;;
 		*) words_list="$_gensee_opts_run --" ;;
 		esac
 		;;
