@@ -9,6 +9,7 @@
  * is theirs alone (0700), so this gives them nothing they did not have.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
 #include <stdio.h>
@@ -45,6 +46,8 @@ static const char tclone_usage_text[] =
 	"       gensee run delete ID|--all [--json]\n"
 	"       gensee run attach ID\n"
 	"       gensee run send ID -- TEXT\n"
+	"       gensee run exec ID -- CMD [ARGS...]\n"
+	"       gensee run shell ID\n"
 	"A source runs CMD on a snapshot of the current directory, in its own mount, pid,\n"
 	"uts and ipc namespaces, inside a gensee-agent tmux session; forks get their own\n"
 	"snapshot and operation with the source's authority and never more.\n"
@@ -164,17 +167,43 @@ human_merge(struct json_object *res)
 	}
 }
 
+static int tmux_run(struct json_object *run, char *const *tail, int replace, int *status);
+
 static int
 tmux_exec(struct json_object *run, char *const *tail, int replace)
+{
+	int st;
+
+	if (tmux_run(run, tail, replace, &st) != 0 || st != 0) {
+		fprintf(stderr, "gensee run: tmux %s failed\n", tail[0]);
+		return TCLONE_EXIT_FAIL;
+	}
+	return 0;
+}
+
+/* The exit status of the command tmux ran (run-shell passes it on). */
+static int
+tmux_exec_status(struct json_object *run, char *const *tail)
+{
+	int st;
+
+	if (tmux_run(run, tail, 0, &st) != 0)
+		return TCLONE_EXIT_FAIL;
+	return st;
+}
+
+static int
+tmux_run(struct json_object *run, char *const *tail, int replace, int *status)
 {
 	const char *sock = schema_string(run, "tmux_socket");
 	const char *sess = schema_string(run, "tmux_session");
 	char *argv[16];
 	int n = 0;
 
+	*status = TCLONE_EXIT_FAIL;
 	if (sock == NULL || sess == NULL) {
 		fprintf(stderr, "gensee run: the run has no tmux session\n");
-		return TCLONE_EXIT_FAIL;
+		return -1;
 	}
 	argv[n++] = "tmux";
 	argv[n++] = "-S";
@@ -186,7 +215,7 @@ tmux_exec(struct json_object *run, char *const *tail, int replace)
 	if (replace) {
 		execvp("tmux", argv);
 		fprintf(stderr, "gensee run: tmux: %s\n", strerror(errno));
-		return TCLONE_EXIT_FAIL;
+		return -1;
 	}
 	pid_t pid = fork();
 	if (pid == 0) {
@@ -194,11 +223,129 @@ tmux_exec(struct json_object *run, char *const *tail, int replace)
 		_exit(127);
 	}
 	int st;
-	if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-		fprintf(stderr, "gensee run: tmux %s failed\n", tail[0]);
+	if (pid < 0 || waitpid(pid, &st, 0) != pid)
+		return -1;
+	*status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+	return 0;
+}
+
+struct sbuf {
+	char *sb_p;
+	size_t sb_len;
+	size_t sb_cap;
+};
+
+static int
+sb_add(struct sbuf *b, const char *s, size_t n)
+{
+	if (b->sb_len + n + 1 > b->sb_cap) {
+		size_t nc = (b->sb_len + n + 1) * 2;
+		char *np = realloc(b->sb_p, nc);
+		if (np == NULL)
+			return -1;
+		b->sb_p = np;
+		b->sb_cap = nc;
+	}
+	memcpy(b->sb_p + b->sb_len, s, n);
+	b->sb_len += n;
+	b->sb_p[b->sb_len] = '\0';
+	return 0;
+}
+
+/*
+ * s as one single-quoted shell word and a space; '#' doubled, since tmux
+ * expands formats in run-shell's command first.
+ */
+static int
+sb_word(struct sbuf *b, const char *s)
+{
+	int rv = sb_add(b, "'", 1);
+
+	for (const char *c = s; rv == 0 && *c != '\0'; c++) {
+		if (*c == '\'')
+			rv = sb_add(b, "'\\''", 4);
+		else if (*c == '#')
+			rv = sb_add(b, "##", 2);
+		else
+			rv = sb_add(b, c, 1);
+	}
+	return rv == 0 ? sb_add(b, "' ", 2) : -1;
+}
+
+/* Copy a file to fd and remove it. */
+static void
+drain(const char *path, int fd)
+{
+	char *buf = NULL;
+	size_t len = 0;
+
+	if (util_read_path(path, 64u * 1024 * 1024, &buf, &len) == 0)
+		(void)util_write_all(fd, buf, len);
+	free(buf);
+	unlink(path);
+}
+
+/*
+ * `gensee run exec ID -- CMD...`: run CMD through the run's own tmux server
+ * (tmux run-shell), so it runs where the agent runs: its namespaces and
+ * snapshot, its operation's cgroup and network policy, as the caller. Its
+ * output goes to files in the run's 0700 directory, then to ours.
+ */
+static int
+tclone_exec(struct json_object *run, char **argv, int argc)
+{
+	const char *sock = schema_string(run, "tmux_socket"), *ws = schema_string(run, "workspace");
+	char dir[PATH_MAX], out[PATH_MAX + 32], err[PATH_MAX + 32], *cmd;
+	int fd, rc;
+
+	if (sock == NULL || ws == NULL || strlen(sock) >= sizeof(dir))
+		return TCLONE_EXIT_FAIL;
+	util_strlcpy(dir, sock, sizeof(dir));
+	*strrchr(dir, '/') = '\0';
+	snprintf(out, sizeof(out), "%s/exec.%d.out", dir, (int)getpid());
+	snprintf(err, sizeof(err), "%s/exec.%d.err", dir, (int)getpid());
+	for (const char *const *f = (const char *const[]){ out, err, NULL }; *f != NULL; f++) {
+		unlink(*f);
+		if ((fd = open(*f, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600)) < 0) {
+			fprintf(stderr, "gensee run exec: %s: %s\n", *f, strerror(errno));
+			return TCLONE_EXIT_FAIL;
+		}
+		close(fd);
+	}
+	struct sbuf b = { NULL, 0, 0 };
+	/* tmux 3.3's run-shell has no -c: the workspace is entered here. */
+	int bad = sb_add(&b, "cd ", 3) != 0 || sb_word(&b, ws) != 0 ||
+	    sb_add(&b, "|| exit 125; exec >", 19) != 0 || sb_word(&b, out) != 0 ||
+	    sb_add(&b, "2>", 2) != 0 || sb_word(&b, err) != 0 || sb_add(&b, "; exec ", 7) != 0;
+	for (int i = 0; !bad && i < argc; i++)
+		bad = sb_word(&b, argv[i]) != 0;
+	if (bad) {
+		free(b.sb_p);
 		return TCLONE_EXIT_FAIL;
 	}
-	return 0;
+	cmd = b.sb_p;
+	char *tail[] = { "run-shell", "-t", "@SESSION@", cmd, NULL };
+	rc = tmux_exec_status(run, tail);
+	free(cmd);
+	drain(out, STDOUT_FILENO);
+	drain(err, STDERR_FILENO);
+	return rc;
+}
+
+/* `gensee run shell ID`: a new shell window in the run's session, attached. */
+static int
+tclone_shell(struct json_object *run)
+{
+	char *t1[] = { "new-window", "-t", "@SESSION@", NULL };
+	char *t2[] = { "attach-session", "-t", "@SESSION@", NULL };
+
+	if (!isatty(STDIN_FILENO)) {
+		fprintf(stderr, "gensee run shell: needs a terminal (use gensee run exec)\n");
+		return TCLONE_EXIT_FAIL;
+	}
+	if (tmux_exec(run, t1, 0) != 0)
+		return TCLONE_EXIT_FAIL;
+	return tmux_exec(run, t2, 1);
 }
 
 static int
@@ -424,13 +571,21 @@ cmd_tclone_sub(int argc, char **argv)
 		json_object_put(approaches);
 		return out_json_or(res, 1, NULL);
 	}
-	if (strcmp(sub, "shell") == 0 || strcmp(sub, "exec") == 0) {
-		fprintf(stderr, "gensee run %s: not supported by this version of gensee-tcloned "
-		    "(use gensee run attach or gensee run send)\n", sub);
-		goto fail;
-	}
 	if (npos < 1)
 		goto usage;
+	if (strcmp(sub, "exec") == 0 || strcmp(sub, "shell") == 0) {
+		if ((strcmp(sub, "exec") == 0) != (npos >= 2))
+			goto usage;
+		json_object_object_add(p, "run_id", json_object_new_string(pos[0]));
+		if (call("tclone.attach", p, &res) != 0)
+			goto fail_sent;
+		int rc = strcmp(sub, "exec") == 0 ? tclone_exec(res, pos + 1, npos - 1) :
+		    tclone_shell(res);
+		json_object_put(res);
+		free(pos);
+		json_object_put(approaches);
+		return rc;
+	}
 	if (strcmp(sub, "send") == 0) {
 		if (npos < 2)
 			goto usage;

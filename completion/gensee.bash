@@ -8,7 +8,7 @@ _gensee_opts_run='--timeout --kill-grace --json --quiet --sandbox --allow-net --
   --linux-landlock-ro --linux-landlock-rw --allow-unix --linux-fanotify --linux-network --help
   --runtime --observe-only --name --detach'
 # The tclone lifecycle (cli/tclone.c): gensee run SUBCOMMAND ...
-_gensee_tclone_subs='list fork diff summary compare merge choose switch keep discard delete attach send'
+_gensee_tclone_subs='list fork diff summary compare merge choose switch keep discard delete attach send exec shell'
 
 _gensee()
 {
@@ -96,7 +96,7 @@ _gensee()
 			words_list='inspect event revoke --socket --operation --event --lease --json --help'
 			;;
 		fault) words_list='--socket --operation --fault --json --help' ;;
-		list | diff | summary | compare | switch | keep | discard | attach | send)
+		list | diff | summary | compare | switch | keep | discard | attach | send | exec | shell)
 			words_list='--json --to --help' ;;
 		fork) words_list='--copies --name --approach --json --help' ;;
 		merge) words_list='--into --git --filesystem --paths --dry-run --force --json --help' ;;

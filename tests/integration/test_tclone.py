@@ -517,6 +517,40 @@ def refusals(env):
         os.chmod(t.root, 0o700)
 
 
+def exec_and_send(env):
+    """exec runs where the agent runs (its snapshot, operation cgroup, uid);
+    send types into its tmux session."""
+    env.start()
+    with tclone(env) as t:
+        t.workspace({"a.txt": "a\n"})
+        src = t.g("run", "--runtime", "tclone", "--json", "--", "sh", "-c",
+                  'read line; echo "$line" > got.txt; exec sleep 600', json_out=True)
+        sid = src["run_id"]
+        fid = t.g("run", "fork", sid, "--json", json_out=True)["forks"][0]["run_id"]
+        fop = t.g("run", "list", "--json", json_out=True)["runs"]
+        fop = [r for r in fop if r["run_id"] == fid][0]["operation_id"]
+        r = t.g("run", "exec", fid, "--", "sh", "-c",
+                "echo made > exec.txt; id -u; cat /proc/self/cgroup; echo to-stderr >&2; "
+                "echo '#{pane_id} $HOME' ; exit 7", ok=False)
+        check(r.returncode == 7, "exec status %d: %s" % (r.returncode, r.stderr))
+        check(str(env.uid) in r.stdout.split() and fop in r.stdout,
+              "exec ran outside the fork's operation: %s" % r.stdout)
+        check("#{pane_id}" in r.stdout, "tmux expanded a format in the command: %s" % r.stdout)
+        check("to-stderr" in r.stderr, "stderr lost: %s" % r.stderr)
+        check(t.diff(fid).get("exec.txt") == "added" and "exec.txt" not in t.diff(sid),
+              "exec wrote outside its run")
+        check(not os.path.exists(os.path.join(t.ws, "exec.txt")), "exec wrote the workspace")
+        t.g("run", "send", sid, "--", "hello", "tclone")
+        env.wait_for("the sent line", lambda: "got.txt" in t.diff(sid), timeout=15)
+        r = t.g("run", "exec", sid, "--", "cat", "got.txt")
+        check(r.stdout == "hello tclone\n", "sent text arrived as %r" % r.stdout)
+        # Another user cannot reach the session.
+        other = env.user_call(os.path.join(env.runtime, "tclone.sock"), "tclone.attach",
+                              {"run_id": sid}, uid=65534)
+        check(other.get("error", {}).get("code") == "not_found", "attach by another %r" % other)
+        t.g("run", "delete", "--all")
+
+
 if __name__ == "__main__":
     main({f.__name__: f for f in (lifecycle, switch_and_choose, crash_mid_merge, fork_boundaries,
-                                  attacker_merge, refusals)})
+                                  attacker_merge, refusals, exec_and_send)})
