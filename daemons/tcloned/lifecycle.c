@@ -106,12 +106,51 @@ static const struct schema_field choose_params[] = {
 static struct trun *
 visible(struct req *q, const char *id)
 {
-	struct trun *r = tcloned_find(q->rq_td, id);
+	struct tcloned *t = q->rq_td;
 
-	/* Another user's run does not exist for the caller. */
-	if (r == NULL || (q->rq_peer->pr_uid != 0 && r->tr_uid != q->rq_peer->pr_uid))
+	if (id == NULL)
 		return NULL;
-	return r;
+	/* Another user's run does not exist for the caller, by id or by name. */
+	for (int i = 0; i < t->td_nruns; i++) {
+		struct trun *r = t->td_runs[i];
+		if (q->rq_peer->pr_uid != 0 && r->tr_uid != q->rq_peer->pr_uid)
+			continue;
+		if (strcmp(r->tr_id, id) == 0 || strcmp(r->tr_name, id) == 0)
+			return r;
+	}
+	return NULL;
+}
+
+/*
+ * A promotion keeps the fork's authority only if boundaryd's record of its
+ * operation agrees: no lease was ever granted to it and no violation was
+ * recorded (the seed's switch checks that this version can make).
+ */
+static int
+operation_clean(struct tcloned *t, const struct trun *r, char **cause)
+{
+	struct json_object *p, *res = NULL, *rec, *leases, *counts;
+	char code[64];
+	int ok;
+
+	if (r->tr_op[0] == '\0') {
+		util_cause(cause, "%s has no operation", r->tr_id);
+		return -1;
+	}
+	p = json_object_new_object();
+	json_object_object_add(p, "operation_id", json_object_new_string(r->tr_op));
+	if (tcloned_bd_call(t, "operation.inspect", p, &res, code, sizeof(code), cause) != 0)
+		return -1;
+	rec = schema_child(res, "record");
+	leases = schema_child(rec, "leases");
+	counts = schema_child(rec, "counts");
+	ok = leases != NULL && json_object_is_type(leases, json_type_array) &&
+	    json_object_array_length(leases) == 0 && counts != NULL &&
+	    schema_int(counts, "violations", -1) == 0;
+	json_object_put(res);
+	if (!ok)
+		util_cause(cause, "operation %s holds leases or has violations", r->tr_op);
+	return ok ? 0 : -1;
 }
 
 static int
@@ -1306,6 +1345,15 @@ do_switch(struct req *q, struct trun *f)
 	if (strcmp(a, b) != 0)
 		return fail(q, PE_STATE, "authority of %s differs from its source's: not promoted",
 		    f->tr_id);
+	char *cause = NULL;
+	if (operation_clean(t, f, &cause) != 0) {
+		struct json_object *d = json_object_new_object();
+		json_object_object_add(d, "reason", json_object_new_string(cause));
+		tcloned_history(t, f->tr_id, "switch", "failed", f, f->tr_group, q->rq_peer->pr_uid, d);
+		fail(q, PE_STATE, "not promoted: %s", cause);
+		free(cause);
+		return NULL;
+	}
 	launch_end(t, s, 1);
 	util_strlcpy(s->tr_state, "switched", sizeof(s->tr_state));
 	json_object_object_add(s->tr_rec, "switched_to", json_object_new_string(f->tr_id));
