@@ -42,7 +42,6 @@ struct json_object;
 /* Stable error codes (besides proto.h's). */
 #define TE_MERGE_CONFLICT "merge_conflict"
 #define TE_NOT_DIRECT_CHILD "not_direct_child"
-#define TE_UNSUPPORTED "unsupported"
 #define TE_SNAPSHOT "snapshot_failed"
 #define TE_LAUNCH "launch_failed"
 #define TE_WORKSPACE "invalid_workspace"

@@ -231,8 +231,6 @@ def lifecycle(env):
                   json_out=True)
         check(dry["status"] == "clean" and dry["apply"] >= 3, "dry run %r" % dry)
         check(t.keep(sid) == before, "a dry run changed the source")
-        r = t.g("run", "merge", f0, "--into", sid, "--json", ok=False)
-        check(r.returncode != 0 and "unsupported" in r.stderr, "--git default: %s" % r.stderr)
         m = t.g("run", "merge", f0, "--into", sid, "--filesystem", "--json", json_out=True)
         check(m["status"] == "merged" and m["merged"], "merge %r" % m)
         after = t.keep(sid)
@@ -551,6 +549,61 @@ def exec_and_send(env):
         t.g("run", "delete", "--all")
 
 
+GIT_AGENT = r"""
+G="git -c user.name=agent -c user.email=agent@example.org"
+case "$GENSEE_TCLONE_APPROACH" in
+  alpha) echo alpha > shared.txt; $G commit -qam alpha; echo more >> other.txt ;;
+  beta) echo beta > shared.txt ;;
+esac
+echo x > "done-$GENSEE_RUN_ID"
+exec sleep 600
+"""
+
+
+def git_merge(env):
+    """--git (the default scope): the fork's commits and working changes since
+    the fork point, applied all-or-nothing by git running as the user inside
+    the source (never as root)."""
+    env.start()
+    with tclone(env) as t:
+        t.workspace({"shared.txt": "base\n", "other.txt": "o\n"})
+        with open(os.path.join(t.ws, "agent.sh"), "w") as f:
+            f.write(GIT_AGENT)
+        with open(os.path.join(t.ws, ".gitignore"), "w") as f:
+            f.write("done-*\nagent.sh\n")
+        subprocess.run(["chown", "-R", "%d:%d" % (env.uid, env.gid), t.ws], check=True)
+        for argv in (["git", "init", "-q"], ["git", "add", "-A"],
+                     ["git", "-c", "user.name=t", "-c", "user.email=t@example.org", "commit",
+                      "-qm", "base"]):
+            subprocess.run(env.user_prefix() + argv, cwd=t.ws, check=True, capture_output=True,
+                           env={"PATH": "/usr/bin:/bin", "HOME": "/nonexistent"})
+        sid = t.source()["run_id"]
+        t.wait_done(sid)
+        fk = t.g("run", "fork", sid, "--copies", "2", "--approach", "alpha", "--approach", "beta",
+                 "--json", json_out=True)
+        f0, f1 = [f["run_id"] for f in fk["forks"]]
+        t.wait_done(f0)
+        t.wait_done(f1)
+        dry = t.g("run", "merge", f0, "--into", sid, "--dry-run", "--json", json_out=True)
+        check(dry["status"] == "clean" and dry["scope"] == "git" and dry["patch_bytes"] > 0,
+              "git dry run %r" % dry)
+        check(t.g("run", "exec", sid, "--", "cat", "shared.txt").stdout == "base\n",
+              "a dry run changed the source")
+        m = t.g("run", "merge", f0, "--into", sid, "--json", json_out=True)
+        check(m["status"] == "merged", "git merge %r" % m)
+        out = t.g("run", "exec", sid, "--", "cat", "shared.txt", "other.txt").stdout
+        check(out == "alpha\no\nmore\n", "source after the git merge: %r" % out)
+        r = t.g("run", "merge", f1, "--into", sid, "--json", ok=False)
+        c = json.loads(r.stdout)
+        check(r.returncode == 1 and c["status"] == "conflict" and
+              "shared.txt" in [x["path"] for x in c["conflicts"]], "git conflict %r" % c)
+        out = t.g("run", "exec", sid, "--", "cat", "shared.txt").stdout
+        check(out == "alpha\n", "a conflicting git merge changed the source: %r" % out)
+        scopes = [h.get("detail", {}).get("scope") for h in t.history() if h["action"] == "merge"]
+        check("git" in scopes, "no git merge in the history: %r" % scopes)
+        t.g("run", "delete", "--all")
+
+
 if __name__ == "__main__":
     main({f.__name__: f for f in (lifecycle, switch_and_choose, crash_mid_merge, fork_boundaries,
-                                  attacker_merge, refusals, exec_and_send)})
+                                  attacker_merge, refusals, exec_and_send, git_merge)})
