@@ -33,7 +33,8 @@ static const char tclone_usage_text[] =
 	"usage: gensee run --runtime tclone [--observe-only] [--name NAME] [--allow-net CIDR]...\n"
 	"                  [--detach] [--json] -- CMD [ARGS...]\n"
 	"       gensee run list [--json]\n"
-	"       gensee run fork SRC [--copies N] [--name P] [--approach TEXT]... [--json]\n"
+	"       gensee run fork SRC [--copies N] [--name P] [--approach TEXT]...\n"
+	"                  [--attach tmux:right] [--json]\n"
 	"       gensee run diff ID [--json]\n"
 	"       gensee run summary ID --json\n"
 	"       gensee run compare ID --json\n"
@@ -44,7 +45,7 @@ static const char tclone_usage_text[] =
 	"       gensee run keep ID --to DIR [--json]\n"
 	"       gensee run discard ID [--json]\n"
 	"       gensee run delete ID|--all [--json]\n"
-	"       gensee run attach ID\n"
+	"       gensee run attach ID [--tmux right]\n"
 	"       gensee run send ID -- TEXT\n"
 	"       gensee run exec ID -- CMD [ARGS...]\n"
 	"       gensee run shell ID\n"
@@ -348,6 +349,58 @@ tclone_shell(struct json_object *run)
 	return tmux_exec(run, t2, 1);
 }
 
+/*
+ * Open `gensee run attach RUN` in a new pane of the caller's own tmux
+ * (from $TMUX): to the right of the current pane, or below pane `below`.
+ * The pane gets this CLI's runtime dir, so it reaches the same daemons.
+ */
+static int
+host_pane(const char *run, const char *below, char *id, size_t idlen)
+{
+	char self[PATH_MAX], envv[PATH_MAX + 32];
+	ssize_t n;
+	int fds[2], st;
+
+	if (run == NULL || getenv("TMUX") == NULL || getenv("TMUX")[0] == '\0') {
+		fprintf(stderr, "gensee run: a tmux pane needs this command to run inside tmux\n");
+		return TCLONE_EXIT_FAIL;
+	}
+	n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	if (n <= 0) {
+		perror("gensee run: /proc/self/exe");
+		return TCLONE_EXIT_FAIL;
+	}
+	self[n] = '\0';
+	snprintf(envv, sizeof(envv), "GENSEE_RUNTIME_DIR=%s", client_runtime_dir());
+	char *argv[] = { "tmux", "split-window", below ? "-v" : "-h", "-d", "-P", "-F", "#{pane_id}",
+		"-e", envv, "-t", (char *)(below ? below : ""), "--", self, "run", "attach",
+		(char *)run, NULL };
+	if (below == NULL) {
+		/* No -t: the current pane. */
+		memmove(&argv[9], &argv[11], 6 * sizeof(argv[0]));
+	}
+	if (pipe2(fds, O_CLOEXEC) != 0)
+		return TCLONE_EXIT_FAIL;
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid == 0) {
+		dup2(fds[1], STDOUT_FILENO);
+		execvp("tmux", argv);
+		_exit(127);
+	}
+	close(fds[1]);
+	n = pid > 0 ? read(fds[0], id, idlen - 1) : -1;
+	close(fds[0]);
+	if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 0 ||
+	    n <= 0) {
+		fprintf(stderr, "gensee run: tmux split-window failed\n");
+		return TCLONE_EXIT_FAIL;
+	}
+	id[n] = '\0';
+	id[strcspn(id, "\n")] = '\0';
+	return 0;
+}
+
 static int
 tclone_start(int argc, char **argv)
 {
@@ -469,7 +522,7 @@ cmd_tclone_sub(int argc, char **argv)
 	const char *action = NULL;
 	struct json_object *p = json_object_new_object(), *approaches = json_object_new_array();
 	struct json_object *res = NULL;
-	int ch, json = 0, all = 0, paths_mode = 0, dry = 0, force = 0;
+	int ch, json = 0, all = 0, paths_mode = 0, dry = 0, force = 0, pane = 0;
 	int64_t copies = 0;
 	char **pos;
 	int npos = 0;
@@ -500,10 +553,12 @@ cmd_tclone_sub(int argc, char **argv)
 			json_object_array_add(approaches, json_object_new_string(optarg));
 			break;
 		case 'T':
-			/* Host tmux panes are not opened by this version: said, not faked. */
-			fprintf(stderr, "gensee run: --attach/--tmux %s: host tmux panes are not "
-			    "supported; use gensee run attach ID\n", optarg);
-			goto fail;
+			if (strcmp(optarg, "tmux:right") != 0 && strcmp(optarg, "right") != 0) {
+				fprintf(stderr, "gensee run: --attach tmux:right or --tmux right\n");
+				goto usage;
+			}
+			pane = 1;
+			break;
 		case 'i':
 			into = optarg;
 			break;
@@ -665,6 +720,12 @@ cmd_tclone_sub(int argc, char **argv)
 		char *tail[] = { "attach-session", "-t", "@SESSION@", NULL };
 		free(pos);
 		json_object_put(approaches);
+		if (pane) {
+			char id[64];
+			int rc = host_pane(schema_string(res, "run_id"), NULL, id, sizeof(id));
+			json_object_put(res);
+			return rc;
+		}
 		return tmux_exec(res, tail, 1);
 	} else {
 		static const char *const simple[][2] = {
@@ -690,6 +751,20 @@ cmd_tclone_sub(int argc, char **argv)
 		if (st != NULL && strcmp(st, "conflict") == 0)
 			rc = TCLONE_EXIT_CONFLICT;
 	}
+	if (pane && strcmp(sub, "fork") == 0) {
+		/* The first fork to the right of this pane, the next ones below it. */
+		struct json_object *forks = schema_child(res, "forks");
+		char prev[64] = "";
+		for (size_t i = 0; forks != NULL && i < json_object_array_length(forks); i++) {
+			char id[64];
+			if (host_pane(schema_string(json_object_array_get_idx(forks, i), "run_id"),
+			    prev[0] ? prev : NULL, id, sizeof(id)) != 0) {
+				rc = TCLONE_EXIT_FAIL;
+				break;
+			}
+			util_strlcpy(prev, id, sizeof(prev));
+		}
+	}
 	free(pos);
 	json_object_put(approaches);
 	out_json_or(res, json, human);
@@ -699,8 +774,6 @@ usage:
 	json_object_put(approaches);
 	free(pos);
 	return cli_usage(0, tclone_usage_text);
-fail:
-	json_object_put(p);
 fail_sent:
 	json_object_put(approaches);
 	free(pos);

@@ -36,7 +36,7 @@ _gensee()
 				--linux-landlock-rw | --allow-unix | --pid | --duration-seconds | \
 				--operation | --session-id | --allow | --deny | --seconds | --events | \
 				--socket | --event | --lease | --fault | --older-than | --keep | \
-				--runtime | --name | --copies | --approach | --into | --to) ;;
+				--runtime | --name | --copies | --approach | --into | --to | --attach | --tmux) ;;
 				*) sub=${words[i]} ;;
 				esac
 			fi
@@ -60,6 +60,10 @@ _gensee()
 		;;
 	--runtime)
 		COMPREPLY=($(compgen -W 'tclone' -- "$cur"))
+		return 0
+		;;
+	--attach | --tmux)
+		COMPREPLY=($(compgen -W 'tmux:right right' -- "$cur"))
 		return 0
 		;;
 	--to)
@@ -96,9 +100,10 @@ _gensee()
 			words_list='inspect event revoke --socket --operation --event --lease --json --help'
 			;;
 		fault) words_list='--socket --operation --fault --json --help' ;;
-		list | diff | summary | compare | switch | keep | discard | attach | send | exec | shell)
+		list | diff | summary | compare | switch | keep | discard | send | exec | shell)
 			words_list='--json --to --help' ;;
-		fork) words_list='--copies --name --approach --json --help' ;;
+		attach) words_list='--tmux --help' ;;
+		fork) words_list='--copies --name --approach --attach --json --help' ;;
 		merge) words_list='--into --git --filesystem --paths --dry-run --force --json --help' ;;
 		choose) words_list='--merge --promote --discard-all --json --help' ;;
 		delete) words_list='--all --json --help' ;;

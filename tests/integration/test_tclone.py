@@ -542,6 +542,27 @@ def exec_and_send(env):
         env.wait_for("the sent line", lambda: "got.txt" in t.diff(sid), timeout=15)
         r = t.g("run", "exec", sid, "--", "cat", "got.txt")
         check(r.stdout == "hello tclone\n", "sent text arrived as %r" % r.stdout)
+        # Panes in the user's own tmux: the fork to the right, the next below it.
+        host = os.path.join(tempfile.mkdtemp(prefix="gensee-it-tmux.", dir="/var/tmp"), "s")
+        t.outside.append(os.path.dirname(host))
+        os.chown(os.path.dirname(host), env.uid, env.gid)
+        subprocess.run(env.user_prefix() + ["tmux", "-S", host, "-f", "/dev/null", "new-session",
+                                            "-d", "-s", "host", "-x", "200", "-y", "50", "sleep",
+                                            "600"], check=True, env={"PATH": "/usr/bin:/bin"})
+        try:
+            r = t.g("run", "fork", sid, "--copies", "2", "--attach", "tmux:right", "--json",
+                    env={"TMUX": host + ",1,0", "TMUX_PANE": "%0"})
+            panes = subprocess.run(env.user_prefix() + ["tmux", "-S", host, "list-panes", "-F",
+                                                        "#{pane_id} #{pane_start_command}"],
+                                   capture_output=True, text=True).stdout.splitlines()
+            forks = [f["run_id"] for f in json.loads(r.stdout)["forks"]]
+            check(len(panes) == 3 and all(any(f in p for p in panes) for f in forks),
+                  "host panes %r for %r" % (panes, forks))
+            r = t.g("run", "attach", sid, "--tmux", "right", ok=False)
+            check(r.returncode == 125 and "inside tmux" in r.stderr, "attach outside tmux: %s" % r.stderr)
+        finally:
+            subprocess.run(env.user_prefix() + ["tmux", "-S", host, "kill-server"],
+                           capture_output=True)
         # Another user cannot reach the session.
         other = env.user_call(os.path.join(env.runtime, "tclone.sock"), "tclone.attach",
                               {"run_id": sid}, uid=65534)
