@@ -472,25 +472,16 @@ in_operation(const struct tcloned *t, const struct peer *p)
 	return NULL;
 }
 
+/* Answer one complete request on fd (blocking write, bounded by SO_SNDTIMEO). */
 static void
-serve_one(struct tcloned *t, int fd)
+serve_msg(struct tcloned *t, int fd, const struct peer *pp, struct json_object *msg)
 {
-	struct peer p;
-	struct json_object *msg = NULL, *reply, *res = NULL;
+	struct peer p = *pp;
+	struct json_object *reply, *res = NULL;
 	char *cause = NULL, *message = NULL;
 	const char *code = NULL, *why;
 	int64_t id = 0;
 
-	if (peer_identify(fd, &p, &cause) != 0) {
-		log_warnx("peer: %s", cause);
-		free(cause);
-		return;
-	}
-	if (frame_read_fd(fd, FRAME_MAX_DEFAULT, TCLONED_FRAME_DEADLINE_MS, &msg, &cause) != 0) {
-		log_info("pid %d: %s", (int)p.pr_pid, cause);
-		free(cause);
-		return;
-	}
 	struct json_object *idj = schema_child(msg, "id"), *pv = schema_child(msg, "proto");
 	const char *method = schema_string(msg, "method");
 	struct json_object *params = schema_child(msg, "params");
@@ -525,7 +516,106 @@ serve_one(struct tcloned *t, int fd)
 	}
 	free(message);
 	json_object_put(reply);
+}
+
+/*
+ * Connections waiting for their request. Reading is concurrent (poll), so
+ * a client that connects and stalls delays nobody; it is closed at its
+ * deadline. Caps: TCLONED_CONN_MAX in all, TCLONED_CONN_PER_UID per
+ * non-root uid, refused before anything is allocated for them.
+ */
+struct tconn {
+	int tc_fd;
+	struct peer tc_peer;
+	uint8_t *tc_buf;
+	size_t tc_len;
+	int64_t tc_deadline;
+};
+static struct tconn conns[TCLONED_CONN_MAX];
+static int nconns;
+
+static void
+conn_close(int i)
+{
+	close(conns[i].tc_fd);
+	free(conns[i].tc_buf);
+	conns[i] = conns[--nconns];
+}
+
+static void
+conn_accept(struct tcloned *t)
+{
+	struct peer p;
+	char *cause = NULL;
+	int fd = accept4(t->td_listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK), same = 0;
+
+	if (fd < 0)
+		return;
+	if (peer_identify(fd, &p, &cause) != 0) {
+		log_warnx("peer: %s", cause);
+		free(cause);
+		close(fd);
+		return;
+	}
+	for (int i = 0; i < nconns; i++)
+		same += conns[i].tc_peer.pr_uid == p.pr_uid;
+	if (nconns == TCLONED_CONN_MAX || (p.pr_uid != 0 && same >= TCLONED_CONN_PER_UID)) {
+		log_info("refusing a connection of uid %u: %d open", (unsigned)p.pr_uid, same);
+		close(fd);
+		return;
+	}
+	conns[nconns].tc_fd = fd;
+	conns[nconns].tc_peer = p;
+	conns[nconns].tc_buf = NULL;
+	conns[nconns].tc_len = 0;
+	conns[nconns].tc_deadline = util_monotonic_ms() + TCLONED_FRAME_DEADLINE_MS;
+	nconns++;
+}
+
+/* Read what is there; serve and close once a whole frame is in. */
+static void
+conn_read(struct tcloned *t, int i)
+{
+	struct tconn *c = &conns[i];
+	struct json_object *msg = NULL;
+	size_t want = c->tc_len < FRAME_HEADER_LEN ? FRAME_HEADER_LEN :
+	    FRAME_HEADER_LEN + ((size_t)c->tc_buf[0] << 24 | (size_t)c->tc_buf[1] << 16 |
+	    (size_t)c->tc_buf[2] << 8 | c->tc_buf[3]);
+	size_t consumed;
+
+	if (want > FRAME_HEADER_LEN + FRAME_MAX_DEFAULT) {
+		log_info("pid %d: frame over the limit", (int)c->tc_peer.pr_pid);
+		conn_close(i);
+		return;
+	}
+	if (c->tc_buf == NULL && (c->tc_buf = malloc(FRAME_HEADER_LEN + FRAME_MAX_DEFAULT)) == NULL) {
+		conn_close(i);
+		return;
+	}
+	ssize_t n = read(c->tc_fd, c->tc_buf + c->tc_len, want - c->tc_len);
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	if (n <= 0) {
+		conn_close(i);
+		return;
+	}
+	c->tc_len += (size_t)n;
+	int st = frame_decode(c->tc_buf, c->tc_len, FRAME_MAX_DEFAULT, &msg, &consumed);
+	if (st == FRAME_NEED_MORE)
+		return;
+	if (st != FRAME_OK) {
+		log_info("pid %d: %s", (int)c->tc_peer.pr_pid, frame_status_code(st));
+		conn_close(i);
+		return;
+	}
+	/* Replies are written blocking, but never for longer than the send timeout. */
+	struct timeval tv = { TCLONED_FRAME_DEADLINE_MS / 1000, 0 };
+	int fl = fcntl(c->tc_fd, F_GETFL);
+	if (fl >= 0 && fcntl(c->tc_fd, F_SETFL, fl & ~O_NONBLOCK) == 0 &&
+	    setsockopt(c->tc_fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) == 0)
+		serve_msg(t, c->tc_fd, &c->tc_peer, msg);
 	json_object_put(msg);
+	conn_close(i);
 }
 
 static void
@@ -674,8 +764,19 @@ main(int argc, char **argv)
 	    "live cloning: %s", runtime, root, td.td_backends, td.td_backend, td.td_criu);
 
 	while (!td_quit) {
-		struct pollfd pf[2] = { { td.td_listen_fd, POLLIN, 0 }, { sfd, POLLIN, 0 } };
-		if (poll(pf, 2, -1) < 0) {
+		struct pollfd pf[2 + TCLONED_CONN_MAX];
+		int64_t now = util_monotonic_ms(), wait = -1;
+		int n = nconns;
+
+		pf[0] = (struct pollfd){ td.td_listen_fd, POLLIN, 0 };
+		pf[1] = (struct pollfd){ sfd, POLLIN, 0 };
+		for (int i = 0; i < n; i++) {
+			pf[2 + i] = (struct pollfd){ conns[i].tc_fd, POLLIN, 0 };
+			int64_t left = conns[i].tc_deadline - now;
+			if (wait < 0 || left < wait)
+				wait = left < 0 ? 0 : left;
+		}
+		if (poll(pf, (nfds_t)(2 + n), (int)wait) < 0) {
 			if (errno == EINTR)
 				continue;
 			fatal("poll");
@@ -689,18 +790,23 @@ main(int argc, char **argv)
 					td_quit = 1;
 			}
 		}
-		if (pf[0].revents & POLLIN) {
-			int c = accept4(td.td_listen_fd, NULL, NULL, SOCK_CLOEXEC);
-			if (c >= 0) {
-				/* A client that stops reading its reply cannot hold the daemon. */
-				struct timeval tv = { TCLONED_FRAME_DEADLINE_MS / 1000, 0 };
-				if (setsockopt(c, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) == 0)
-					serve_one(&td, c);
-				close(c);
+		/* Newest first: conn_close moves the last one into the freed slot. */
+		now = util_monotonic_ms();
+		for (int i = n - 1; i >= 0; i--) {
+			if (pf[2 + i].revents & (POLLIN | POLLHUP | POLLERR))
+				conn_read(&td, i);
+			else if (conns[i].tc_deadline <= now) {
+				log_info("pid %d: no request within %d ms", (int)conns[i].tc_peer.pr_pid,
+				    TCLONED_FRAME_DEADLINE_MS);
+				conn_close(i);
 			}
-			reap(&td);
 		}
+		if (pf[0].revents & POLLIN)
+			conn_accept(&td);
+		reap(&td);
 	}
+	while (nconns > 0)
+		conn_close(nconns - 1);
 	log_info("stopping; snapshots stay, running agents end with their launcher");
 	unlinkat(td.td_runtime_fd, TCLONED_SOCK, 0);
 	for (int i = 0; i < td.td_nruns; i++)

@@ -570,6 +570,59 @@ def exec_and_send(env):
         t.g("run", "delete", "--all")
 
 
+HOLDER = r"""
+import os, socket, sys
+socks = []
+for _ in range(int(sys.argv[2])):
+    s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); socks.append(s)
+print("ready", flush=True)
+sys.stdin.readline()
+# Still open? (EAGAIN: yes; b"": tcloned closed it)
+alive = 0
+for s in socks:
+    s.setblocking(False)
+    try:
+        alive += s.recv(1) != b""
+    except BlockingIOError:
+        alive += 1
+print(alive, flush=True)
+sys.stdin.readline()
+"""
+
+
+def stalled_clients(env):
+    """Clients that connect and send nothing delay no one; one uid holds at
+    most 8 waiting connections, and root is never locked out by it."""
+    env.start()
+    with tclone(env) as t:
+        t.workspace({"a.txt": "a\n"})
+        sock = os.path.join(env.runtime, "tclone.sock")
+        holder = subprocess.Popen(["/usr/bin/python3", "-c", HOLDER, sock, "8"], user=env.uid,
+                                  group=env.gid, extra_groups=[], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, text=True)
+        env.children.append(holder)
+        check(holder.stdout.readline().strip() == "ready", "holder did not connect")
+        # Root and other users are served while the 8 wait.
+        check("result" in call(sock, "tclone.list"), "root not served")
+        other = env.user_call(sock, "tclone.list", {}, uid=65534)
+        check("result" in other, "another user not served: %r" % other)
+        # The same uid is over its share: refused at once.
+        mine = env.user_call(sock, "tclone.list", {})
+        check("result" not in mine, "a 9th connection of one uid was served: %r" % mine)
+        holder.stdin.write("\n")
+        holder.stdin.flush()
+        alive = int(holder.stdout.readline())
+        # They were all still waiting when the others were served: nobody waited on them.
+        check(alive == 8, "stalled connections closed before the others were served: %d" % alive)
+        # Held open, they are cut off at their deadline, and the share is free again.
+        env.wait_for("stalled connections timed out", lambda: t.logtext().count(
+            "no request within") >= 8, timeout=20)
+        check("result" in env.user_call(sock, "tclone.list", {}), "the share was not freed")
+        holder.stdin.write("\n")
+        holder.stdin.flush()
+        holder.wait(timeout=10)
+
+
 GIT_AGENT = r"""
 G="git -c user.name=agent -c user.email=agent@example.org"
 case "$GENSEE_TCLONE_APPROACH" in
@@ -627,4 +680,5 @@ def git_merge(env):
 
 if __name__ == "__main__":
     main({f.__name__: f for f in (lifecycle, switch_and_choose, crash_mid_merge, fork_boundaries,
-                                  attacker_merge, refusals, exec_and_send, git_merge)})
+                                  attacker_merge, refusals, exec_and_send, git_merge,
+                                  stalled_clients)})
