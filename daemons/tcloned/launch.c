@@ -232,6 +232,46 @@ write_context(struct tcloned *t, struct trun *r, const char *context, char **cau
 	return 0;
 }
 
+/* mkdir -p path as root (0755 components), in the agent's namespace only. */
+static int
+mkdirs_root(const char *path)
+{
+	char buf[PATH_MAX];
+
+	if (util_strlcpy(buf, path, sizeof(buf)) >= sizeof(buf) || buf[0] != '/')
+		return -1;
+	for (char *p = buf + 1;; p++) {
+		if (*p == '/' || *p == '\0') {
+			char c = *p;
+			*p = '\0';
+			if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+				return -1;
+			*p = c;
+			if (c == '\0')
+				return 0;
+		}
+	}
+}
+
+/*
+ * Cover dir with an empty tmpfs (in the agent's mount namespace), then
+ * bind keep (held open as keepfd) back at its path if it lies below dir.
+ */
+static int
+cover(const char *dir, const char *opts, const char *keep, int keepfd)
+{
+	char fdpath[64];
+
+	if (mount("gensee-tclone-private", dir, "tmpfs", MS_NOSUID | MS_NODEV, opts) != 0)
+		return -1;
+	if (!util_path_below(keep, dir))
+		return 0;
+	if (mkdirs_root(keep) != 0)
+		return -1;
+	snprintf(fdpath, sizeof(fdpath), "/proc/self/fd/%d", keepfd);
+	return mount(fdpath, keep, NULL, MS_BIND | MS_REC, NULL);
+}
+
 static void __attribute__((noreturn))
 child_fail(int st, const char *what, const char *arg)
 {
@@ -263,6 +303,7 @@ static void __attribute__((noreturn))
 launch_child(struct tcloned *t, struct trun *r, int go, int st)
 {
 	char ws[PATH_MAX], tc[PATH_MAX], sock[PATH_MAX], ctx[PATH_MAX], buf[128];
+	char rundir[PATH_MAX], rt[PATH_MAX], fdpath[64];
 	char *env[32], **argv;
 	size_t ne = 0, got = 0, na;
 	struct passwd *pw;
@@ -280,19 +321,48 @@ launch_child(struct tcloned *t, struct trun *r, int go, int st)
 	    (size_t)snprintf(sock, sizeof(sock), "%s/tclone/%s/tmux.sock", t->td_runtime,
 	    r->tr_id) >= sizeof(sock) ||
 	    (size_t)snprintf(ctx, sizeof(ctx), "%s/tclone/%s/context.json", t->td_runtime,
-	    r->tr_id) >= sizeof(ctx))
+	    r->tr_id) >= sizeof(ctx) ||
+	    (size_t)snprintf(rundir, sizeof(rundir), "%s/tclone/%s", t->td_runtime, r->tr_id) >=
+	    sizeof(rundir) ||
+	    (size_t)snprintf(rt, sizeof(rt), "%s/tclone", t->td_runtime) >= sizeof(rt))
 		child_fail(st, "paths", "");
 	/* Nothing mounted here leaks back to the host: private propagation first. */
 	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0)
 		child_fail(st, "make / private", "");
-	if (mount(ws, r->tr_workspace, NULL, MS_BIND | MS_REC, NULL) != 0)
-		child_fail(st, "bind the snapshot over ", r->tr_workspace);
+	/* What the agent keeps, held open before anything is covered. */
+	int wsfd = open(ws, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	int rdfd = open(rundir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	int rtfd = open(t->td_runtime, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (wsfd < 0 || rdfd < 0 || rtfd < 0)
+		child_fail(st, "open the snapshot and run directory", "");
 	if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) != 0)
 		child_fail(st, "mount /proc", "");
 	/* Threat: the agent reading other runs' snapshots or tcloned's records. */
-	if (mount("gensee-tclone-hidden", tc, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
-	    "size=4k,mode=000") != 0)
+	if (!util_path_below(tc, "/tmp") && mount("gensee-tclone-hidden", tc, "tmpfs",
+	    MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=4k,mode=000") != 0)
 		child_fail(st, "cover ", tc);
+	/*
+	 * A private /tmp (1777): no other run's or the host user's sockets
+	 * and files there (the host user's tmux server, say). The runtime dir
+	 * (gensee's sockets) and the workspace are bound back if below it.
+	 */
+	if (cover("/tmp", "mode=1777", t->td_runtime, rtfd) != 0)
+		child_fail(st, "private /tmp", "");
+	/*
+	 * Threat: an agent driving another run's tmux server (its source's, a
+	 * sibling's: the same uid owns them all) to act inside that run. Only
+	 * its own run directory stays visible under RUNTIME/tclone.
+	 */
+	if (cover(rt, "mode=0755", rundir, rdfd) != 0)
+		child_fail(st, "cover ", rt);
+	close(rtfd);
+	if (util_path_below(r->tr_workspace, "/tmp") && mkdirs_root(r->tr_workspace) != 0)
+		child_fail(st, "make ", r->tr_workspace);
+	snprintf(fdpath, sizeof(fdpath), "/proc/self/fd/%d", wsfd);
+	if (mount(fdpath, r->tr_workspace, NULL, MS_BIND | MS_REC, NULL) != 0)
+		child_fail(st, "bind the snapshot over ", r->tr_workspace);
+	close(wsfd);
+	close(rdfd);
 	if (sethostname("gensee-tclone", strlen("gensee-tclone")) != 0)
 		child_fail(st, "sethostname", "");
 	/* Held until boundaryd has made the operation. */

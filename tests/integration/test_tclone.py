@@ -158,7 +158,10 @@ class Tclone:
         for m in sorted(self.mounts(), key=len, reverse=True):
             subprocess.run(["umount", "-l", m], check=False)
         for d in [self.root, self.ws] + self.outside:
-            shutil.rmtree(d, ignore_errors=True)
+            if os.path.isfile(d):
+                os.unlink(d)
+            else:
+                shutil.rmtree(d, ignore_errors=True)
 
 
 @contextlib.contextmanager
@@ -372,6 +375,8 @@ def can_read(p):
 print("root", can_read(os.environ["TC_ROOT"]))
 print("runs", can_read(os.environ["TC_ROOT"] + "/tclone/runs"))
 print("uid", os.getuid())
+print("rundirs", ",".join(sorted(os.listdir(os.environ["TC_RT"]))))
+print("hosttmp", "visible" if os.path.exists(os.environ["TC_MARK"]) else "hidden")
 print("procs", len([d for d in os.listdir("/proc") if d.isdigit()]))
 try:
     import ctypes
@@ -399,9 +404,15 @@ def fork_boundaries(env):
     env.start()
     env.serve(ns, "tcp,198.51.100.1,8470", "tcp,192.0.2.1,8471")
     with tclone(env) as t:
+        mark = "/tmp/gensee-it-mark-%d" % os.getpid()
+        with open(mark, "w") as f:
+            f.write("host")
+        t.outside.append(mark)
         t.workspace({"shared.txt": "base\n", "probe.sh": PROBE.replace(
             'os.environ["TC_ROOT"]', repr(t.root)).replace(
-            'os.environ["TC_SOCK"]', repr(os.path.join(env.runtime, "tclone.sock")))})
+            'os.environ["TC_SOCK"]', repr(os.path.join(env.runtime, "tclone.sock"))).replace(
+            'os.environ["TC_RT"]', repr(os.path.join(env.runtime, "tclone"))).replace(
+            'os.environ["TC_MARK"]', repr(mark))})
         # The probe runs in the source and again in a fork (TCLONE_PROBE is in the
         # agent's own script, not the environment: agents get a clean one).
         with open(os.path.join(t.ws, "agent.sh"), "w") as f:
@@ -424,6 +435,9 @@ def fork_boundaries(env):
             check(int(res["procs"]) < 10, "%s sees %s processes" % (run, res["procs"]))
             check(res["umount"] == "refused", "%s unmounted its workspace" % run)
             check(res["tclone"] == "not_authorized", "%s used tclone.sock: %r" % (run, res))
+            # Its own run directory only: no other run's tmux server to drive.
+            check(res["rundirs"] == run, "%s sees run directories %r" % (run, res["rundirs"]))
+            check(res["hosttmp"] == "hidden", "%s sees the host's /tmp" % run)
         # The refusal is the operation's policy, not a missing server.
         outside = env.probe_outside(ns, "tcp,192.0.2.1,8471")
         check(list(outside.values()) == ["ok"], "from outside: %r" % outside)
