@@ -527,6 +527,19 @@ def refusals(env):
         rc = t.start(expect_fail=True)
         check(rc != 0 and "0700" in t.logtext(), "0755 authority root accepted: %s" % t.logtext())
         os.chmod(t.root, 0o700)
+        # Owned by a user, or reached through a symlink: refused too.
+        os.chown(t.root, env.uid, env.gid)
+        rc = t.start(expect_fail=True)
+        check(rc != 0, "a user-owned authority root accepted")
+        os.chown(t.root, 0, 0)
+        link = t.root + ".link"
+        os.symlink(t.root, link)
+        t.outside.append(link)
+        rc = t.start(args=["--authority-root", link, "--runtime-dir", env.runtime],
+                     expect_fail=True)
+        check(rc != 0 and "refusing authority root" in t.logtext(), "a symlinked root accepted")
+        os.unlink(link)
+        t.outside.remove(link)
 
 
 def exec_and_send(env):
