@@ -263,13 +263,22 @@ def lifecycle(env):
         check(d["state"] == "discarded", "discard %r" % d)
         r = t.g("run", "diff", f1, ok=False)
         check(r.returncode == 125 and "state_error" in r.stderr, "diff of discarded: %s" % r.stderr)
+        # The clean names are taken by unresolved runs: the group gets a timestamp.
+        again = [f["name"] for f in t.g("run", "fork", sid, "--name", "try", "--copies", "2",
+                                         "--json", json_out=True)["forks"]]
+        check(len(again) == 2 and all(n.startswith("try-20") for n in again) and
+              again[0][:-2] == again[1][:-2] and again[0].endswith("-0"),
+              "names of a repeated group %r" % again)
         env.wait_for("fork1 operation ended",
                      lambda: env.record(forks[1]["operation_id"])["lifecycle"]["state"] != "running")
 
         hist = t.history()
         forked = [h for h in hist if h["action"] == "fork" and h["outcome"] == "succeeded"]
-        check(len(forked) == 2 and {h["group_id"] for h in forked} == {fk["group_id"]},
-              "fork history %r" % forked)
+        groups = {}
+        for h in forked:
+            groups.setdefault(h["group_id"], []).append(h["run_id"])
+        check(len(groups) == 2 and sorted(groups[fk["group_id"]]) == sorted([f0, f1]),
+              "fork history grouped as %r" % groups)
         outcomes = [(h["action"], h["outcome"]) for h in hist]
         for want in (("start", "succeeded"), ("merge", "dry-run"), ("merge", "succeeded"),
                      ("merge", "failed"), ("discard", "succeeded")):
@@ -650,6 +659,27 @@ def stalled_clients(env):
         holder.wait(timeout=10)
 
 
+def workspace_in_tmp(env):
+    """A workspace under /tmp works although the agent gets a private /tmp:
+    the snapshot is bound back at the same path, and nothing else of the
+    host's /tmp is there."""
+    env.start()
+    with tclone(env) as t:
+        shutil.rmtree(t.ws)
+        t.ws = tempfile.mkdtemp(prefix="gensee-it-ws.", dir="/tmp")
+        t.workspace({"a.txt": "a\n"})
+        sid = t.source()["run_id"]
+        t.wait_done(sid)
+        r = t.g("run", "exec", sid, "--", "sh", "-c", "pwd; cat a.txt; ls /tmp")
+        lines = r.stdout.splitlines()
+        # Only the workspace and (in this test) the runtime dir, bound back.
+        allowed = {os.path.basename(t.ws), os.path.basename(env.runtime)}
+        check(lines[0] == t.ws and lines[1] == "a" and set(lines[2:]) <= allowed,
+              "the agent's /tmp: %r" % lines)
+        check("started.txt" in t.diff(sid), "diff %r" % t.diff(sid))
+        t.g("run", "delete", "--all")
+
+
 GIT_AGENT = r"""
 G="git -c user.name=agent -c user.email=agent@example.org"
 case "$GENSEE_TCLONE_APPROACH" in
@@ -708,4 +738,4 @@ def git_merge(env):
 if __name__ == "__main__":
     main({f.__name__: f for f in (lifecycle, switch_and_choose, crash_mid_merge, fork_boundaries,
                                   attacker_merge, refusals, exec_and_send, git_merge,
-                                  stalled_clients)})
+                                  stalled_clients, workspace_in_tmp)})
