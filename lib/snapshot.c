@@ -530,6 +530,11 @@ list_dir(int fd, struct ent **out, size_t *n, char **cause)
 		if ((v[k].e_name = strdup(de->d_name)) == NULL)
 			goto nomem;
 		if (fstatat(fd, de->d_name, &v[k].e_st, AT_SYMLINK_NOFOLLOW) != 0) {
+			/* Removed since readdir (a running agent): it is not there. */
+			if (errno == ENOENT) {
+				free(v[k].e_name);
+				continue;
+			}
 			util_cause(cause, "%s: %s", de->d_name, strerror(errno));
 			free(v[k].e_name);
 			ents_free(v, k);
