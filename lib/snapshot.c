@@ -96,6 +96,28 @@ snapshot_change_kind_name(enum snapshot_change_kind k)
 	return "modified";
 }
 
+/*
+ * Open name in dir for reading, only if it is (still) a regular file.
+ * Threat: an agent swapping a file for a fifo between our lstat and our
+ * open, so that the root daemon blocks in open(2) for good. O_NONBLOCK
+ * keeps a fifo's open from waiting; it changes nothing for a file.
+ */
+static int
+open_reg(int dir, const char *name)
+{
+	struct stat st;
+	int fd = openat(dir, name, O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
+
+	if (fd < 0)
+		return -1;
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+		close(fd);
+		errno = EINVAL;
+		return -1;
+	}
+	return fd;
+}
+
 /* -- copy -- */
 
 struct copyctx {
@@ -212,7 +234,7 @@ copy_entry(struct copyctx *c, int sfd, int dfd, const char *name, int depth)
 		return rv;
 	}
 	if (S_ISREG(st.st_mode)) {
-		int in = openat(sfd, name, O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC);
+		int in = open_reg(sfd, name);
 		creds_leave(c->cc_src);
 		if (in < 0) {
 			util_cause(c->cc_cause, "%s: %s", name, strerror(errno));
@@ -662,8 +684,8 @@ subtree(struct snapshot_changes *out, int parent, const char *prefix, const stru
 static int
 same_content(int ad, const char *an, int bd, const char *bn, char **cause)
 {
-	int a = openat(ad, an, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-	int b = openat(bd, bn, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	int a = open_reg(ad, an);
+	int b = open_reg(bd, bn);
 	char *ba = malloc(SNAP_BUF), *bb = malloc(SNAP_BUF);
 	int rv = -1;
 
@@ -1245,7 +1267,7 @@ copy_one(int sd, const char *sname, int dd, const char *dname, char **cause)
 		util_cause(cause, "%s: not a file or symlink", sname);
 		return -1;
 	}
-	int in = openat(sd, sname, O_RDONLY | O_NOFOLLOW | O_CLOEXEC), out, rv;
+	int in = open_reg(sd, sname), out, rv;
 	if (in < 0) {
 		util_cause(cause, "%s: %s", sname, strerror(errno));
 		return -1;

@@ -1191,8 +1191,15 @@ run_in(struct tcloned *t, struct trun *r, const char *cmd, char **out, size_t *o
 	for (int i = 0; i < 2; i++) {
 		char *buf = NULL;
 		size_t len = 0;
+		struct stat fst;
+		/* The agent can replace these: no link, and never a fifo that would block us. */
 		fd = safefs_openat(t->td_runtime_fd, i ? rel_e : rel_o, O_RDONLY | O_NOFOLLOW |
-		    O_CLOEXEC, 0);
+		    O_NONBLOCK | O_CLOEXEC, 0);
+		if (fd >= 0 && (fstat(fd, &fst) != 0 || !S_ISREG(fst.st_mode))) {
+			close(fd);
+			fd = -1;
+			errno = EINVAL;
+		}
 		if (fd < 0 || util_read_fd(fd, GIT_PATCH_MAX, &buf, &len) != 0) {
 			util_cause(cause, "git output: %s", strerror(errno ? errno : EFBIG));
 			if (fd >= 0)
