@@ -33,6 +33,8 @@
 
 #include <json-c/json.h>
 
+#include <seccomp.h> /* lib/seccomp.h, which includes libseccomp's */
+
 #include "log.h"
 #include "proc.h"
 #include "proto.h"
@@ -300,7 +302,7 @@ env_add(char **env, size_t *n, size_t max, const char *k, const char *v)
  * as root in the new namespaces; nothing of the agent's runs before it.
  */
 static void __attribute__((noreturn))
-launch_child(struct tcloned *t, struct trun *r, int go, int st)
+launch_child(struct tcloned *t, struct trun *r, int go, int st, struct seccomp_profile *sp)
 {
 	char ws[PATH_MAX], tc[PATH_MAX], sock[PATH_MAX], ctx[PATH_MAX], buf[128];
 	char rundir[PATH_MAX], rt[PATH_MAX], fdpath[64];
@@ -433,6 +435,17 @@ launch_child(struct tcloned *t, struct trun *r, int go, int st)
 		child_fail(st, "dropping to the user", "");
 	if (r->tr_uid != 0 && (setuid(0) == 0 || geteuid() == 0))
 		_exit(LAUNCH_EXIT_SETUP);
+	/*
+	 * The default hard-deny profile of --sandbox linux (ptrace, bpf,
+	 * modules, the mount API and new namespaces, non-native ABIs), last,
+	 * so nothing of this setup is refused. Threat: the agent making a
+	 * user namespace to mount over its view, or tracing its siblings.
+	 */
+	{
+		char *scause = NULL;
+		if (seccomp_profile_load(sp, &scause) != 0)
+			child_fail(st, "seccomp: ", scause != NULL ? scause : "");
+	}
 	if (chdir(r->tr_workspace) != 0)
 		child_fail(st, "chdir ", r->tr_workspace);
 	close(st);
@@ -470,8 +483,14 @@ launch_agent(struct tcloned *t, struct trun *r, const char *context, char **caus
 
 	if (launch_runtime_dir(t, r, cause) != 0 || write_context(t, r, context, cause) != 0)
 		return -1;
+	struct seccomp_profile sp;
+	memset(&sp, 0, sizeof(sp));
+	sp.sp_notify_fd = -1;
+	if (seccomp_profile_build(NULL, SECCOMP_PROFILE_FORCE_ON, &sp, cause) != 0)
+		return -1;
 	if (pipe2(go, O_CLOEXEC) != 0 || pipe2(st, O_CLOEXEC) != 0) {
 		util_cause(cause, "pipe: %s", strerror(errno));
+		seccomp_profile_free(&sp);
 		return -1;
 	}
 	pid = (pid_t)syscall(SYS_clone, CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWUTS | CLONE_NEWIPC |
@@ -482,12 +501,26 @@ launch_agent(struct tcloned *t, struct trun *r, const char *context, char **caus
 		close(go[1]);
 		close(st[0]);
 		close(st[1]);
+		seccomp_profile_free(&sp);
 		return -1;
 	}
 	if (pid == 0) {
 		close(go[1]);
 		close(st[0]);
-		launch_child(t, r, go[0], st[1]);
+		launch_child(t, r, go[0], st[1], &sp);
+	}
+	seccomp_profile_free(&sp);
+	{
+		struct json_object *c = json_object_new_object(), *ns = json_object_new_array();
+		const char *names[] = { "mnt", "pid", "uts", "ipc" };
+		for (size_t i = 0; i < nitems(names); i++)
+			json_object_array_add(ns, json_object_new_string(names[i]));
+		json_object_object_add(c, "namespaces", ns);
+		json_object_object_add(c, "seccomp", json_object_new_string("default deny profile"));
+		json_object_object_add(c, "no_new_privs", json_object_new_boolean(1));
+		json_object_object_add(c, "private_tmp", json_object_new_boolean(1));
+		json_object_object_add(c, "uid", json_object_new_int64(r->tr_uid));
+		json_object_object_add(r->tr_rec, "confinement", c);
 	}
 	close(go[0]);
 	close(st[1]);

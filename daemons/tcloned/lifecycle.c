@@ -219,6 +219,9 @@ run_json(struct tcloned *t, const struct trun *r)
 	struct json_object *lc = schema_child(r->tr_rec, "live_clone");
 	if (lc != NULL)
 		json_object_object_add(o, "live_clone", json_object_get(lc));
+	struct json_object *cf = schema_child(r->tr_rec, "confinement");
+	if (cf != NULL)
+		json_object_object_add(o, "confinement", json_object_get(cf));
 	return o;
 }
 

@@ -395,6 +395,11 @@ try:
 except Exception as e:
     print("umount", "error", e)
 try:
+    rc = libc.unshare(0x10000000)  # CLONE_NEWUSER: then mount over its own view
+    print("userns", "made" if rc == 0 else "refused")
+except Exception as e:
+    print("userns", "error", e)
+try:
     s = socket.socket(socket.AF_UNIX); s.settimeout(3)
     s.connect(os.environ["TC_SOCK"])
     import json, struct
@@ -443,6 +448,7 @@ def fork_boundaries(env):
             check(res["uid"] == str(env.uid), "%s runs as uid %s" % (run, res["uid"]))
             check(int(res["procs"]) < 10, "%s sees %s processes" % (run, res["procs"]))
             check(res["umount"] == "refused", "%s unmounted its workspace" % run)
+            check(res["userns"] == "refused", "%s made a user namespace" % run)
             check(res["tclone"] == "not_authorized", "%s used tclone.sock: %r" % (run, res))
             # Its own run directory only: no other run's tmux server to drive.
             check(res["rundirs"] == run, "%s sees run directories %r" % (run, res["rundirs"]))
@@ -458,6 +464,9 @@ def fork_boundaries(env):
                                    sort_keys=True))
         check(len(envs) == 2 and len(set(envs)) == 1 and "198.51.100.1" in envs[0],
               "envelopes differ: %r" % envs)
+        for r in t.g("run", "list", "--json", json_out=True)["runs"]:
+            check(r["confinement"]["seccomp"] and r["confinement"]["namespaces"] ==
+                  ["mnt", "pid", "uts", "ipc"], "confinement %r" % r.get("confinement"))
         # The fork's writes are its own.
         check("probe-%s.txt" % fid not in t.diff(sid), "the fork wrote into the source")
         t.g("run", "delete", "--all")
