@@ -98,13 +98,21 @@ int
 client_send(const char *name, const char *method, struct json_object *params, int64_t *id,
     struct client_error *err)
 {
+	return client_send_on(-1, name, method, params, id, err);
+}
+
+int
+client_send_on(int fd, const char *name, const char *method, struct json_object *params,
+    int64_t *id, struct client_error *err)
+{
 	static int64_t next_id = 1;
 	struct json_object *req;
 	char *cause = NULL;
-	int fd;
 
 	memset(err, 0, sizeof(*err));
-	fd = name[0] == '/' ? client_connect_path(name, &cause) : client_connect(name, &cause);
+	if (fd < 0)
+		fd = name[0] == '/' ? client_connect_path(name, &cause) :
+		    client_connect(name, &cause);
 	if (fd < 0) {
 		json_object_put(params);
 		client_fail(err, "unavailable", cause);
@@ -133,17 +141,23 @@ client_set_timeout_ms(int ms)
 int
 client_recv(int fd, int64_t id, struct json_object **result, struct client_error *err)
 {
+	int rv = client_recv_keep(fd, id, result, err);
+	close(fd);
+	return rv;
+}
+
+int
+client_recv_keep(int fd, int64_t id, struct json_object **result, struct client_error *err)
+{
 	struct json_object *reply = NULL, *v;
 	char *cause = NULL;
 
 	memset(err, 0, sizeof(*err));
 	*result = NULL;
 	if (frame_read_fd(fd, FRAME_MAX_DEFAULT, client_timeout_ms, &reply, &cause) != 0) {
-		close(fd);
 		client_fail(err, "unavailable", cause);
 		return -1;
 	}
-	close(fd);
 	if (json_object_object_get_ex(reply, "error", &v) && v != NULL) {
 		const char *code = json_object_get_string(json_object_object_get(v, "code"));
 		const char *msg = json_object_get_string(json_object_object_get(v, "message"));

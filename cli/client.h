@@ -39,6 +39,17 @@ int client_call(const char *name, const char *method, struct json_object *params
 int client_send(const char *name, const char *method, struct json_object *params, int64_t *id,
     struct client_error *err);
 int client_recv(int fd, int64_t id, struct json_object **result, struct client_error *err);
+/*
+ * client_recv without closing fd: the connection serves the next request
+ * (the caller closes it; after an "unavailable" error it is of no use).
+ */
+int client_recv_keep(int fd, int64_t id, struct json_object **result, struct client_error *err);
+/*
+ * client_send on fd, a connection made earlier with client_connect (its
+ * peer credentials are the caller's as well); fd -1 connects to name now.
+ */
+int client_send_on(int fd, const char *name, const char *method, struct json_object *params,
+    int64_t *id, struct client_error *err);
 void client_error_clear(struct client_error *err);
 /* How long a reply may take (default CLIENT_TIMEOUT_MS). */
 void client_set_timeout_ms(int ms);

@@ -87,6 +87,7 @@ struct run_controls {
 	struct seccomp_profile rc_seccomp;
 	struct landlock_plan rc_landlock;
 	int rc_notify_sock[2];	/* the child sends the seccomp listener on [1] */
+	int rc_bpf_pipe[2];	/* the launcher sends the compiled filter on [1] */
 };
 
 /*
@@ -269,7 +270,8 @@ run_confine(struct run_controls *ctl, char **cause)
 		*cause = NULL;
 		close(rfd);
 	}
-	if (ctl->rc_seccomp.sp_enabled && seccomp_profile_load(&ctl->rc_seccomp, cause) != 0)
+	if (ctl->rc_seccomp.sp_enabled &&
+	    seccomp_profile_load_bpf(&ctl->rc_seccomp, ctl->rc_bpf_pipe[0], cause) != 0)
 		return -1;
 	return 0;
 }
@@ -289,6 +291,9 @@ run_child(int go_fd, int status_fd, char **cmd, struct run_controls *ctl, int js
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	if (getppid() == 1)
 		_exit(RUN_EXIT_GENSEE);
+	/* Else the filter's pipe never ends: the launcher writes it, and closes. */
+	if (ctl != NULL && ctl->rc_bpf_pipe[1] >= 0)
+		close(ctl->rc_bpf_pipe[1]);
 	/*
 	 * Sockets are matched by the cgroup they were created in: one
 	 * inherited from before the move would escape the operation's network
@@ -352,6 +357,35 @@ run_child(int go_fd, int status_fd, char **cmd, struct run_controls *ctl, int js
 	if (write(status_fd, &rs, sizeof(rs)) != (ssize_t)sizeof(rs))
 		_exit(RUN_EXIT_GENSEE);
 	_exit(rs.rs_errno == ENOENT ? RUN_EXIT_NOTFOUND : RUN_EXIT_NOEXEC);
+}
+
+/*
+ * In the launcher, once the create is on its way: compile the child's
+ * filter into its pipe and start the listener that answers its refusals.
+ * A failure leaves the child without a filter: it refuses to run.
+ */
+static void
+run_start_controls(struct run_controls *ctl)
+{
+	char *cause = NULL;
+
+	if (ctl->rc_bpf_pipe[1] >= 0) {
+		if (seccomp_profile_export_bpf(&ctl->rc_seccomp, ctl->rc_bpf_pipe[1], &cause) != 0) {
+			fprintf(stderr, "gensee run: %s\n", cause);
+			free(cause);
+		}
+		close(ctl->rc_bpf_pipe[1]);
+		ctl->rc_bpf_pipe[1] = -1;
+	}
+	if (ctl->rc_notify_sock[1] >= 0) {
+		pthread_t t;
+		close(ctl->rc_notify_sock[1]);
+		ctl->rc_notify_sock[1] = -1;
+		if (pthread_create(&t, NULL, run_listen, ctl) != 0 || pthread_detach(t) != 0) {
+			/* Nobody to answer: the kernel answers ENOSYS, still a refusal. */
+			fprintf(stderr, "gensee run: warning: seccomp refusals will not be listed\n");
+		}
+	}
 }
 
 static const char run_usage_text[] =
@@ -505,6 +539,11 @@ run_controls_free(struct run_controls *ctl)
 	mountview_plan_free(&ctl->rc_mountview);
 	seccomp_profile_free(&ctl->rc_seccomp);
 	landlock_plan_free(&ctl->rc_landlock);
+	for (int i = 0; i < 2; i++)
+		if (ctl->rc_bpf_pipe[i] >= 0) {
+			close(ctl->rc_bpf_pipe[i]);
+			ctl->rc_bpf_pipe[i] = -1;
+		}
 }
 
 /* operation.create's "host_controls": what the child applies before exec. */
@@ -525,9 +564,10 @@ run_host_controls(const struct run_controls *ctl)
  * within boundaryd's poll interval is then still recorded as what it ran.
  * A failure report on the pipe is left for the end; errors are ignored
  * (boundaryd's own polls still run). Bounded: at most RUN_OBSERVE_WAIT_MS.
+ * Sent on *conn (the launcher's connection, -1 after a failure); 1 if sent.
  */
 static int
-run_observe_exec(const char *opid, int status_fd, int64_t *id)
+run_observe_exec(int *conn, const char *opid, int status_fd, int64_t *id)
 {
 	struct pollfd pfd = { .fd = status_fd, .events = POLLIN };
 	struct json_object *params;
@@ -540,23 +580,35 @@ run_observe_exec(const char *opid, int status_fd, int64_t *id)
 	params = json_object_new_object();
 	json_object_object_add(params, "operation_id", json_object_new_string(opid));
 	/* The reply is read after the wait: boundaryd looks while the child runs. */
-	if ((fd = client_send("client.sock", "operation.observe", params, id, &err)) < 0)
+	if ((fd = client_send_on(*conn, "client.sock", "operation.observe", params, id, &err)) < 0) {
 		client_error_clear(&err);
-	return fd;
+		*conn = -1;	/* closed by client_send_on */
+		return 0;
+	}
+	*conn = fd;
+	return 1;
 }
 
-/* Collect the reply of run_observe_exec (its content is not needed). */
-static void
+/*
+ * Collect the reply of run_observe_exec (its content is not needed). The
+ * connection is returned for the end, or -1 if it failed.
+ */
+static int
 run_observe_done(int fd, int64_t id)
 {
 	struct json_object *res = NULL;
 	struct client_error err = { 0 };
 
 	if (fd < 0)
-		return;
-	if (client_recv(fd, id, &res, &err) != 0)
-		client_error_clear(&err);
+		return -1;
+	int rv = client_recv_keep(fd, id, &res, &err);
 	json_object_put(res);
+	if (rv != 0 && strcmp(err.ce_code, "unavailable") == 0) {
+		close(fd);
+		fd = -1;
+	}
+	client_error_clear(&err);
+	return fd;
 }
 
 /*
@@ -717,23 +769,54 @@ run_command_line(char **cmd)
 	return out;
 }
 
+static struct json_object *
+run_end_params(const char *opid, int status, struct json_object *denied)
+{
+	struct json_object *p = json_object_new_object();
+
+	json_object_object_add(p, "operation_id", json_object_new_string(opid));
+	if (denied != NULL)
+		json_object_object_add(p, "seccomp_denials", json_object_get(denied));
+	if (WIFEXITED(status))
+		json_object_object_add(p, "exit_code", json_object_new_int(WEXITSTATUS(status)));
+	else if (WIFSIGNALED(status))
+		json_object_object_add(p, "exit_signal", json_object_new_int(WTERMSIG(status)));
+	return p;
+}
+
 /* Tell boundaryd how the child ended; retried while it restarts. */
 static struct json_object *
-run_report_end(const char *opid, int status, struct json_object *denied)
+run_report_end(int conn, const char *opid, int status, struct json_object *denied)
 {
 	struct client_error err;
 	struct json_object *res = NULL;
 
+	/*
+	 * First on the launcher's connection (the create's; boundaryd knows
+	 * it already). It may have been closed as idle by a long run: then at
+	 * once on a new one.
+	 */
+	if (conn >= 0) {
+		struct json_object *p = run_end_params(opid, status, denied);
+		int64_t id;
+		int fd = client_send_on(conn, "client.sock", "operation.end", p, &id, &err);
+		if (fd >= 0 && client_recv_keep(fd, id, &res, &err) == 0) {
+			close(fd);
+			return res;
+		}
+		if (fd >= 0)
+			close(fd);
+		int transport = strcmp(err.ce_code, "unavailable") == 0;
+		if (!transport) {
+			fprintf(stderr, "gensee: cannot report the end of %s: %s: %s\n", opid,
+			    err.ce_code, err.ce_message);
+			client_error_clear(&err);
+			return NULL;
+		}
+		client_error_clear(&err);
+	}
 	for (int attempt = 0; attempt < 50; attempt++) {
-		struct json_object *p = json_object_new_object();
-		json_object_object_add(p, "operation_id", json_object_new_string(opid));
-		if (denied != NULL)
-			json_object_object_add(p, "seccomp_denials", json_object_get(denied));
-		if (WIFEXITED(status))
-			json_object_object_add(p, "exit_code",
-			    json_object_new_int(WEXITSTATUS(status)));
-		else if (WIFSIGNALED(status))
-			json_object_object_add(p, "exit_signal", json_object_new_int(WTERMSIG(status)));
+		struct json_object *p = run_end_params(opid, status, denied);
 		if (client_call("client.sock", "operation.end", p, &res, &err) == 0)
 			return res;
 		int retry = strcmp(err.ce_code, "unavailable") == 0;
@@ -783,7 +866,10 @@ cmd_run(int argc, char **argv)
 	struct landlock_opts llo;
 	struct mountview_opts mvo;
 	/* Static: the listener thread reads its profile until the process exits. */
-	static struct run_controls ctl = { .rc_notify_sock = { -1, -1 } };
+	static struct run_controls ctl = {
+		.rc_notify_sock = { -1, -1 },
+		.rc_bpf_pipe = { -1, -1 },
+	};
 	struct json_object *netspec = NULL, *hostctl = NULL;
 
 	if (argc >= 2 && strcmp(argv[1], "network") == 0)
@@ -905,6 +991,14 @@ cmd_run(int argc, char **argv)
 		fprintf(stderr, "gensee run: --linux-* and network options need --sandbox linux\n");
 		return CLI_EXIT_USAGE;
 	}
+	/*
+	 * Connect now: boundaryd authenticates the connection (this process)
+	 * while the plan is made. On failure the create connects again and
+	 * reports why.
+	 */
+	char *early_cause = NULL;
+	int early_fd = client_connect("client.sock", &early_cause);
+	free(early_cause);
 	struct json_object *fanspec = NULL;
 	if (host_opts && !sandbox) {
 		fprintf(stderr, "gensee run: --linux-seccomp, --no-linux-seccomp, "
@@ -952,6 +1046,17 @@ cmd_run(int argc, char **argv)
 			    "%s\n", strerror(errno));
 			ctl.rc_seccomp.sp_notify = 0;
 		}
+		/*
+		 * The filter is compiled to BPF after the fork, while the child
+		 * sets up its mount view and Landlock and boundaryd creates the
+		 * operation; the child waits for it before anything of the agent's
+		 * runs. At most 32 KiB: the pipe takes it without a reader.
+		 */
+		if (ctl.rc_seccomp.sp_enabled && pipe2(ctl.rc_bpf_pipe, O_CLOEXEC) != 0) {
+			perror("gensee run: pipe");
+			run_controls_free(&ctl);
+			return RUN_EXIT_GENSEE;
+		}
 		hostctl = run_host_controls(&ctl);
 	}
 
@@ -972,16 +1077,10 @@ cmd_run(int argc, char **argv)
 	}
 	close(go[0]);
 	close(st[1]);
-	if (ctl.rc_notify_sock[1] >= 0) {
-		pthread_t t;
-		close(ctl.rc_notify_sock[1]);
-		ctl.rc_notify_sock[1] = -1;
-		if (pthread_create(&t, NULL, run_listen, &ctl) != 0 || pthread_detach(t) != 0) {
-			/* Nobody to answer: the kernel answers ENOSYS, still a refusal. */
-			fprintf(stderr, "gensee run: warning: seccomp refusals will not be listed\n");
-		}
+	if (ctl.rc_bpf_pipe[0] >= 0) {
+		close(ctl.rc_bpf_pipe[0]);
+		ctl.rc_bpf_pipe[0] = -1;
 	}
-
 	if (proc_read_stat(child, &ps) != 0) {
 		perror("gensee run: reading the child's start time");
 		kill(child, SIGKILL);
@@ -1012,8 +1111,22 @@ cmd_run(int argc, char **argv)
 		json_object_object_add(params, "host_controls", hostctl);
 	else
 		json_object_put(hostctl);
-	if (client_call("client.sock", "operation.create", params, &res, &err) != 0) {
-		close(go[1]); /* the child sees EOF and exits without running cmd */
+	int64_t create_id = 0;
+	int create_fd = client_send_on(early_fd, "client.sock", "operation.create", params,
+	    &create_id, &err);
+	early_fd = -1;
+	/* While boundaryd creates the operation: the child's filter, the listener. */
+	if (create_fd >= 0 && sandbox)
+		run_start_controls(&ctl);
+	if (create_fd < 0 || client_recv_keep(create_fd, create_id, &res, &err) != 0) {
+		if (create_fd >= 0)
+			close(create_fd);
+		/*
+		 * The child has run nothing of cmd (it waits for the go); it may
+		 * wait for its filter as well. A report it made before is kept.
+		 */
+		kill(child, SIGKILL);
+		close(go[1]);
 		waitpid(child, NULL, 0);
 		/* A child that failed its own setup is why: say that, not the symptom. */
 		if (!run_child_report(st[0], cmd[0]))
@@ -1041,6 +1154,8 @@ cmd_run(int argc, char **argv)
 	sigaction(SIGHUP, &sa, NULL);
 	signal(SIGINT, SIG_IGN);
 	signal(SIGQUIT, SIG_IGN);
+	/* boundaryd may close our connection as idle during a long run: an error, not death. */
+	signal(SIGPIPE, SIG_IGN);
 
 	char line[160];
 	int len = snprintf(line, sizeof(line), "%s\n", opid);
@@ -1050,7 +1165,8 @@ cmd_run(int argc, char **argv)
 	}
 	close(go[1]);
 	int64_t observe_id = 0;
-	int observe_fd = run_observe_exec(opid, st[0], &observe_id);
+	int conn = create_fd;	/* observe and end follow on the create's connection */
+	int observing = run_observe_exec(&conn, opid, st[0], &observe_id);
 
 	/* boundaryd asks with SIGTERM at the timeout and kills after the grace. */
 	int64_t grace_ms = (kill_grace >= 0 ? kill_grace : PROTO_KILL_GRACE_DEFAULT) * 1000;
@@ -1082,11 +1198,11 @@ cmd_run(int argc, char **argv)
 	run_child_report(st[0], cmd[0]);
 	close(st[0]);
 	struct json_object *denied = sandbox ? run_denials() : NULL;
+	if (observing)
+		conn = run_observe_done(conn, observe_id);
+	res = run_report_end(conn, opid, status, denied);
 	if (sandbox)
-		run_controls_free(&ctl);
-
-	run_observe_done(observe_fd, observe_id);
-	res = run_report_end(opid, status, denied);
+		run_controls_free(&ctl);	/* after the report: nothing waits on it */
 	const char *state = res ? schema_string(res, "state") : NULL;
 	int rc;
 	if ((state != NULL && strcmp(state, "timed_out") == 0) || fallback_fired)
@@ -1102,6 +1218,24 @@ cmd_run(int argc, char **argv)
 		run_print_blocked(opid, net);
 	if (!quiet && net != NULL)
 		run_print_would_block(opid, net);
+	if (json && res != NULL) {
+		/*
+		 * boundaryd answers the end before it removes the cgroup and the
+		 * table (record: cleanup "pending"); it serves requests in order,
+		 * so the record asked for now is the final one.
+		 */
+		struct json_object *p = json_object_new_object(), *ins = NULL;
+		struct client_error ierr;
+		json_object_object_add(p, "operation_id", json_object_new_string(opid));
+		if (client_call("client.sock", "operation.inspect", p, &ins, &ierr) == 0) {
+			struct json_object *rec = schema_child(ins, "record");
+			if (rec != NULL)
+				json_object_object_add(res, "record", json_object_get(rec));
+			json_object_put(ins);
+		} else {
+			client_error_clear(&ierr);	/* the end's own record stays */
+		}
+	}
 	if (json) {
 		struct json_object *out = json_object_new_object();
 		json_object_object_add(out, "operation_id", json_object_new_string(opid));

@@ -32,6 +32,12 @@ cgroup_unescape(char *s)
 int
 cgroup_parse_mountinfo(FILE *f, char *buf, size_t len)
 {
+	return cgroup_parse_mountinfo_opts(f, buf, len, NULL, 0);
+}
+
+int
+cgroup_parse_mountinfo_opts(FILE *f, char *buf, size_t len, char *sopts, size_t slen)
+{
 	char *line = NULL;
 	size_t cap = 0;
 	int found = -1;
@@ -54,6 +60,12 @@ cgroup_parse_mountinfo(FILE *f, char *buf, size_t len)
 					cgroup_unescape(mnt);
 					if (util_strlcpy(buf, mnt, len) < len)
 						found = 0;
+					/* the source, then the superblock's options */
+					char *src = strtok_r(NULL, " \n", &save);
+					char *so = src != NULL ? strtok_r(NULL, " \n", &save) : NULL;
+					if (sopts != NULL && slen > 0 &&
+					    util_strlcpy(sopts, so != NULL ? so : "", slen) >= slen)
+						found = -1;
 				}
 				break;
 			}
@@ -63,6 +75,32 @@ cgroup_parse_mountinfo(FILE *f, char *buf, size_t len)
 	}
 	free(line);
 	return found;
+}
+
+/*
+ * Whether the cgroup2 mount has favordynmods: cgroup migrations (the
+ * launch's attach) then skip an RCU grace period, forks and exits pay a
+ * little more. An operator's choice (mount -o remount,favordynmods), which
+ * boundaryd reports and never makes. 1, 0, or -1 if unknown.
+ */
+int
+cgroup_favordynmods(void)
+{
+	char mnt[PATH_MAX], so[512];
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	int r;
+
+	if (f == NULL)
+		return -1;
+	r = cgroup_parse_mountinfo_opts(f, mnt, sizeof(mnt), so, sizeof(so));
+	fclose(f);
+	if (r != 0)
+		return -1;
+	for (char *save = NULL, *o = strtok_r(so, ",", &save); o != NULL;
+	    o = strtok_r(NULL, ",", &save))
+		if (strcmp(o, "favordynmods") == 0)
+			return 1;
+	return 0;
 }
 
 int

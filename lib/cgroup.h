@@ -25,6 +25,10 @@ struct cgroup {
 
 /* Parse mountinfo text for the first cgroup2 mount point. */
 int cgroup_parse_mountinfo(FILE *f, char *buf, size_t len);
+/* The same, and the first cgroup2 mount's superblock options into sopts. */
+int cgroup_parse_mountinfo_opts(FILE *f, char *buf, size_t len, char *sopts, size_t slen);
+/* 1 if the cgroup2 mount has favordynmods, 0 if not, -1 if unknown. */
+int cgroup_favordynmods(void);
 /* Find the cgroup2 mount of this process. */
 int cgroup_find_mount(char *buf, size_t len, char **cause);
 

@@ -116,8 +116,17 @@ int seccomp_profile_notify(struct seccomp_profile *sp, char **cause);
 void seccomp_profile_serve(const struct seccomp_profile *sp, int fd,
     void (*count)(int nr, void *arg), void *arg);
 
-/* Write the compiled filter as raw BPF to fd (for tests and debugging). */
+/*
+ * Write the compiled filter as raw BPF to fd: for tests and debugging, and
+ * so that the launcher compiles while its child confines itself (run.c).
+ */
 int seccomp_profile_export_bpf(const struct seccomp_profile *sp, int fd, char **cause);
+/*
+ * Read such a program from fd to its end and install it on the calling
+ * thread, as seccomp_profile_load would (no_new_privs must be set; with
+ * sp_notify the listener lands in sp_notify_fd).
+ */
+int seccomp_profile_load_bpf(struct seccomp_profile *sp, int fd, char **cause);
 
 /* The whole profile for `gensee debug seccomp-profile --json`. */
 struct json_object *seccomp_profile_json(const struct seccomp_profile *sp);

@@ -152,8 +152,11 @@ static const struct schema_field mediator_authorize_params[] = {
 	{ "scheme", SCHEMA_STRING, SCHEMA_REQUIRED, 1, 8, 0 },
 	{ "host", SCHEMA_STRING, SCHEMA_REQUIRED, 1, 255, 0 },
 	{ "port", SCHEMA_INT, SCHEMA_REQUIRED, 1, 65535, 0 },
-	{ "path", SCHEMA_STRING, SCHEMA_REQUIRED, 1, 2048, 0 },
+	{ "path", SCHEMA_STRING, SCHEMA_REQUIRED, 1, 8194, 0 },
 	{ "addresses", SCHEMA_STRING_ARRAY, SCHEMA_REQUIRED, 0, 32, 64 },
+	/* the canonical URL boundaryd parses itself (lib/httpurl.c, HTTPURL_MAX_TARGET) */
+	{ "url", SCHEMA_STRING, SCHEMA_REQUIRED, 1, 8192, 0 },
+	{ "redirect_hop", SCHEMA_INT, 0, 0, 20, 0 },
 };
 
 /*

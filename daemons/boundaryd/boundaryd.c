@@ -145,6 +145,9 @@ boundaryd_status(struct boundaryd *bd, struct op_reply *r)
 	}
 	json_object_object_add(cg, "base_recreated",
 	    json_object_new_int64((int64_t)bd->bd_cgroup_base_recreated));
+	/* Migrations (the launch's attach) skip an RCU grace period with it: an operator's choice. */
+	int fdm = bd->bd_have_cgroup ? cgroup_favordynmods() : -1;
+	json_object_object_add(cg, "favordynmods", fdm < 0 ? NULL : json_object_new_boolean(fdm));
 	json_object_object_add(o, "cgroup", cg);
 	/* Record durability (syncq.c): fsyncs after the reply, and any that failed. */
 	struct syncq_stats ss;

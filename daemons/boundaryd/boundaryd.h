@@ -152,6 +152,8 @@ enum op_phase {
 
 struct netop;
 
+struct lineage_batch;
+
 struct operation {
 	TAILQ_ENTRY(operation) op_entry;
 	struct boundaryd *op_bd;
@@ -190,6 +192,14 @@ struct operation {
 	/* The launcher's exit report while the tree is reaped: written with the cleanup. */
 	struct oprecord_lifecycle op_exit_report;
 	int op_has_exit_report;
+	/*
+	 * A root that exited on its own with its cgroup empty: the finish's
+	 * update waits for the launcher's report and goes with the cleanup's
+	 * (operation.c, op_finish_defer).
+	 */
+	int op_fin_may_defer, op_fin_deferred;
+	const char *op_fin_state, *op_fin_reason;	/* string literals */
+	struct lineage_batch *op_fin_lb;
 	int op_launcher;	/* created with a held child: its parent will report the exit */
 	pid_t op_launcher_pid;	/* ... that parent (operation.create's peer) */
 	uint64_t op_launcher_start;
@@ -282,6 +292,8 @@ struct netop {
 	int no_cnt_restored;	/* adopted: the first reading may be a new epoch */
 	uint64_t no_live_blocked_pk;	/* blocked packets when the top list was last written */
 	uint64_t no_live_generation;	/* generation the boundary entry last showed */
+	struct nft_counters no_end_cnt;	/* the final reading (netop_end_counts) */
+	int no_end_read, no_end_have;
 };
 
 /* One live record update (live.c): each part is optional. */
@@ -352,6 +364,7 @@ int control_listen(struct boundaryd *bd, struct listener *l, int dirfd, const ch
     const char *name, enum proto_socket kind, mode_t mode);
 void control_close(struct listener *l);
 void control_close_all(struct boundaryd *bd);
+void control_flush(struct conn *c);
 void control_send(struct conn *c, struct json_object *msg);
 int control_cgroup_op(struct boundaryd *bd, const char *cg, char *id, size_t len);
 int control_send_max(struct conn *c, struct json_object *msg, size_t max);
@@ -415,6 +428,9 @@ struct netop *netop_restore(struct operation *op, char **cause);
 void netop_end(struct netop *no);
 /* netop_end, leaving the final live record update to the caller (*out, cleared by it). */
 void netop_end_into(struct netop *no, struct live_update *out);
+void netop_end_counts(struct netop *no, struct live_update *out);
+int netop_end_release(struct netop *no);
+struct json_object *netop_table_left_json(struct netop *no);
 void netop_live(struct netop *no, int final, struct live_update *u);
 void netop_live_written(struct netop *no, const struct live_update *u);
 void netop_free(struct netop *no);

@@ -142,6 +142,28 @@ control_send(struct conn *c, struct json_object *msg)
 	json_object_put(msg);
 }
 
+/*
+ * Put what c has queued on its socket now rather than when the loop next
+ * runs: for a reply that should not wait for slower work later in the
+ * same callback. What the socket does not take stays queued.
+ */
+void
+control_flush(struct conn *c)
+{
+	struct evbuffer *out = bufferevent_get_output(c->c_bev);
+	evutil_socket_t fd = bufferevent_getfd(c->c_bev);
+
+	/* A paused peer takes nothing; its write callback resumes it later. */
+	if (c->c_paused || fd < 0)
+		return;
+	/* A socket bufferevent freezes its output's front; its own writer thaws it so too. */
+	evbuffer_unfreeze(out, 1);
+	while (evbuffer_get_length(out) > 0)
+		if (evbuffer_write(out, fd) <= 0)
+			break;
+	evbuffer_freeze(out, 1);
+}
+
 /* Send msg only if its payload is at most max bytes (the peer's frame limit); -1 if not. */
 int
 control_send_max(struct conn *c, struct json_object *msg, size_t max)
@@ -351,6 +373,9 @@ control_event_cb(struct bufferevent *bev, short what, void *arg)
 {
 	struct conn *c = arg;
 	(void)bev;
+	if (what & BEV_EVENT_TIMEOUT)
+		log_info("closing connection of pid %d: idle for %ds", (int)c->c_peer.pr_pid,
+		    c->c_bd->bd_idle_sec);
 	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT))
 		control_conn_free(c);
 }

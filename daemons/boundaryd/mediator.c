@@ -15,14 +15,17 @@
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <json-c/json.h>
 
 #include "boundaryd.h"
+#include "httpurl.h"
 #include "ids.h"
 #include "log.h"
+#include "medreq.h"
 #include "netpolicy.h"
 #include "util.h"
 
@@ -39,6 +42,12 @@
 #define MDR_NO_ADDRESS "no_addresses"
 #define MDR_RESTRICTED NPR_RESTRICTED
 #define MDR_NOT_GRANTED "not_granted"
+#define MDR_BAD_URL "bad_url"
+#define MDR_URL_MISMATCH "url_mismatch"
+#define MDR_REDIRECT_LIMIT "redirect_limit"
+#define MDR_PROXY_LOOP "proxy_loop"
+/* proxy.max_redirects when the config leaves it out (seed 001) */
+#define MEDIATOR_DEFAULT_MAX_REDIRECTS 3
 
 /* Every operation with a proxy section, running now: what the mediator serves. */
 void
@@ -89,9 +98,51 @@ mediator_path_json(const char *path)
 	return json_object_new_string_len(path, (int)n);
 }
 
+/*
+ * The canonical URL the mediator sends, parsed here again: boundaryd does
+ * not trust the mediator's parse. Threat: a compromised mediator sending
+ * host "up.test" and a path while it means another URL, or a URL only a
+ * lax parser would accept. The URL must be httpurl-canonical (it parses
+ * to itself) and agree with scheme, host, port and path exactly; the
+ * evidence is built from this parse.
+ */
+static const char *
+mediator_check_url(struct json_object *params, struct httpurl *u)
+{
+	const char *url = schema_string(params, "url");
+	const char *host = schema_string(params, "host");
+	const char *path = schema_string(params, "path");
+	char hp[HTTPURL_MAX_PATH + HTTPURL_MAX_QUERY + 2];
+	size_t hl;
+
+	if (url == NULL || httpurl_parse(url, strlen(url), u) != HTTPURL_OK ||
+	    strcmp(u->hu_url, url) != 0)
+		return MDR_BAD_URL;
+	/* hu_host keeps an IPv6 literal's brackets; the mediator's host does not */
+	hl = strlen(u->hu_host);
+	if (u->hu_kind == HTTPURL_HOST_IPV6 ?
+	    (strlen(host) != hl - 2 || strncmp(host, u->hu_host + 1, hl - 2) != 0) :
+	    strcmp(host, u->hu_host) != 0)
+		return MDR_URL_MISMATCH;
+	snprintf(hp, sizeof(hp), "%s%s%s", u->hu_path, u->hu_has_query ? "?" : "", u->hu_query);
+	if (strcmp(schema_string(params, "scheme"), u->hu_scheme) != 0 ||
+	    schema_int(params, "port", 0) != u->hu_port || strcmp(path, hp) != 0)
+		return MDR_URL_MISMATCH;
+	return NULL;
+}
+
+/* An address as evidence text. */
 static void
-mediator_decide(struct boundaryd *bd, struct json_object *params, const char **reason,
-    const char **bad_addr, char *pinned, size_t pinnedlen, struct operation **opp)
+mediator_addr_str(const struct httpurl_addr *a, char *out, size_t len)
+{
+	if (inet_ntop(a->ha_family, a->ha_addr, out, (socklen_t)len) == NULL)
+		util_strlcpy(out, "?", len);
+}
+
+static void
+mediator_decide(struct boundaryd *bd, struct json_object *params, struct httpurl *u,
+    int *url_ok, const char **reason, const char **bad_addr, char *badbuf, size_t badlen,
+    char *pinned, size_t pinnedlen, struct operation **opp)
 {
 	const char *id = schema_string(params, "operation_id");
 	const char *method = schema_string(params, "method");
@@ -139,6 +190,54 @@ mediator_decide(struct boundaryd *bd, struct json_object *params, const char **r
 		*reason = MDR_SCHEME;
 		return;
 	}
+	if ((*reason = mediator_check_url(params, u)) != NULL)
+		return;
+	*url_ok = 1;
+	/*
+	 * Redirect depth, bounded here as well as in the mediator (proxy.
+	 * max_redirects). A compromised mediator can still call a hop 0; that
+	 * gains it nothing a client request could not ask for.
+	 */
+	int64_t hop = schema_int(params, "redirect_hop", 0);
+	if (hop < 0 || hop > schema_int(proxy, "max_redirects", MEDIATOR_DEFAULT_MAX_REDIRECTS)) {
+		*reason = MDR_REDIRECT_LIMIT;
+		return;
+	}
+	/*
+	 * An IP-literal host is judged by what it stands for and every IPv4
+	 * address it embeds (mapped, compatible, SIIT, NAT64, 6to4, Teredo):
+	 * "http://[64:ff9b::a9fe:a9fe]/" is the metadata service through a
+	 * translator, whatever the grants say about the IPv6 address.
+	 */
+	if (u->hu_naddrs > 0) {
+		const char *why = NULL;
+		if (httpurl_restricted(u, &op->op_net->no_spec.ns_policy, &why)) {
+			/* which one: the first restricted address, for the evidence */
+			for (size_t i = 0; i < u->hu_naddrs; i++) {
+				uint8_t full[16] = { 0 };
+				memcpy(full, u->hu_addrs[i].ha_addr,
+				    u->hu_addrs[i].ha_family == AF_INET ? 4 : 16);
+				if (netpolicy_restricted(&op->op_net->no_spec.ns_policy,
+				    u->hu_addrs[i].ha_family, full, &why)) {
+					mediator_addr_str(&u->hu_addrs[i], badbuf, badlen);
+					break;
+				}
+			}
+			*reason = MDR_RESTRICTED;
+			*bad_addr = badbuf;
+			return;
+		}
+		/* A literal resolves to itself only: the addresses must be exactly it. */
+		int lf;
+		uint8_t ab[16];
+		if (json_object_array_length(addrs) != 1 ||
+		    netpolicy_parse_addr(json_object_get_string(json_object_array_get_idx(addrs, 0)),
+		    &lf, ab) != 0 || lf != u->hu_addrs[0].ha_family ||
+		    memcmp(ab, u->hu_addrs[0].ha_addr, lf == AF_INET ? 4 : 16) != 0) {
+			*reason = MDR_URL_MISMATCH;
+			return;
+		}
+	}
 	if (json_object_array_length(addrs) == 0) {
 		*reason = MDR_NO_ADDRESS;
 		return;
@@ -158,6 +257,29 @@ mediator_decide(struct boundaryd *bd, struct json_object *params, const char **r
 			*reason = MDR_RESTRICTED;
 			*bad_addr = a;
 			return;
+		}
+	}
+	/*
+	 * Threat: the mediator sent to its own listener (the envelope grants
+	 * the client that address and port), a request loop that would come
+	 * back as a request from the mediator itself. Only the exact listen
+	 * address is known here; a wildcard listen cannot be matched.
+	 */
+	int lf;
+	uint8_t la[16] = { 0 };
+	uint16_t lport;
+	if (netpolicy_parse_listen(schema_string(proxy, "listen"), &lf, la, &lport) == 0 &&
+	    lport == port) {
+		for (size_t i = 0; i < json_object_array_length(addrs); i++) {
+			const char *a = json_object_get_string(json_object_array_get_idx(addrs, i));
+			int f;
+			uint8_t b[16];
+			if (netpolicy_parse_addr(a, &f, b) == 0 && f == lf &&
+			    memcmp(b, la, lf == AF_INET ? 4 : 16) == 0) {
+				*reason = MDR_PROXY_LOOP;
+				*bad_addr = a;
+				return;
+			}
 		}
 	}
 	for (size_t i = 0; i < json_object_array_length(addrs); i++) {
@@ -185,7 +307,9 @@ mediator_authorize(struct boundaryd *bd, const struct peer *p, struct json_objec
 	const char *id = schema_string(params, "operation_id");
 	const char *reason = NULL, *bad = NULL;
 	struct operation *op = NULL;
-	char pinned[64], did[ID_MAX_LEN];
+	char pinned[64], badbuf[64], did[ID_MAX_LEN], red[1024];
+	struct httpurl *u;
+	int url_ok = 0;
 
 	(void)p;
 	if (!ids_valid_operation(id)) {
@@ -200,7 +324,13 @@ mediator_authorize(struct boundaryd *bd, const struct peer *p, struct json_objec
 		reply_error(r, PE_INVALID_PARAMS, "path: must start with /");
 		return;
 	}
-	mediator_decide(bd, params, &reason, &bad, pinned, sizeof(pinned), &op);
+	/* about 17 KiB: not on the stack of the event loop */
+	if ((u = calloc(1, sizeof(*u))) == NULL) {
+		reply_error(r, PE_INTERNAL, "out of memory");
+		return;
+	}
+	mediator_decide(bd, params, u, &url_ok, &reason, &bad, badbuf, sizeof(badbuf), pinned,
+	    sizeof(pinned), &op);
 	int allow = strcmp(reason, MDR_ALLOW) == 0;
 	ids_new("med_", did, sizeof(did));
 
@@ -217,6 +347,7 @@ mediator_authorize(struct boundaryd *bd, const struct peer *p, struct json_objec
 	if (op == NULL || op->op_net == NULL) {
 		/* No operation directory to write to: the log keeps the refusal. */
 		log_info("mediator: %s refused for %s", reason, id);
+		free(u);
 		return;
 	}
 	struct json_object *o = json_object_new_object();
@@ -230,7 +361,17 @@ mediator_authorize(struct boundaryd *bd, const struct peer *p, struct json_objec
 	json_object_object_add(o, "scheme", json_object_new_string(schema_string(params, "scheme")));
 	json_object_object_add(o, "host", json_object_new_string(schema_string(params, "host")));
 	json_object_object_add(o, "port", json_object_new_int((int)schema_int(params, "port", 0)));
-	json_object_object_add(o, "path", mediator_path_json(schema_string(params, "path")));
+	/* From boundaryd's own parse when it held; the query value never (redacted). */
+	if (url_ok) {
+		json_object_object_add(o, "path", json_object_new_string(u->hu_path));
+		medreq_redacted_url(u->hu_url, red, sizeof(red));
+		json_object_object_add(o, "url", json_object_new_string(red));
+	} else {
+		json_object_object_add(o, "path", mediator_path_json(schema_string(params, "path")));
+		json_object_object_add(o, "url", NULL);
+	}
+	json_object_object_add(o, "redirect_hop",
+	    json_object_new_int64(schema_int(params, "redirect_hop", 0)));
 	json_object_object_add(o, "addresses",
 	    json_object_get(schema_child(params, "addresses")));
 	json_object_object_add(o, "pinned_address", allow ? json_object_new_string(pinned) : NULL);
@@ -238,4 +379,5 @@ mediator_authorize(struct boundaryd *bd, const struct peer *p, struct json_objec
 	json_object_object_add(o, "generation",
 	    json_object_new_int64((int64_t)op->op_net->no_generation));
 	netop_append(op->op_net, "http-mediator.jsonl", o);
+	free(u);
 }

@@ -1203,46 +1203,69 @@ netop_end(struct netop *no)
 	live_update_clear(&u);
 }
 
+/*
+ * The end in two steps, so that operation.end can be answered between
+ * them: netop_end_counts reads what the reply reports (the final counts,
+ * the blocked list) while the table exists; netop_end_release writes the
+ * evidence that needs no answer and deletes the table. The tree is gone
+ * before either runs, so nothing can use the table in between: deleting
+ * it is housekeeping, not enforcement.
+ */
 void
-netop_end_into(struct netop *no, struct live_update *out)
+netop_end_counts(struct netop *no, struct live_update *out)
 {
-	struct nft_counters c;
 	struct netop_lease *l;
-	struct live_update u;
 	char *cause = NULL;
-	int have = 0, want_top = 0;
+	int want_top = 0;
 
-	if (no->no_table_gone)
+	memset(out, 0, sizeof(*out));
+	if (no->no_table_gone || no->no_end_read)
 		return;
+	no->no_end_read = 1;
 	while ((l = TAILQ_FIRST(&no->no_leases)) != NULL) {
 		TAILQ_REMOVE(&no->no_leases, l, nl_entry);
 		netop_lease_free(l);
 	}
 	if (no->no_bd->bd_nft != NULL &&
-	    nft_counters_read(no->no_bd->bd_nft, no->no_table, &c, &cause) == 0) {
-		struct json_object *k = json_object_new_object();
-		have = 1;
-		json_object_object_add(k, "generation", json_object_new_int64((int64_t)no->no_generation));
-		json_object_object_add(k, "allowed_packets", json_object_new_int64((int64_t)c.nc_allowed_packets));
-		json_object_object_add(k, "allowed_bytes", json_object_new_int64((int64_t)c.nc_allowed_bytes));
-		json_object_object_add(k, "blocked_packets", json_object_new_int64((int64_t)c.nc_blocked_packets));
-		json_object_object_add(k, "blocked_bytes", json_object_new_int64((int64_t)c.nc_blocked_bytes));
-		json_object_object_add(k, "final", json_object_new_boolean(1));
-		netop_append(no, "counters.jsonl", k);
-		want_top = c.nc_blocked_packets > 0 || no->no_spec.ns_mode == NFT_MODE_DENYLIST;
-		if (want_top)
-			netop_record_blocked(no, &c);
+	    nft_counters_read(no->no_bd->bd_nft, no->no_table, &no->no_end_cnt, &cause) == 0) {
+		no->no_end_have = 1;
+		want_top = no->no_end_cnt.nc_blocked_packets > 0 ||
+		    no->no_spec.ns_mode == NFT_MODE_DENYLIST;
 	} else {
 		log_warnx("%s: counters: %s", no->no_op->op_id, cause ? cause : "no nftables");
 		free(cause);
-		cause = NULL;
 	}
 	/*
 	 * The final counts and blocked list (whatever the live one showed),
 	 * gathered while the table and its sets still exist.
 	 */
-	memset(&u, 0, sizeof(u));
-	netop_live_from(no, have ? &c : NULL, "ended", want_top, &u);
+	netop_live_from(no, no->no_end_have ? &no->no_end_cnt : NULL, "ended", want_top, out);
+}
+
+/*
+ * Returns 0 once the table is gone; -1 if it was left (the record should
+ * then say so: netop_end_into does, and operation.c's two-step end).
+ */
+int
+netop_end_release(struct netop *no)
+{
+	const struct nft_counters *c = &no->no_end_cnt;
+	char *cause = NULL;
+
+	if (no->no_table_gone)
+		return 0;
+	if (no->no_end_have) {
+		struct json_object *k = json_object_new_object();
+		json_object_object_add(k, "generation", json_object_new_int64((int64_t)no->no_generation));
+		json_object_object_add(k, "allowed_packets", json_object_new_int64((int64_t)c->nc_allowed_packets));
+		json_object_object_add(k, "allowed_bytes", json_object_new_int64((int64_t)c->nc_allowed_bytes));
+		json_object_object_add(k, "blocked_packets", json_object_new_int64((int64_t)c->nc_blocked_packets));
+		json_object_object_add(k, "blocked_bytes", json_object_new_int64((int64_t)c->nc_blocked_bytes));
+		json_object_object_add(k, "final", json_object_new_boolean(1));
+		netop_append(no, "counters.jsonl", k);
+		if (c->nc_blocked_packets > 0 || no->no_spec.ns_mode == NFT_MODE_DENYLIST)
+			netop_record_blocked(no, c);
+	}
 	if (no->no_bd->bd_nft != NULL &&
 	    nft_table_delete(no->no_bd->bd_nft, no->no_table, &cause) != 0) {
 		log_warnx("%s: delete table %s: %s", no->no_op->op_id, no->no_table, cause);
@@ -1250,14 +1273,27 @@ netop_end_into(struct netop *no, struct live_update *out)
 	} else {
 		no->no_table_gone = 1;
 	}
-	if (!no->no_table_gone && u.lu_nb > 0)
-		json_object_object_add(u.lu_boundaries[u.lu_nb - 1], "state",
-		    json_object_new_string("ended_table_left"));
-	*out = u;	/* the caller writes it, in its own update */
 	control_close(&no->no_sup);
 	if (no->no_dirfd >= 0)
 		unlinkat(no->no_dirfd, "supervisor.sock", 0);
 	netop_write_record(no, no->no_table_gone ? "ended" : "ended_table_left");
+	return no->no_table_gone ? 0 : -1;
+}
+
+/* The boundary entry that says the table outlived the operation. */
+struct json_object *
+netop_table_left_json(struct netop *no)
+{
+	return netop_boundary_json(no, "ended_table_left");
+}
+
+void
+netop_end_into(struct netop *no, struct live_update *out)
+{
+	netop_end_counts(no, out);
+	if (netop_end_release(no) != 0 && out->lu_nb > 0)
+		json_object_object_add(out->lu_boundaries[out->lu_nb - 1], "state",
+		    json_object_new_string("ended_table_left"));
 }
 
 void

@@ -41,7 +41,10 @@ static struct json_object *op_term_json(struct operation *op, int populated);
 
 static void op_reap_cb(evutil_socket_t, short, void *);
 static void op_answer_waiters(struct operation *);
-static void op_hc_check(struct operation *, int);
+struct op_batch;
+static void op_hc_check(struct operation *, int, struct op_batch *);
+static void op_start_reap(struct operation *);
+static void lineage_batch_free(struct lineage_batch *);
 static int op_watch_launcher(struct operation *);
 static struct lineage_entry *op_lin_find(struct operation *, pid_t, uint64_t);
 
@@ -87,6 +90,10 @@ op_free(struct operation *op)
 		event_free(op->op_create_timer);
 	json_object_put(op->op_create_result);
 	json_object_put(op->op_fanotify);
+	if (op->op_fin_lb != NULL) {
+		lineage_batch_free(op->op_fin_lb);
+		free(op->op_fin_lb);
+	}
 	while ((w = TAILQ_FIRST(&op->op_waiters)) != NULL) {
 		TAILQ_REMOVE(&op->op_waiters, w, ow_entry);
 		free(w);
@@ -524,24 +531,31 @@ op_batch_write(struct operation *op, struct op_batch *b, const char *what)
 	}
 }
 
-/* Refresh the lineage and write what changed. */
+/*
+ * Refresh the lineage and, while it is pending, check the claimed host
+ * controls (force: the launcher says the root has exec'd); what changed
+ * goes into one update.
+ */
 static void
-op_poll_lineage(struct operation *op)
+op_poll(struct operation *op, int force_hc)
 {
 	struct lineage_batch lb;
 	struct op_batch b = { .ob_n = 0 };
 	struct oprecord_lineage lin;
+	int collected = op_collect_lineage(op, 0, &lb);
 
-	if (op_collect_lineage(op, 0, &lb) < 0)
-		return;
-	if (lb.lb_n > 0) {
+	if (collected >= 0 && lb.lb_n > 0) {
 		lin.ol_procs = lb.lb_procs;
 		lin.ol_n = lb.lb_n;
 		op_batch_add(&b, oprecord_mut_lineage, &lin);
-		op_batch_write(op, &b, "lineage");
-		op_ocsf_lineage(op, lb.lb_procs, lb.lb_n);
 	}
-	lineage_batch_free(&lb);
+	op_hc_check(op, force_hc, &b);
+	op_batch_write(op, &b, "lineage");	/* unless the check wrote it */
+	if (collected >= 0) {
+		if (lb.lb_n > 0)
+			op_ocsf_lineage(op, lb.lb_procs, lb.lb_n);
+		lineage_batch_free(&lb);
+	}
 }
 
 /*
@@ -577,6 +591,28 @@ operation_finish(struct operation *op, const char *state, const char *reason)
 	op->op_hc_pending = 0;
 	int populated = op->op_cg_valid ? cgroup_populated(&op->op_cg) : 0;
 	int members = op_collect_lineage(op, populated != 0 && !op->op_detach, &lb);
+	/*
+	 * The usual end: the root exited on its own, nothing is left to kill,
+	 * and its launcher is about to report the exit. The state then goes
+	 * into the cleanup's update with the report, one write fewer between
+	 * the exit and the launcher's answer. A crash in between (at most the
+	 * reap's wait) leaves a running record whose root is gone: recovery
+	 * ends it as for any crash.
+	 */
+	if (op->op_fin_may_defer && populated == 0 && !op->op_detach && !op->op_terminating &&
+	    op->op_launcher && !op->op_has_exit_report) {
+		op->op_fin_deferred = 1;
+		op->op_fin_state = state;
+		op->op_fin_reason = reason;
+		if (members >= 0 && lb.lb_n > 0 &&
+		    (op->op_fin_lb = malloc(sizeof(*op->op_fin_lb))) != NULL)
+			*op->op_fin_lb = lb;	/* written, and freed, with the cleanup */
+		else if (members >= 0)
+			lineage_batch_free(&lb);
+		log_info("%s: %s (%s)", op->op_id, state, reason);
+		op_start_reap(op);
+		return;
+	}
 	if (members >= 0 && lb.lb_n > 0) {
 		lin.ol_procs = lb.lb_procs;
 		lin.ol_n = lb.lb_n;
@@ -607,12 +643,48 @@ operation_finish(struct operation *op, const char *state, const char *reason)
 		log_warnx("%s: %s", op->op_id, cause);
 		free(cause);
 	}
+	op_start_reap(op);
+}
+
+static void
+op_start_reap(struct operation *op)
+{
 	op->op_reap_started = util_monotonic_ms();
 	op->op_reap_delay_ms = 0;
 	op->op_reap_ev = evtimer_new(op->op_bd->bd_base, op_reap_cb, op);
 	struct timeval tv = { 0, 0 };
 	if (op->op_reap_ev != NULL)
 		evtimer_add(op->op_reap_ev, &tv);
+}
+
+/*
+ * Release the cgroup of an operation whose tree is gone (populated 0) and
+ * say how in c; *cause keeps the detail of a failure.
+ */
+static void
+op_cleanup_cgroup(struct operation *op, int populated, struct oprecord_cgroup *c, char **cause)
+{
+	if (op->op_kind == OP_KIND_ADDRESS) {
+		c->ocg_cleanup = "removed";
+	} else if (populated == 0 && op->op_cg_valid) {
+		if (cgroup_remove(&op->op_cg, cause) == 0) {
+			op->op_cg_valid = 0;
+			c->ocg_attachment = "released";
+			c->ocg_cleanup = "removed";
+		} else {
+			c->ocg_cleanup = "failed";
+			c->ocg_detail = *cause;
+		}
+	} else if (op->op_cg_valid) {
+		c->ocg_cleanup = "failed";
+		c->ocg_detail = "cgroup still populated after kill";
+	} else if (op->op_cg_missing) {
+		c->ocg_attachment = "released";
+		c->ocg_cleanup = "removed"; /* already gone when this instance looked */
+	} else {
+		c->ocg_cleanup = "failed";
+		c->ocg_detail = "cgroup could not be opened";
+	}
 }
 
 /* Wait for the root to exit and the cgroup to drain, then release it. */
@@ -655,51 +727,82 @@ op_reap_cb(evutil_socket_t fd, short what, void *arg)
 	 * The tree is gone (or could not be killed): only now may the network
 	 * table go; deleting it earlier would give survivors open egress.
 	 */
+	/*
+	 * A launcher waiting on operation.end (the usual case) is answered as
+	 * soon as the record holds everything the answer reports: the exit,
+	 * the lineage, the final network counts. The table and the cgroup go
+	 * right after, in this same callback (no other request runs before
+	 * them); until then the record says cleanup "pending". Both are empty
+	 * of processes by now, so the order changes no enforcement.
+	 */
+	int early = !TAILQ_EMPTY(&op->op_waiters) && op->op_kind != OP_KIND_ADDRESS &&
+	    populated == 0 && op->op_cg_valid;
 	struct live_update lu;
 	memset(&lu, 0, sizeof(lu));
-	if (op->op_net != NULL && populated == 0)
-		netop_end_into(op->op_net, &lu);	/* its final counts ride on the cleanup's update */
+	if (op->op_net != NULL && populated == 0) {
+		/* its final counts ride on the cleanup's update */
+		if (early)
+			netop_end_counts(op->op_net, &lu);
+		else
+			netop_end_into(op->op_net, &lu);
+	}
 	struct oprecord_cgroup c = { 0 };
 	struct oprecord_lineage lin;
 	struct lineage_batch lb;
 	struct op_batch b = { .ob_n = 0 };
 	int collected = -1;
-	if (op->op_kind == OP_KIND_ADDRESS) {
-		c.ocg_cleanup = "removed";
-	} else if (populated == 0 && op->op_cg_valid) {
+	/* A deferred finish first: its lineage is older than the one collected now. */
+	struct oprecord_lifecycle fin = { .ol_state = op->op_fin_state, .ol_reason = op->op_fin_reason };
+	struct oprecord_lineage fin_lin;
+	if (op->op_fin_deferred) {
+		if (op->op_fin_lb != NULL) {
+			fin_lin.ol_procs = op->op_fin_lb->lb_procs;
+			fin_lin.ol_n = op->op_fin_lb->lb_n;
+			op_batch_add(&b, oprecord_mut_lineage, &fin_lin);
+		}
+		op_batch_add(&b, oprecord_mut_lifecycle, &fin);
+		op_batch_add(&b, live_mut_fanotify_ended, NULL);
+	}
+	if (populated == 0 && op->op_cg_valid) {
 		collected = op_collect_lineage(op, 0, &lb); /* every member is gone now */
 		if (collected >= 0 && lb.lb_n > 0) {
 			lin.ol_procs = lb.lb_procs;
 			lin.ol_n = lb.lb_n;
 			op_batch_add(&b, oprecord_mut_lineage, &lin);
 		}
-		if (cgroup_remove(&op->op_cg, &cause) == 0) {
-			op->op_cg_valid = 0;
-			c.ocg_attachment = "released";
-			c.ocg_cleanup = "removed";
-		} else {
-			c.ocg_cleanup = "failed";
-			c.ocg_detail = cause;
-		}
-	} else if (op->op_cg_valid) {
-		c.ocg_cleanup = "failed";
-		c.ocg_detail = "cgroup still populated after kill";
-	} else if (op->op_cg_missing) {
-		c.ocg_attachment = "released";
-		c.ocg_cleanup = "removed"; /* already gone when this instance looked */
-	} else {
-		c.ocg_cleanup = "failed";
-		c.ocg_detail = "cgroup could not be opened";
 	}
-	op_batch_add(&b, oprecord_mut_cgroup, &c);
+	if (!early) {
+		op_cleanup_cgroup(op, populated, &c, &cause);
+		op_batch_add(&b, oprecord_mut_cgroup, &c);
+	}
 	if (op->op_has_exit_report)
 		op_batch_add(&b, oprecord_mut_lifecycle, &op->op_exit_report);
 	op_batch_add(&b, live_mut, &lu);
-	op_batch_write(op, &b, "cleanup");
+	op_batch_write(op, &b, early ? "end" : "cleanup");
 	live_update_clear(&lu);
-	index_put(bd, op->op_dirfd, op->op_id);
+	if (op->op_fin_lb != NULL) {
+		op_ocsf_lineage(op, op->op_fin_lb->lb_procs, op->op_fin_lb->lb_n);
+		lineage_batch_free(op->op_fin_lb);
+		free(op->op_fin_lb);
+		op->op_fin_lb = NULL;
+	}
 	if (collected >= 0)
 		lineage_batch_free(&lb);
+	if (early) {
+		op_answer_waiters(op);
+		struct live_update left;
+		memset(&left, 0, sizeof(left));
+		b.ob_n = 0;
+		if (op->op_net != NULL && netop_end_release(op->op_net) != 0) {
+			left.lu_boundaries[left.lu_nb++] = netop_table_left_json(op->op_net);
+			op_batch_add(&b, live_mut, &left);
+		}
+		op_cleanup_cgroup(op, populated, &c, &cause);
+		op_batch_add(&b, oprecord_mut_cgroup, &c);
+		op_batch_write(op, &b, "cleanup");
+		live_update_clear(&left);
+	}
+	index_put(bd, op->op_dirfd, op->op_id);
 	if (c.ocg_detail != NULL)
 		log_warnx("%s: cgroup cleanup failed: %s", op->op_id, c.ocg_detail);
 	free(cause);
@@ -716,10 +819,12 @@ op_pidfd_cb(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	op->op_root_gone = 1;
 	/* A root that stops when asked ends the operation for the asker's reason. */
-	if (op->op_terminating)
+	if (op->op_terminating) {
 		operation_finish(op, op->op_term_state, op->op_term_reason);
-	else
+	} else {
+		op->op_fin_may_defer = 1;
 		operation_finish(op, OPSTATE_EXITED, "root_exited");
+	}
 }
 
 static void
@@ -837,9 +942,7 @@ op_poll_cb(evutil_socket_t fd, short what, void *arg)
 	struct operation *op = arg;
 	(void)fd;
 	(void)what;
-	op_poll_lineage(op);
-	if (op->op_hc_pending)
-		op_hc_check(op, 0);
+	op_poll(op, 0);
 	operation_live(op, 0);
 }
 
@@ -926,7 +1029,7 @@ op_mut_portion_once(struct json_object *rec, void *arg, char **cause)
  * closed: the tree is killed and the record keeps what the kernel showed.
  */
 static void
-op_hc_check(struct operation *op, int force)
+op_hc_check(struct operation *op, int force, struct op_batch *b)
 {
 	char dig[PROC_DIGEST_HEX], ts[40];
 	struct json_object *kv, *bad = NULL;
@@ -974,11 +1077,9 @@ op_hc_check(struct operation *op, int force)
 	json_object_object_add(kv, "required", want);
 	json_object_object_add(kv, "offender", bad);
 	struct op_portion_arg a = { "host_controls_kernel", kv };
-	char *cause = NULL;
-	if (oprecord_update(op->op_dirfd, op->op_id, op_mut_portion_once, &a, NULL, &cause) != 0) {
-		log_warnx("%s: host_controls_kernel: %s", op->op_id, cause);
-		free(cause);
-	}
+	op_batch_add(b, op_mut_portion_once, &a);	/* with what the caller gathered */
+	op_batch_write(op, b, "host_controls_kernel");
+	b->ob_n = 0;
 	json_object_put(kv);
 	if (bad != NULL) {
 		log_warnx("%s: the launcher claimed host controls the kernel does not show; "
@@ -1847,11 +1948,10 @@ operation_observe(struct boundaryd *bd, const struct peer *p, struct json_object
 
 	if (op != NULL && operation_visible(op, p)) {
 		if (op->op_phase == OP_RUNNING) {
-			op_poll_lineage(op);
-			observed = 1;
 			/* Only the launcher's word "it has exec'd" forces the check. */
-			op_hc_check(op, p->pr_pid == op->op_launcher_pid &&
+			op_poll(op, p->pr_pid == op->op_launcher_pid &&
 			    p->pr_start_ticks == op->op_launcher_start);
+			observed = 1;
 		}
 	} else {
 		/* Not running here: the same answers as inspect (not_found hides others'). */
@@ -1928,6 +2028,7 @@ op_answer_waiters(struct operation *op)
 			control_send(w->ow_conn, proto_result_new(w->ow_id, res));
 		else
 			control_send(w->ow_conn, proto_error_new(w->ow_id, PE_STATE, cause));
+		control_flush(w->ow_conn);
 		free(cause);
 		free(w);
 	}

@@ -44,6 +44,9 @@ struct ssl_ctx_st;
 #define MEDIATORD_DEFAULT_MAX_RESPONSE (128LL * 1024 * 1024)
 #define MEDIATORD_DEFAULT_CONNECT_TIMEOUT 10
 #define MEDIATORD_DEFAULT_IO_TIMEOUT 30
+#define MEDIATORD_DEFAULT_MAX_REDIRECTS 3
+/* A config asking for more is not served (boundaryd bounds the hops too). */
+#define MEDIATORD_MAX_REDIRECTS 20
 
 /* One operation's proxy, as boundaryd configured it. */
 struct medop {
@@ -58,6 +61,7 @@ struct medop {
 	int64_t mo_max_response;
 	int mo_connect_timeout;
 	int mo_io_timeout;
+	int64_t mo_max_redirects;
 	struct evhttp *mo_http;
 	struct evhttp_bound_socket *mo_bound;
 	int mo_seen;		/* in the last mediator.config answer */
@@ -86,6 +90,8 @@ struct mreq {
 	int64_t mr_max_response;
 	int mr_connect_timeout;
 	int mr_io_timeout;
+	int64_t mr_max_redirects;
+	int mr_hop;		/* 0: the client's target; n: the nth redirect */
 };
 TAILQ_HEAD(mreq_list, mreq);
 
@@ -113,5 +119,12 @@ void proxy_authorized(struct mediatord *md, int64_t id, struct json_object *resu
     const char *error_code);
 void proxy_channel_lost(struct mediatord *md);
 void proxy_free_all(struct mediatord *md);
+void proxy_resolve(struct mreq *mr);
+void proxy_fail(struct mreq *mr, int status, const char *reason, const char *code);
+void proxy_mreq_free(struct mreq *mr);
+
+/* redirect.c */
+int redirect_wanted(const struct mreq *mr);
+void redirect_follow(struct mreq *mr, const char *location);
 
 #endif

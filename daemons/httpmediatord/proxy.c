@@ -12,14 +12,19 @@
  * to the pinned address and nowhere else (no second resolution: a DNS
  * answer that changes cannot move the connection). Client credentials and
  * hop-by-hop headers never go upstream; only allowlisted response headers
- * come back. Redirects are not followed: a 3xx is returned as it is, and
- * the client's next request is authorized like any other.
+ * come back. The target is parsed by httpurl (canonical form, stable
+ * refusal codes) and the Host header must name the same authority.
+ * Redirects of GET and HEAD are followed here (redirect.c), up to
+ * proxy.max_redirects, each hop parsed, resolved and authorized by
+ * boundaryd like a new request before its socket opens; the 3xx itself
+ * never reaches the client.
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -102,7 +107,7 @@ proxy_detach_client(struct mreq *mr)
 	mr->mr_client = NULL;
 }
 
-static void
+void
 proxy_mreq_free(struct mreq *mr)
 {
 	struct medop *mo = mr->mr_mo;
@@ -121,13 +126,14 @@ proxy_mreq_free(struct mreq *mr)
 static void
 proxy_log_refusal(const struct mreq *mr, const char *code)
 {
-	size_t n = strcspn(mr->mr_t.mt_path, "?#");
-	log_info("%s: %s %s://%s:%u%.*s refused: %s", mr->mr_op, mr->mr_method,
-	    mr->mr_t.mt_scheme, mr->mr_t.mt_host, (unsigned)mr->mr_t.mt_port, (int)n, mr->mr_t.mt_path, code);
+	char url[1024];
+	medreq_redacted_url(mr->mr_t.mt_url, url, sizeof(url));
+	log_info("%s: %s %s refused: %s%s", mr->mr_op, mr->mr_method, url, code,
+	    mr->mr_hop > 0 ? " (redirect hop)" : "");
 }
 
 /* Answer the client (if still there) with a refusal and end the request. */
-static void
+void
 proxy_fail(struct mreq *mr, int status, const char *reason, const char *code)
 {
 	proxy_log_refusal(mr, code);
@@ -208,6 +214,9 @@ proxy_dns_cb(int result, struct evutil_addrinfo *res, void *arg)
 	json_object_object_add(params, "host", json_object_new_string(mr->mr_t.mt_host));
 	json_object_object_add(params, "port", json_object_new_int(mr->mr_t.mt_port));
 	json_object_object_add(params, "path", json_object_new_string(mr->mr_t.mt_path));
+	/* boundaryd parses this itself: it does not trust the fields above. */
+	json_object_object_add(params, "url", json_object_new_string(mr->mr_t.mt_url));
+	json_object_object_add(params, "redirect_hop", json_object_new_int(mr->mr_hop));
 	json_object_object_add(params, "addresses", addrs);
 	if (mediatord_send(md, "mediator.authorize", params, &mr->mr_auth_id) != 0) {
 		proxy_fail(mr, 503, "Service Unavailable", "authority_unavailable");
@@ -308,6 +317,11 @@ proxy_upstream_done(struct evhttp_request *resp, void *arg)
 		return;
 	}
 	in = evhttp_request_get_input_headers(resp);
+	/* A GET/HEAD redirect: the next hop, authorized from scratch (redirect.c). */
+	if (medreq_is_redirect(code) && redirect_wanted(mr)) {
+		redirect_follow(mr, evhttp_find_header(in, "Location"));
+		return;
+	}
 	out = evhttp_request_get_output_headers(req);
 	/* Allowlisted headers only: never Set-Cookie, WWW-Authenticate or the like. */
 	TAILQ_FOREACH(kv, in, next)
@@ -471,13 +485,59 @@ proxy_peer_ok(struct medop *mo, struct evhttp_connection *evcon, char *peer, siz
 	return 0;
 }
 
+/*
+ * Resolve mr's target and ask boundaryd (proxy_dns_cb): the start of every
+ * hop, the client's request and each redirect. Nothing of a previous hop
+ * carries over: no address, no decision, no timer.
+ */
+void
+proxy_resolve(struct mreq *mr)
+{
+	struct evutil_addrinfo hints;
+
+	if (mr->mr_timer != NULL) {
+		event_free(mr->mr_timer);
+		mr->mr_timer = NULL;
+	}
+	mr->mr_naddrs = 0;
+	mr->mr_up_error = 0;
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_socktype = SOCK_STREAM;
+	hints.ai_protocol = IPPROTO_TCP;
+	/* The callback may run before this returns (literals, hosts file); mr is its own then. */
+	evdns_getaddrinfo(mr->mr_md->md_dns, mr->mr_t.mt_host, NULL, &hints, proxy_dns_cb, mr);
+}
+
+/*
+ * The Host header against the target. Several Host headers are a
+ * mismatch: never a choice between them (an upstream or cache might take
+ * the other one).
+ */
+static int
+proxy_host_ok(struct evhttp_request *req, const struct medreq_target *t, const char **code)
+{
+	struct evkeyvalq *in = evhttp_request_get_input_headers(req);
+	struct evkeyval *kv;
+	const char *host = NULL;
+	int n = 0;
+
+	TAILQ_FOREACH(kv, in, next)
+		if (strcasecmp(kv->key, "Host") == 0 && n++ == 0)
+			host = kv->value;
+	if (n > 1) {
+		*code = MEDREQ_E_HOST_MISMATCH;
+		return 0;
+	}
+	return medreq_host_check(t, host, code) == 0;
+}
+
 static void
 proxy_request_cb(struct evhttp_request *req, void *arg)
 {
 	struct medop *mo = arg;
 	struct mediatord *md = mo->mo_md;
 	struct evhttp_connection *evcon = evhttp_request_get_connection(req);
-	struct evutil_addrinfo hints;
 	struct mreq *mr;
 	const char *method = proxy_method_name(evhttp_request_get_command(req)), *code;
 	char peer[64];
@@ -503,6 +563,12 @@ proxy_request_cb(struct evhttp_request *req, void *arg)
 		proxy_refuse(req, 400, "Bad Request", code, 0);
 		return;
 	}
+	if (!proxy_host_ok(req, &mr->mr_t, &code)) {
+		free(mr);
+		log_info("%s: %s refused: %s", mo->mo_id, method, code);
+		proxy_refuse(req, 400, "Bad Request", code, 0);
+		return;
+	}
 	/* Only GET and HEAD go upstream, and they carry no body here. */
 	if (evbuffer_get_length(evhttp_request_get_input_buffer(req)) > 0 &&
 	    (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0)) {
@@ -520,12 +586,8 @@ proxy_request_cb(struct evhttp_request *req, void *arg)
 	mr->mr_max_response = mo->mo_max_response;
 	mr->mr_connect_timeout = mo->mo_connect_timeout;
 	mr->mr_io_timeout = mo->mo_io_timeout;
-	memset(&hints, 0, sizeof(hints));
-	hints.ai_family = AF_UNSPEC;
-	hints.ai_socktype = SOCK_STREAM;
-	hints.ai_protocol = IPPROTO_TCP;
-	/* The callback may run before this returns (literals, hosts file); mr is its own then. */
-	evdns_getaddrinfo(md->md_dns, mr->mr_t.mt_host, NULL, &hints, proxy_dns_cb, mr);
+	mr->mr_max_redirects = mo->mo_max_redirects;
+	proxy_resolve(mr);
 }
 
 static void
@@ -571,8 +633,10 @@ proxy_medop_parse(struct json_object *proxy, struct medop *mo)
 	    MEDIATORD_DEFAULT_CONNECT_TIMEOUT);
 	mo->mo_io_timeout = (int)schema_int(proxy, "io_timeout_seconds",
 	    MEDIATORD_DEFAULT_IO_TIMEOUT);
+	mo->mo_max_redirects = schema_int(proxy, "max_redirects", MEDIATORD_DEFAULT_MAX_REDIRECTS);
 	if (mo->mo_connect_timeout < 1 || mo->mo_io_timeout < 1 || mo->mo_max_request < 0 ||
-	    mo->mo_max_response < 0)
+	    mo->mo_max_response < 0 || mo->mo_max_redirects < 0 ||
+	    mo->mo_max_redirects > MEDIATORD_MAX_REDIRECTS)
 		return -1;
 	return 0;
 }

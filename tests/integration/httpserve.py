@@ -4,9 +4,16 @@ address until killed. Every accepted connection and every request (method,
 target, headers) is appended to LOG as one JSON line, so a test can prove
 both what reached the upstream and that nothing reached it. Each answer
 carries a Set-Cookie, a WWW-Authenticate and an X-Upstream header and the
-body "hello from ADDR"; a target starting /redirect gets a 302 to the
-metadata address instead. Prints "ready" once every socket listens. Runs
-inside a test network namespace."""
+body "hello from ADDR". Special targets:
+  /redirect...          302 to the metadata address
+  /to?u=URL[&s=CODE]    a redirect (302, or CODE) to URL, with a
+                        Set-Cookie the client must never see
+  /chain/N              302 to /chain/N-1 on the same authority, 200 at 0
+  /slow?t=SECONDS       waits (at most 30 s) before answering
+  /bighdr               a response header of 70000 bytes
+  /size/N               a body of N bytes (at most 16 MiB)
+Prints "ready" once every socket listens. Runs inside a test network
+namespace."""
 
 import json
 import socket
@@ -14,6 +21,8 @@ import socketserver
 import ssl
 import sys
 import threading
+import time
+from urllib.parse import parse_qs, urlsplit
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 LOG = sys.argv[1]
@@ -38,6 +47,34 @@ class Handler(BaseHTTPRequestHandler):
         log({"event": "request", "local": addr, "method": self.command, "target": self.path,
              "headers": {k.lower(): v for k, v in self.headers.items()}})
         data = ("hello from %s\n" % addr).encode()
+        q = parse_qs(urlsplit(self.path).query, keep_blank_values=True)
+        path = urlsplit(self.path).path
+        if self.path.startswith("/to?"):
+            self.send_response(int(q.get("s", ["302"])[0]))
+            self.send_header("Location", q["u"][0])
+            self.send_header("Set-Cookie", "session=redirect-secret")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        if self.path.startswith("/chain/"):
+            n = int(path[len("/chain/"):])
+            if n > 0:
+                self.send_response(302)
+                self.send_header("Location", "/chain/%d" % (n - 1))
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+        if self.path.startswith("/slow"):
+            time.sleep(min(float(q.get("t", ["5"])[0]), 30))
+        if self.path.startswith("/size/"):
+            data = b"x" * min(int(path[len("/size/"):]), 16 << 20)
+        if self.path.startswith("/bighdr"):
+            self.send_response(200)
+            self.send_header("X-Big", "b" * 70000)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+            return
         if self.path.startswith("/redirect"):
             # A redirect to the metadata address: the mediator must not follow it.
             self.send_response(302)
@@ -50,6 +87,9 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(data)))
         self.send_header("Set-Cookie", "session=upstream-secret")
         self.send_header("WWW-Authenticate", "Basic realm=x")
+        self.send_header("Proxy-Authenticate", "Basic realm=p")
+        self.send_header("Authentication-Info", "nextnonce=upstreamnonce")
+        self.send_header("Keep-Alive", "timeout=5")
         self.send_header("X-Upstream", "1")
         self.send_header("ETag", '"v1"')
         self.end_headers()

@@ -73,7 +73,7 @@ class Topo:
     pass
 
 
-def setup(env, start_mediator=True, proxy_extra=None, selftest=()):
+def setup(env, start_mediator=True, proxy_extra=None, selftest=(), grants_extra=()):
     t = Topo()
     t.uid = ensure_mediator_user()
     ctr, gw, ext = env.add_netns("ctr"), env.add_netns("gw"), env.add_netns("ext")
@@ -127,7 +127,8 @@ def setup(env, start_mediator=True, proxy_extra=None, selftest=()):
                        {"destination": "198.51.100.1", "protocol": "tcp", "ports": [3128]},
                        {"destination": "192.0.2.10", "protocol": "tcp", "ports": [8080, 8443]},
                        {"destination": "169.254.169.254", "protocol": "tcp", "ports": [8080]},
-                       {"destination": "127.0.0.1", "protocol": "tcp", "ports": [8080]}]},
+                       {"destination": "127.0.0.1", "protocol": "tcp", "ports": [8080]}] +
+                       list(grants_extra)},
                    "policy": {"schema_version": 1, "restricted_destinations": [],
                               "in_place_lease_scopes": [], "max_in_place_lease_ttl_seconds": 60,
                               "http_gateway_available": True, "prefer_http_gateway": True,
@@ -146,10 +147,10 @@ def setup(env, start_mediator=True, proxy_extra=None, selftest=()):
     return t
 
 
-def start_mediatord(env, t, selftest=()):
+def start_mediatord(env, t, selftest=(), resolv="/nonexistent"):
     argv = env.ns_prefix(t.gw) + [MEDIATORD, "--runtime-dir", env.runtime, "--user",
                                   MEDIATOR_USER, "--hosts-file", t.hosts,
-                                  "--resolv-conf", "/nonexistent", "--ca-file", t.ca]
+                                  "--resolv-conf", resolv, "--ca-file", t.ca]
     for p in selftest:
         argv += ["--selftest-read", t.ca if p == "@CA@" else p]
     log = open(t.medlog, "a")
@@ -178,8 +179,20 @@ def request(env, t, raw, source=None):
     return json.loads(r.stdout)
 
 
-def get(env, t, url, method="GET", headers=(), source=None):
-    lines = ["%s %s HTTP/1.1" % (method, url), "Host: ignored.example"] + list(headers)
+def authority(url):
+    """The authority of an absolute URL as written (the Host header a client sends)."""
+    if "://" not in url:
+        return "ignored.example"
+    rest = url.split("://", 1)[1]
+    for c in "/?#":
+        rest = rest.split(c, 1)[0]
+    return rest
+
+
+def get(env, t, url, method="GET", headers=(), source=None, host=None):
+    host = authority(url) if host is None else host
+    lines = ["%s %s HTTP/1.1" % (method, url)] + (["Host: " + host] if host != "" else []) + \
+        list(headers)
     return request(env, t, "\r\n".join(lines) + "\r\n\r\n", source)
 
 
@@ -210,16 +223,20 @@ def mediator_get_allowed_and_stripped(env):
     r = get(env, t, "http://up.test:8080/data/item?token=querysecret",
             headers=["Authorization: Bearer clientsecret", "Cookie: sid=cookiesecret",
                      "Proxy-Authorization: Basic proxysecret", "Connection: close, X-Hop",
-                     "X-Hop: hopvalue", "Accept: text/plain"])
+                     "X-Hop: hopvalue", "Accept: text/plain", "TE: trailers",
+                     "Upgrade: h2c", "Proxy-Connection: keep-alive", "Keep-Alive: 5",
+                     "Proxy-Foo: bar"])
     check(r["status"] == 200, "allowed GET: %r\n%s" % (r, open(t.medlog).read()))
     check(r["body"] == "hello from 192.0.2.10\n", "body: %r" % r)
-    for h in ("set-cookie", "www-authenticate", "x-upstream"):
+    for h in ("set-cookie", "www-authenticate", "proxy-authenticate", "authentication-info",
+              "keep-alive", "x-upstream"):
         check(h not in r["headers"], "%s reached the client: %r" % (h, r["headers"]))
     check(r["headers"].get("etag") == '"v1"', "allowlisted header lost: %r" % r["headers"])
     reqs = [l for l in upstream_lines(t.uplog) if l["event"] == "request"]
     check(len(reqs) == 1, "upstream requests: %r" % reqs)
     h = reqs[0]["headers"]
-    for bad in ("authorization", "cookie", "proxy-authorization", "x-hop"):
+    for bad in ("authorization", "cookie", "proxy-authorization", "x-hop", "te", "upgrade",
+                "proxy-connection", "keep-alive", "proxy-foo"):
         check(bad not in h, "%s reached the upstream: %r" % (bad, h))
     check(h.get("host") == "up.test:8080", "Host not the original authority: %r" % h)
     check(h.get("accept") == "text/plain", "end-to-end header dropped: %r" % h)
@@ -227,19 +244,32 @@ def mediator_get_allowed_and_stripped(env):
           "upstream saw %r" % reqs[0])
     r = get(env, t, "http://192.0.2.10:8080/head", method="HEAD")
     check(r["status"] == 200 and r["body"] == "", "HEAD: %r" % r)
-    # A redirect is returned as it is, never followed (here: to the metadata address).
+    # A redirect to the metadata address is followed only as far as
+    # boundaryd's decision on the hop: denied, no socket to it, and the 3xx
+    # itself never reaches the client.
     r = get(env, t, "http://up.test:8080/redirect")
-    check(r["status"] == 302 and r["headers"].get("location") ==
-          "http://169.254.169.254:8080/latest/meta-data", "redirect: %r" % r)
+    check(r["status"] == 403 and r["headers"].get("x-gensee-refusal") ==
+          "restricted_destination" and "location" not in r["headers"], "redirect: %r" % r)
     check([l for l in upstream_lines(t.uplog) if l["local"] == "169.254.169.254"] == [],
-          "the redirect was followed")
+          "the redirect reached the metadata listener")
+    # A redirect chain within the grants is followed (2 hops, max_redirects 3).
+    r = get(env, t, "http://up.test:8080/chain/2?k=chainsecret")
+    check(r["status"] == 200 and r["body"] == "hello from 192.0.2.10\n", "chain: %r\n%s" % (r, open(t.medlog).read()))
     ev = evidence(env)
-    check(len(ev) == 3 and all(e["decision"] == "allow" for e in ev), "evidence: %r" % ev)
+    check([e["decision"] for e in ev] == ["allow"] * 3 + ["deny"] + ["allow"] * 3,
+          "evidence: %r" % ev)
     check(ev[0]["path"] == "/data/item" and ev[0]["pinned_address"] == "192.0.2.10" and
-          ev[0]["host"] == "up.test" and ev[0]["port"] == 8080, "evidence: %r" % ev[0])
+          ev[0]["host"] == "up.test" and ev[0]["port"] == 8080 and
+          ev[0]["url"] == "http://up.test:8080/data/item?[redacted]" and
+          ev[0]["redirect_hop"] == 0, "evidence: %r" % ev[0])
+    check(ev[3]["redirect_hop"] == 1 and ev[3]["host"] == "169.254.169.254" and
+          ev[3]["url"] == "http://169.254.169.254:8080/latest/meta-data" and
+          ev[3]["reason"] == "restricted_destination", "redirect evidence: %r" % ev[3])
+    check([e["redirect_hop"] for e in ev[4:]] == [0, 1, 2] and
+          ev[6]["url"] == "http://up.test:8080/chain/0", "chain evidence: %r" % ev[4:])
     # No query value, credential or cookie anywhere in evidence or logs.
     blob = json.dumps(ev) + open(t.medlog).read() + env.daemon_log()
-    for secret in ("querysecret", "clientsecret", "cookiesecret", "proxysecret"):
+    for secret in ("querysecret", "clientsecret", "cookiesecret", "proxysecret", "chainsecret"):
         check(secret not in blob, "%s leaked into evidence or logs" % secret)
 
 
@@ -256,15 +286,27 @@ def mediator_refusals(env):
         ("http://up.test:8080/", "POST", 403, "method_not_allowed"),
         ("http://up.test:8080/", "DELETE", 403, "method_not_allowed"),
         ("/data", "GET", 400, "origin_form_refused"),
-        ("ftp://up.test/", "GET", 400, "scheme_not_supported"),
-        ("http://2130706433:8080/", "GET", 400, "ambiguous_address"),
-        ("http://user:pw@up.test:8080/", "GET", 400, "userinfo_refused"),
+        ("ftp://up.test/", "GET", 400, "bad_scheme"),
+        # 127.0.0.1 in decimal: parsed to its one canonical form, denied by boundaryd
+        ("http://2130706433:8080/", "GET", 403, "restricted_destination"),
+        ("http://127.0.0.1.5:8080/", "GET", 400, "ambiguous_numeric_host"),
+        ("http://user:pw@up.test:8080/", "GET", 400, "userinfo"),
+        ("http://up.test:8080/a/%2e%2e/b", "GET", 400, "encoded_delimiter"),
         ("up.test:8080", "CONNECT", 405, "connect_refused"),
     ]
     for url, method, status, code in cases:
         r = get(env, t, url, method=method)
         check(r["status"] == status and r["headers"].get("x-gensee-refusal") == code,
               "%s %s: want %d %s, got %r" % (method, url, status, code, r))
+    # The Host header must name the target's authority (canonically).
+    for host, code in (("other.test:8080", "host_mismatch"), ("up.test", "host_mismatch"),
+                       ("", "host_missing")):
+        r = get(env, t, "http://up.test:8080/", host=host)
+        check(r["status"] == 400 and r["headers"].get("x-gensee-refusal") == code,
+              "Host %r: %r" % (host, r))
+    r = get(env, t, "http://up.test:8080/", headers=["Host: up.test:8080"])
+    check(r["status"] == 400 and r["headers"].get("x-gensee-refusal") == "host_mismatch",
+          "two Host headers: %r" % r)
     # Another client address: 403 and the connection closed.
     r = get(env, t, "http://up.test:8080/", source="198.51.100.13")
     check(r["status"] == 403 and r["headers"].get("x-gensee-refusal") == "client_not_allowed" and
@@ -274,13 +316,15 @@ def mediator_refusals(env):
     check(upstream_lines(t.uplog) == [], "upstream saw %r" % upstream_lines(t.uplog))
     check(upstream_lines(t.gwlog) == [], "loopback saw %r" % upstream_lines(t.gwlog))
     ev = evidence(env)
-    check(len(ev) == 8 and all(e["decision"] == "deny" for e in ev), "evidence: %r" % ev)
+    check(len(ev) == 9 and all(e["decision"] == "deny" for e in ev), "evidence: %r" % ev)
     mixed = [e for e in ev if e["host"] == "mixed.test"][0]
     check(sorted(mixed["addresses"]) == ["127.0.0.1", "192.0.2.10"] and
           mixed["denied_address"] == "127.0.0.1", "mixed answer: %r" % mixed)
     # And the granted upstream still works afterwards.
     r = get(env, t, "http://up.test:8080/")
     check(r["status"] == 200, "allowed after refusals: %r" % r)
+    r = get(env, t, "http://UP.test:8080/", host="up.TEST:8080")
+    check(r["status"] == 200, "Host compared canonically: %r" % r)
 
 
 def mediator_https_verified(env):
@@ -338,10 +382,10 @@ def mediator_bounds(env):
     check(r["status"] == 502 and r["headers"].get("x-gensee-refusal") == "response_too_large",
           "response over max_response_bytes: %r" % r)
     body = "x" * 100
-    r = request(env, t, "GET http://up.test:8080/body HTTP/1.1\r\nHost: up.test\r\n"
+    r = request(env, t, "GET http://up.test:8080/body HTTP/1.1\r\nHost: up.test:8080\r\n"
                 "Content-Length: %d\r\n\r\n%s" % (len(body), body))
     check(r["status"] == 413, "request over max_request_bytes: %r" % r)
-    r = request(env, t, "GET http://up.test:8080/small HTTP/1.1\r\nHost: up.test\r\n"
+    r = request(env, t, "GET http://up.test:8080/small HTTP/1.1\r\nHost: up.test:8080\r\n"
                 "Content-Length: 4\r\n\r\nabcd")
     check(r["status"] == 400 and r["headers"].get("x-gensee-refusal") == "request_body_refused",
           "GET with a body: %r" % r)
@@ -370,7 +414,8 @@ def mediator_follows_operation_end(env):
                         os.path.join(env.runtime, "mediator.sock"), "mediator.authorize",
                         json.dumps({"operation_id": OP, "client_address": "198.51.100.12",
                                     "method": "GET", "scheme": "http", "host": "up.test",
-                                    "port": 8080, "path": "/", "addresses": ["192.0.2.10"]})],
+                                    "port": 8080, "path": "/", "url": "http://up.test:8080/",
+                                    "addresses": ["192.0.2.10"]})],
                        capture_output=True, text=True, timeout=30, user=pw.pw_uid,
                        group=pw.pw_gid, extra_groups=[], env=env.user_env(), cwd="/")
     res = json.loads(r.stdout)["result"]
@@ -463,16 +508,35 @@ def mediator_sock_peer_checked(env):
     # boundaryd decides on its own state, whatever the mediator claims.
     base = {"operation_id": OP, "client_address": "198.51.100.12", "method": "GET",
             "scheme": "http", "host": "up.test", "port": 8080, "path": "/p?secret=1",
-            "addresses": ["192.0.2.10"]}
+            "url": "http://up.test:8080/p?secret=1", "addresses": ["192.0.2.10"]}
     for change, reason in (({}, "within_envelope"),
                            ({"client_address": "198.51.100.13"}, "client_address_mismatch"),
                            ({"method": "POST"}, "method_not_allowed"),
                            ({"scheme": "ftp"}, "scheme_not_supported"),
-                           ({"port": 8081}, "not_granted"),
+                           ({"port": 8081, "url": "http://up.test:8081/p?secret=1"},
+                            "not_granted"),
                            ({"addresses": []}, "no_addresses"),
                            ({"addresses": ["192.0.2.10", "10.0.0.1"]}, "restricted_destination"),
                            ({"addresses": ["192.0.2.10", "192.0.2.20"]}, "not_granted"),
-                           ({"operation_id": "op_other"}, "operation_not_running")):
+                           ({"operation_id": "op_other"}, "operation_not_running"),
+                           # boundaryd parses the URL itself and holds the fields to it
+                           ({"url": "http://up.test:8080/p/../q"}, "bad_url"),
+                           ({"url": "http://UP.test:8080/p?secret=1"}, "bad_url"),
+                           ({"url": "http://up.test/p?secret=1"}, "url_mismatch"),
+                           ({"url": "http://other.test:8080/p?secret=1"}, "url_mismatch"),
+                           ({"url": "https://up.test:8080/p?secret=1"}, "url_mismatch"),
+                           ({"path": "/q?secret=1"}, "url_mismatch"),
+                           ({"redirect_hop": 4}, "redirect_limit"),
+                           ({"redirect_hop": 3}, "within_envelope"),
+                           # an IP literal: what it embeds, and nothing but itself
+                           ({"host": "::ffff:127.0.0.1", "url":
+                             "http://[::ffff:127.0.0.1]:8080/p?secret=1"},
+                            "restricted_destination"),
+                           ({"host": "64:ff9b::a9fe:a9fe", "url":
+                             "http://[64:ff9b::a9fe:a9fe]:8080/p?secret=1",
+                             "addresses": ["64:ff9b::a9fe:a9fe"]}, "restricted_destination"),
+                           ({"host": "192.0.2.10", "url": "http://192.0.2.10:8080/p?secret=1",
+                             "addresses": ["192.0.2.20"]}, "url_mismatch")):
         p = dict(base, **change)
         r = call_as(env, sock, pw.pw_uid, pw.pw_gid, "mediator.authorize", p)
         check(r.get("result", {}).get("reason") == reason and
@@ -487,9 +551,7 @@ def mediator_sock_peer_checked(env):
     check("secret=1" not in open(os.path.join(env.state, "network-operations", OP,
                                                 "http-mediator.jsonl")).read(), "query in evidence")
     # The mediator methods exist on mediator.sock only, even for root.
-    r = env.root_call("mediator.authorize", {"operation_id": OP, "client_address": "198.51.100.12",
-                                             "method": "GET", "scheme": "http", "host": "up.test",
-                                             "port": 8080, "path": "/", "addresses": ["192.0.2.10"]})
+    r = env.root_call("mediator.authorize", dict(base, path="/", url="http://up.test:8080/"))
     check(r.get("error", {}).get("code") == "not_authorized", "boundary.sock: %r" % r)
     r = env.user_call(env.client_sock, "mediator.config")
     check(r.get("error", {}).get("code") == "not_authorized", "client.sock: %r" % r)

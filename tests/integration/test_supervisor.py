@@ -182,6 +182,25 @@ def short_root_recorded_as_what_it_ran(env):
     check(reply.get("result") == {"observed": False}, "%r" % reply)
 
 
+def end_after_idle_close(env):
+    # The launcher keeps the create's connection for observe and end; a run
+    # longer than boundaryd's idle timeout finds it closed. The end must
+    # still be reported (on a new connection), and no SIGPIPE may kill the
+    # launcher on the way.
+    env.start(args=["--idle-timeout-seconds", "1"])
+    r = env.gensee("run", "--json", "--", "sh", "-c", "sleep 2.5; exit 3")
+    check(r.returncode == 3, "exit status %d: %s" % (r.returncode, r.stderr))
+    out = json.loads(r.stdout)
+    check(out["state"] == "exited" and out["exit"]["code"] == 3, "%r" % out)
+    check("cannot report" not in r.stderr, r.stderr)
+    rec = env.record(out["operation_id"])
+    check(rec["lifecycle"]["exit"]["reported_by"] == "launcher", "%r" % rec["lifecycle"])
+    check(rec["cgroup"]["cleanup"]["state"] == "removed", "%r" % rec["cgroup"])
+    log = open(env.logs[-1]).read()
+    check("idle for 1s" in log,
+          "the connection was not closed as idle, so nothing was tested:\n" + log[-2000:])
+
+
 def per_user_limit(env):
     env.start()
     for i in range(64):
@@ -198,4 +217,4 @@ if __name__ == "__main__":
     main({f.__name__: f for f in (run_exit_code, timeout_kills_tree, leftovers_killed_at_root_exit,
                                   end_by_request, no_supervisor_no_run, nested_run_refused,
                                   not_child_refused, users_see_only_their_own, per_user_limit,
-                                  short_root_recorded_as_what_it_ran)})
+                                  short_root_recorded_as_what_it_ran, end_after_idle_close)})

@@ -59,6 +59,29 @@ static const char none_v2[] =
     "60 1 8:2 / /cgroup2 rw shared:30 - ext4 cgroup2 rw\n"
     "61 1 0:50 / /srv rw cgroup2 - tmpfs cgroup2 rw\n";
 
+START_TEST(test_mountinfo_options)
+{
+	static const char text[] =
+	    "22 1 0:21 / /sys rw,nosuid - sysfs sysfs rw\n"
+	    "31 22 0:28 / /sys/fs/cgroup rw,nosuid shared:9 - cgroup2 cgroup2 "
+	    "rw,nsdelegate,favordynmods,memory_recursiveprot\n";
+	char mnt[64], so[128], tiny[8];
+	FILE *f = fmemopen((void *)text, strlen(text), "r");
+
+	ck_assert_ptr_nonnull(f);
+	ck_assert_int_eq(cgroup_parse_mountinfo_opts(f, mnt, sizeof(mnt), so, sizeof(so)), 0);
+	fclose(f);
+	ck_assert_str_eq(mnt, "/sys/fs/cgroup");
+	ck_assert_str_eq(so, "rw,nsdelegate,favordynmods,memory_recursiveprot");
+	/* Options that do not fit are no answer, not a cut one. */
+	f = fmemopen((void *)text, strlen(text), "r");
+	ck_assert_int_eq(cgroup_parse_mountinfo_opts(f, mnt, sizeof(mnt), tiny, sizeof(tiny)), -1);
+	fclose(f);
+	/* This host: whatever it is, a definite answer. */
+	ck_assert_int_ge(cgroup_favordynmods(), access("/proc/self/mountinfo", R_OK) == 0 ? 0 : -1);
+}
+END_TEST
+
 START_TEST(test_mountinfo)
 {
 	char buf[256];
@@ -418,6 +441,7 @@ cgroup_suite(void)
 	TCase *tc = tcase_create("mountinfo");
 
 	tcase_add_test(tc, test_mountinfo);
+	tcase_add_test(tc, test_mountinfo_options);
 	tcase_add_test(tc, test_of_self);
 	suite_add_tcase(s, tc);
 

@@ -435,17 +435,29 @@ START_TEST(test_filter_verdicts)
 }
 END_TEST
 
+/* Load through exported BPF (run.c's launcher compiles, its child loads). */
+static int load_from_bpf;
+
 /* In a child: build and load the default profile as run.c does. */
 static void
 child_load(int rep)
 {
 	struct seccomp_profile sp;
 	char *cause = NULL;
+	int p[2];
 
 	CHILD_CHECK(seccomp_profile_build(NULL, SECCOMP_PROFILE_FROM_POLICY, &sp, &cause) == 0,
 	    "build: %s", cause);
 	CHILD_CHECK(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0, "no_new_privs: %m");
-	CHILD_CHECK(seccomp_profile_load(&sp, &cause) == 0, "load: %s", cause);
+	if (!load_from_bpf) {
+		CHILD_CHECK(seccomp_profile_load(&sp, &cause) == 0, "load: %s", cause);
+		return;
+	}
+	CHILD_CHECK(pipe(p) == 0, "pipe: %m");
+	CHILD_CHECK(seccomp_profile_export_bpf(&sp, p[1], &cause) == 0, "export: %s", cause);
+	close(p[1]);
+	CHILD_CHECK(seccomp_profile_load_bpf(&sp, p[0], &cause) == 0, "load_bpf: %s", cause);
+	close(p[0]);
 }
 
 /* A thread that only returns its argument. */
@@ -515,6 +527,59 @@ START_TEST(test_loaded_filter)
 
 	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "filtered child: %s (0x%x)",
 	    msg, status);
+}
+END_TEST
+
+START_TEST(test_loaded_from_bpf)
+{
+	char msg[512];
+	int status;
+
+	load_from_bpf = 1;
+	status = unit_in_child(child_denies, msg, sizeof(msg));
+	load_from_bpf = 0;
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "filtered child: %s (0x%x)",
+	    msg, status);
+}
+END_TEST
+
+/* In a child: nothing, half an instruction, a closed writer: never a filter. */
+static void
+child_bad_bpf(int rep)
+{
+	struct seccomp_profile sp;
+	char *cause = NULL;
+	int p[2];
+
+	memset(&sp, 0, sizeof(sp));
+	CHILD_CHECK(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0, "no_new_privs: %m");
+	CHILD_CHECK(pipe(p) == 0, "pipe: %m");
+	close(p[1]);
+	CHILD_CHECK(seccomp_profile_load_bpf(&sp, p[0], &cause) == -1 && cause != NULL,
+	    "an empty pipe loaded");
+	free(cause);
+	cause = NULL;
+	close(p[0]);
+	CHILD_CHECK(pipe(p) == 0, "pipe: %m");
+	CHILD_CHECK(write(p[1], "\x06\0\0\0", 4) == 4, "write: %m");
+	close(p[1]);
+	CHILD_CHECK(seccomp_profile_load_bpf(&sp, p[0], &cause) == -1 && cause != NULL,
+	    "half an instruction loaded");
+	free(cause);
+	close(p[0]);
+	/* Nothing was installed: a syscall the profile denies still works. */
+	CHILD_CHECK(unshare(0) == 0, "unshare(0): %m");
+	int mode = prctl(PR_GET_SECCOMP, 0, 0, 0, 0);
+	CHILD_CHECK(mode == 0, "seccomp mode %d after refused loads", mode);
+}
+
+START_TEST(test_bad_bpf_refused)
+{
+	char msg[512];
+	int status = unit_in_child(child_bad_bpf, msg, sizeof(msg));
+
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child: %s (0x%x)", msg,
+	    status);
 }
 END_TEST
 
@@ -853,6 +918,8 @@ seccomp_suite(void)
 	tc = tcase_create("kernel");
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_loaded_filter);
+	tcase_add_test(tc, test_loaded_from_bpf);
+	tcase_add_test(tc, test_bad_bpf_refused);
 	tcase_add_test(tc, test_x32_killed);
 	tcase_add_test(tc, test_int80_killed);
 	tcase_add_test(tc, test_every_denied_syscall);
