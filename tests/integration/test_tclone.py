@@ -320,6 +320,17 @@ def switch_and_choose(env):
         # The promoted run can be forked: it is the source now.
         fk = t.g("run", "fork", f2, "--json", json_out=True)
         check(fk["source_run_id"] == f2, "fork of promoted %r" % fk)
+        # Merging it into the old source, not its direct source, needs --force.
+        f3 = fk["forks"][0]["run_id"]
+        r = t.g("run", "merge", f3, "--into", sid, "--filesystem", ok=False)
+        check(r.returncode == 125 and "not_direct_child" in r.stderr, "merge into a non-parent: %s"
+              % r.stderr)
+        m = t.g("run", "merge", f3, "--into", sid, "--filesystem", "--force", "--json",
+                json_out=True)
+        check(m["forced"] is True and m["status"] in ("merged", "nothing_to_merge"),
+              "forced merge %r" % m)
+        check(("merge", "forced") in [(h["action"], h["outcome"]) for h in t.history()],
+              "no forced merge in the history")
         check(("switch", "succeeded") in [(h["action"], h["outcome"]) for h in t.history()],
               "no switch in history")
         t.g("run", "delete", "--all")
