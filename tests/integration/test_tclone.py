@@ -700,6 +700,33 @@ def workspace_in_tmp(env):
         t.g("run", "delete", "--all")
 
 
+def copy_backend(env):
+    """The copy backend (hosts without overlayfs): the same lifecycle on plain
+    copies, reported as such."""
+    env.start()
+    with tclone(env, ["--backend", "copy"]) as t:
+        st = call(os.path.join(env.runtime, "tclone.sock"), "tclone.status")["result"]
+        check(st["backend"] == "copy", "backend %r" % st)
+        t.workspace({"shared.txt": "base\n", "gone.txt": "x\n"})
+        src = t.source()
+        sid = src["run_id"]
+        check(src["backend"] == "copy", "source backend %r" % src["backend"])
+        t.wait_done(sid)
+        fid = t.g("run", "fork", sid, "--approach", "alpha", "--json",
+                  json_out=True)["forks"][0]["run_id"]
+        t.wait_done(fid)
+        d = t.diff(fid)
+        check(d.get("alpha.txt") == "added" and d.get("gone.txt") == "deleted" and
+              "started.txt" not in d, "copy fork diff %r" % d)
+        m = t.g("run", "merge", fid, "--into", sid, "--filesystem", "--json", json_out=True)
+        check(m["status"] == "merged", "copy merge %r" % m)
+        kept = t.keep(sid)
+        check(kept.get("shared.txt") == "alpha\n" and "gone.txt" not in kept, "merged %r" % kept)
+        check(t.mounts() == [], "the copy backend mounted %r" % t.mounts())
+        t.g("run", "delete", "--all")
+        check(os.listdir(os.path.join(t.root, "tclone", "runs")) == [], "runs left")
+
+
 GIT_AGENT = r"""
 G="git -c user.name=agent -c user.email=agent@example.org"
 case "$GENSEE_TCLONE_APPROACH" in
@@ -758,4 +785,4 @@ def git_merge(env):
 if __name__ == "__main__":
     main({f.__name__: f for f in (lifecycle, switch_and_choose, crash_mid_merge, fork_boundaries,
                                   attacker_merge, refusals, exec_and_send, git_merge,
-                                  stalled_clients, workspace_in_tmp)})
+                                  stalled_clients, workspace_in_tmp, copy_backend)})
