@@ -31,7 +31,7 @@
 
 static const char tclone_usage_text[] =
 	"usage: gensee run --runtime tclone [--observe-only] [--name NAME] [--allow-net CIDR]...\n"
-	"                  [--detach] [--json] -- CMD [ARGS...]\n"
+	"                  [--linux-landlock-rw PATH]... [--detach] [--json] -- CMD [ARGS...]\n"
 	"       gensee run list [--json]\n"
 	"       gensee run fork SRC [--copies N] [--name P] [--approach TEXT]...\n"
 	"                  [--attach tmux:right] [--json]\n"
@@ -409,12 +409,14 @@ tclone_start(int argc, char **argv)
 		{ "observe-only", no_argument, NULL, 'o' },
 		{ "name", required_argument, NULL, 'n' },
 		{ "allow-net", required_argument, NULL, 'a' },
+		{ "linux-landlock-rw", required_argument, NULL, 'W' },
 		{ "detach", no_argument, NULL, 'd' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct json_object *p = json_object_new_object(), *allow = json_object_new_array(), *av, *res;
+	struct json_object *llrw = json_object_new_array();
 	int ch, json = 0, detach = 0;
 	char cwd[PATH_MAX];
 
@@ -434,6 +436,14 @@ tclone_start(int argc, char **argv)
 		case 'a':
 			json_object_array_add(allow, json_object_new_string(optarg));
 			break;
+		case 'W':
+			if (optarg[0] != '/') {
+				fprintf(stderr, "gensee run: --linux-landlock-rw: an absolute path\n");
+				json_object_put(llrw);
+				goto usage;
+			}
+			json_object_array_add(llrw, json_object_new_string(optarg));
+			break;
 		case 'd':
 			detach = 1;
 			break;
@@ -443,17 +453,22 @@ tclone_start(int argc, char **argv)
 		case 'h':
 			json_object_put(p);
 			json_object_put(allow);
+			json_object_put(llrw);
 			return cli_usage(1, tclone_usage_text);
 		default:
+			json_object_put(llrw);
 			goto usage;
 		}
 	}
-	if (optind >= argc)
+	if (optind >= argc) {
+		json_object_put(llrw);
 		goto usage;
+	}
 	if (getcwd(cwd, sizeof(cwd)) == NULL) {
 		perror("gensee run: getcwd");
 		json_object_put(p);
 		json_object_put(allow);
+		json_object_put(llrw);
 		return TCLONE_EXIT_FAIL;
 	}
 	av = json_object_new_array();
@@ -465,6 +480,10 @@ tclone_start(int argc, char **argv)
 		json_object_object_add(p, "allow_net", allow);
 	else
 		json_object_put(allow);
+	if (json_object_array_length(llrw) > 0)
+		json_object_object_add(p, "landlock_rw", llrw);
+	else
+		json_object_put(llrw);
 	if (call("tclone.start", p, &res) != 0)
 		return TCLONE_EXIT_FAIL;
 	fprintf(stderr, "gensee: source %s: operation %s, agent in tmux session %s\n",

@@ -35,6 +35,7 @@
 
 #include <seccomp.h> /* lib/seccomp.h, which includes libseccomp's */
 
+#include "landlock.h"
 #include "log.h"
 #include "proc.h"
 #include "proto.h"
@@ -302,8 +303,10 @@ env_add(char **env, size_t *n, size_t max, const char *k, const char *v)
  * as root in the new namespaces; nothing of the agent's runs before it.
  */
 static void __attribute__((noreturn))
-launch_child(struct tcloned *t, struct trun *r, int go, int st, struct seccomp_profile *sp)
+launch_child(struct tcloned *t, struct trun *r, int go, int st, struct seccomp_profile *sp,
+    struct landlock_plan *lp)
 {
+	int llfd = -1;
 	char ws[PATH_MAX], tc[PATH_MAX], sock[PATH_MAX], ctx[PATH_MAX], buf[128];
 	char rundir[PATH_MAX], rt[PATH_MAX], fdpath[64];
 	char *env[32], **argv;
@@ -365,6 +368,12 @@ launch_child(struct tcloned *t, struct trun *r, int go, int st, struct seccomp_p
 		child_fail(st, "bind the snapshot over ", r->tr_workspace);
 	close(wsfd);
 	close(rdfd);
+	/* The Landlock rules name the agent's view: prepared after the mounts, as root. */
+	{
+		char *lcause = NULL;
+		if (landlock_plan_prepare(lp, &llfd, NULL, &lcause) != 0)
+			child_fail(st, "landlock: ", lcause != NULL ? lcause : "");
+	}
 	if (sethostname("gensee-tclone", strlen("gensee-tclone")) != 0)
 		child_fail(st, "sethostname", "");
 	/* Held until boundaryd has made the operation. */
@@ -441,8 +450,15 @@ launch_child(struct tcloned *t, struct trun *r, int go, int st, struct seccomp_p
 	 * so nothing of this setup is refused. Threat: the agent making a
 	 * user namespace to mount over its view, or tracing its siblings.
 	 */
+	/*
+	 * Landlock (the default plan of --sandbox linux: read everywhere,
+	 * write the workspace, the private /tmp, the run directory, caches
+	 * and --linux-landlock-rw paths), then seccomp last.
+	 */
 	{
 		char *scause = NULL;
+		if (llfd >= 0 && landlock_plan_restrict(llfd, &scause) != 0)
+			child_fail(st, "landlock: ", scause != NULL ? scause : "");
 		if (seccomp_profile_load(sp, &scause) != 0)
 			child_fail(st, "seccomp: ", scause != NULL ? scause : "");
 	}
@@ -484,13 +500,38 @@ launch_agent(struct tcloned *t, struct trun *r, const char *context, char **caus
 	if (launch_runtime_dir(t, r, cause) != 0 || write_context(t, r, context, cause) != 0)
 		return -1;
 	struct seccomp_profile sp;
+	struct landlock_plan lp;
+	struct landlock_opts lo;
+	char rundir[PATH_MAX];
+	const char *why = NULL;
+	struct passwd *pw = getpwuid(r->tr_uid);
+	int abi = landlock_abi(&why);
+
 	memset(&sp, 0, sizeof(sp));
 	sp.sp_notify_fd = -1;
-	if (seccomp_profile_build(NULL, SECCOMP_PROFILE_FORCE_ON, &sp, cause) != 0)
+	memset(&lo, 0, sizeof(lo));
+	if ((size_t)snprintf(rundir, sizeof(rundir), "%s/tclone/%s", t->td_runtime, r->tr_id) >=
+	    sizeof(rundir)) {
+		util_cause(cause, "runtime path too long");
 		return -1;
+	}
+	lo.lo_workspace = r->tr_workspace;
+	lo.lo_home = pw != NULL ? pw->pw_dir : NULL;
+	lo.lo_tmpdir = "/tmp";
+	lo.lo_rw[lo.lo_nrw++] = rundir;
+	for (size_t i = 0; r->tr_landlock_rw != NULL && i < json_object_array_length(r->tr_landlock_rw) &&
+	    lo.lo_nrw < nitems(lo.lo_rw); i++)
+		lo.lo_rw[lo.lo_nrw++] = json_object_get_string(json_object_array_get_idx(r->tr_landlock_rw, i));
+	if (landlock_plan_build(NULL, &lo, abi, why, &lp, cause) != 0)
+		return -1;
+	if (seccomp_profile_build(NULL, SECCOMP_PROFILE_FORCE_ON, &sp, cause) != 0) {
+		landlock_plan_free(&lp);
+		return -1;
+	}
 	if (pipe2(go, O_CLOEXEC) != 0 || pipe2(st, O_CLOEXEC) != 0) {
 		util_cause(cause, "pipe: %s", strerror(errno));
 		seccomp_profile_free(&sp);
+		landlock_plan_free(&lp);
 		return -1;
 	}
 	pid = (pid_t)syscall(SYS_clone, CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWUTS | CLONE_NEWIPC |
@@ -502,14 +543,17 @@ launch_agent(struct tcloned *t, struct trun *r, const char *context, char **caus
 		close(st[0]);
 		close(st[1]);
 		seccomp_profile_free(&sp);
+		landlock_plan_free(&lp);
 		return -1;
 	}
 	if (pid == 0) {
 		close(go[1]);
 		close(st[0]);
-		launch_child(t, r, go[0], st[1], &sp);
+		launch_child(t, r, go[0], st[1], &sp, &lp);
 	}
 	seccomp_profile_free(&sp);
+	int llmode = lp.lp_mode;
+	landlock_plan_free(&lp);
 	{
 		struct json_object *c = json_object_new_object(), *ns = json_object_new_array();
 		const char *names[] = { "mnt", "pid", "uts", "ipc" };
@@ -517,6 +561,13 @@ launch_agent(struct tcloned *t, struct trun *r, const char *context, char **caus
 			json_object_array_add(ns, json_object_new_string(names[i]));
 		json_object_object_add(c, "namespaces", ns);
 		json_object_object_add(c, "seccomp", json_object_new_string("default deny profile"));
+		if (llmode == LANDLOCK_PLAN_REQUIRED)
+			json_object_object_add(c, "landlock", json_object_new_int(abi));
+		else
+			json_object_object_add(c, "landlock", json_object_new_string(why != NULL ? why :
+			    "not applied"));
+		json_object_object_add(c, "landlock_rw", r->tr_landlock_rw != NULL ?
+		    json_object_get(r->tr_landlock_rw) : json_object_new_array());
 		json_object_object_add(c, "no_new_privs", json_object_new_boolean(1));
 		json_object_object_add(c, "private_tmp", json_object_new_boolean(1));
 		json_object_object_add(c, "uid", json_object_new_int64(r->tr_uid));
@@ -563,15 +614,15 @@ launch_agent(struct tcloned *t, struct trun *r, const char *context, char **caus
 	close(go[1]);
 	go[1] = -1;
 	{
-		char why[256];
+		char reason[256];
 		ssize_t n;
-		while ((n = read(st[0], why, sizeof(why) - 1)) < 0 && errno == EINTR)
+		while ((n = read(st[0], reason, sizeof(reason) - 1)) < 0 && errno == EINTR)
 			;
 		close(st[0]);
 		st[0] = -1;
 		if (n > 0) {
-			why[n] = '\0';
-			util_cause(cause, "agent setup: %s", why);
+			reason[n] = '\0';
+			util_cause(cause, "agent setup: %s", reason);
 			goto fail_op;
 		}
 	}

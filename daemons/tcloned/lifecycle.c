@@ -72,6 +72,7 @@ static const struct schema_field start_params[] = {
 	{ "argv", SCHEMA_STRING_ARRAY, SCHEMA_REQUIRED, 1, TCLONED_ARGV_MAX, 4096 },
 	{ "observe_only", SCHEMA_BOOL, 0, 0, 0, 0 },
 	{ "allow_net", SCHEMA_STRING_ARRAY, 0, 0, 64, 128 },
+	{ "landlock_rw", SCHEMA_STRING_ARRAY, 0, 0, 16, PATH_MAX - 1 },
 	{ "name", SCHEMA_STRING, 0, 1, TCLONED_NAME_MAX, 0 },
 };
 static const struct schema_field run_params[] = {
@@ -508,6 +509,15 @@ m_start(struct req *q)
 	util_strlcpy(r->tr_name, name != NULL ? name : r->tr_id, sizeof(r->tr_name));
 	r->tr_observe_only = schema_bool(p, "observe_only", 0);
 	r->tr_argv = json_object_get(schema_child(p, "argv"));
+	/* Extra writable paths only narrow nothing: Landlock never grants beyond the user's DAC. */
+	struct json_object *llrw = schema_child(p, "landlock_rw");
+	for (size_t i = 0; llrw != NULL && i < json_object_array_length(llrw); i++)
+		if (json_object_get_string(json_object_array_get_idx(llrw, i))[0] != '/') {
+			trun_free(r);
+			close(wsfd);
+			return fail(q, PE_INVALID_PARAMS, "landlock_rw: absolute paths only");
+		}
+	r->tr_landlock_rw = json_object_get(llrw);
 	if (!r->tr_observe_only) {
 		/* The source's network authority: an allowlist, empty unless asked for. */
 		r->tr_network = json_object_new_object();
@@ -711,6 +721,7 @@ m_fork(struct req *q)
 		if (src->tr_network != NULL)
 			f->tr_network = json_tokener_parse(json_object_to_json_string_ext(src->tr_network,
 			    JSON_C_TO_STRING_PLAIN));
+		f->tr_landlock_rw = json_object_get(src->tr_landlock_rw);
 		const char *a = src->tr_network ? json_object_to_json_string_ext(src->tr_network,
 		    JSON_C_TO_STRING_PLAIN) : "null";
 		const char *b = f->tr_network ? json_object_to_json_string_ext(f->tr_network,
@@ -727,6 +738,8 @@ m_fork(struct req *q)
 		    json_object_new_string(src->tr_op) : NULL);
 		json_object_object_add(auth, "network", f->tr_network ? json_object_get(f->tr_network) :
 		    NULL);
+		json_object_object_add(auth, "landlock_rw", f->tr_landlock_rw ?
+		    json_object_get(f->tr_landlock_rw) : json_object_new_array());
 		json_object_object_add(auth, "authority_delta", json_object_new_object());
 		json_object_object_add(auth, "authority_expansion_allowed", json_object_new_boolean(0));
 		json_object_object_add(auth, "new_leases", json_object_new_array());

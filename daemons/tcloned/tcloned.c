@@ -172,6 +172,7 @@ trun_free(struct trun *r)
 		return;
 	json_object_put(r->tr_argv);
 	json_object_put(r->tr_network);
+	json_object_put(r->tr_landlock_rw);
 	json_object_put(r->tr_rec);
 	free(r);
 }
@@ -243,6 +244,7 @@ tcloned_save(struct tcloned *t, struct trun *r, char **cause)
 	json_object_object_add(o, "created_ms", json_object_new_int64(r->tr_created_ms));
 	json_object_object_add(o, "argv", json_object_get(r->tr_argv));
 	json_object_object_add(o, "network", json_object_get(r->tr_network));
+	json_object_object_add(o, "landlock_rw", json_object_get(r->tr_landlock_rw));
 	snprintf(path, sizeof(path), "runs/%s/record.json", r->tr_id);
 	snprintf(tmp, sizeof(tmp), "runs/%s/record.json.tmp", r->tr_id);
 	const char *s = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY |
@@ -325,6 +327,11 @@ load_run(struct tcloned *t, const char *id)
 	r->tr_created_ms = schema_int(o, "created_ms", 0);
 	r->tr_argv = json_object_get(schema_child(o, "argv"));
 	r->tr_network = json_object_get(schema_child(o, "network"));
+	r->tr_landlock_rw = json_object_get(schema_child(o, "landlock_rw"));
+	if (r->tr_landlock_rw != NULL && !json_object_is_type(r->tr_landlock_rw, json_type_array)) {
+		json_object_put(r->tr_landlock_rw);
+		r->tr_landlock_rw = NULL;
+	}
 	if (strcmp(r->tr_id, id) != 0 || !ids_valid("run_", r->tr_id) ||
 	    (strcmp(r->tr_role, "source") != 0 && strcmp(r->tr_role, "fork") != 0) ||
 	    r->tr_argv == NULL || r->tr_workspace[0] != '/' ||

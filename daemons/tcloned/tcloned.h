@@ -73,6 +73,7 @@ struct trun {
 	int64_t tr_created_ms;
 	struct json_object *tr_argv;	/* array of strings */
 	struct json_object *tr_network;	/* the network spec of its operations */
+	struct json_object *tr_landlock_rw;	/* extra writable paths (array), or NULL */
 	struct json_object *tr_rec;	/* the whole record */
 };
 

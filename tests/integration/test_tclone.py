@@ -397,6 +397,15 @@ print("runs", can_read(os.environ["TC_ROOT"] + "/tclone/runs"))
 print("uid", os.getuid())
 print("rundirs", ",".join(sorted(os.listdir(os.environ["TC_RT"]))))
 print("hosttmp", "visible" if os.path.exists(os.environ["TC_MARK"]) else "hidden")
+def can_write(d):
+    try:
+        with open(os.path.join(d, "w-%d" % os.getpid()), "w") as f:
+            f.write("x")
+        return "written"
+    except OSError as e:
+        return "refused"
+print("outside", can_write(os.environ["TC_OPEN"]))
+print("extra", can_write(os.environ["TC_EXTRA"]))
 print("procs", len([d for d in os.listdir("/proc") if d.isdigit()]))
 try:
     import ctypes
@@ -429,6 +438,13 @@ def fork_boundaries(env):
     env.start()
     env.serve(ns, "tcp,198.51.100.1,8470", "tcp,192.0.2.1,8471")
     with tclone(env) as t:
+        # Two directories the user may write (DAC): Landlock keeps the agent
+        # out of the first; the second is given with --linux-landlock-rw.
+        opened, extra = [tempfile.mkdtemp(prefix="gensee-it-open.", dir="/var/tmp")
+                         for _ in range(2)]
+        for d in (opened, extra):
+            os.chown(d, env.uid, env.gid)
+            t.outside.append(d)
         mark = "/tmp/gensee-it-mark-%d" % os.getpid()
         with open(mark, "w") as f:
             f.write("host")
@@ -437,13 +453,16 @@ def fork_boundaries(env):
             'os.environ["TC_ROOT"]', repr(t.root)).replace(
             'os.environ["TC_SOCK"]', repr(os.path.join(env.runtime, "tclone.sock"))).replace(
             'os.environ["TC_RT"]', repr(os.path.join(env.runtime, "tclone"))).replace(
-            'os.environ["TC_MARK"]', repr(mark))})
+            'os.environ["TC_MARK"]', repr(mark)).replace(
+            'os.environ["TC_OPEN"]', repr(opened)).replace(
+            'os.environ["TC_EXTRA"]', repr(extra))})
         # The probe runs in the source and again in a fork (TCLONE_PROBE is in the
         # agent's own script, not the environment: agents get a clean one).
         with open(os.path.join(t.ws, "agent.sh"), "w") as f:
             f.write(AGENT.replace('[ -n "$TCLONE_PROBE" ] && sh "$TCLONE_PROBE"', "sh probe.sh"))
         os.chown(os.path.join(t.ws, "agent.sh"), env.uid, env.gid)
-        sid = t.source("--allow-net", "198.51.100.1,tcp,8470")["run_id"]
+        sid = t.source("--allow-net", "198.51.100.1,tcp,8470", "--linux-landlock-rw",
+                       extra)["run_id"]
         t.wait_done(sid)
         fid = t.g("run", "fork", sid, "--json", json_out=True)["forks"][0]["run_id"]
         t.wait_done(fid)
@@ -464,6 +483,8 @@ def fork_boundaries(env):
             # Its own run directory only: no other run's tmux server to drive.
             check(res["rundirs"] == run, "%s sees run directories %r" % (run, res["rundirs"]))
             check(res["hosttmp"] == "hidden", "%s sees the host's /tmp" % run)
+            check(res["outside"] == "refused" and res["extra"] == "written",
+                  "%s: Landlock outside %s, extra %s" % (run, res["outside"], res["extra"]))
         # The refusal is the operation's policy, not a missing server.
         outside = env.probe_outside(ns, "tcp,192.0.2.1,8471")
         check(list(outside.values()) == ["ok"], "from outside: %r" % outside)
@@ -477,7 +498,9 @@ def fork_boundaries(env):
               "envelopes differ: %r" % envs)
         for r in t.g("run", "list", "--json", json_out=True)["runs"]:
             check(r["confinement"]["seccomp"] and r["confinement"]["namespaces"] ==
-                  ["mnt", "pid", "uts", "ipc"], "confinement %r" % r.get("confinement"))
+                  ["mnt", "pid", "uts", "ipc"] and isinstance(r["confinement"]["landlock"], int)
+                  and r["confinement"]["landlock_rw"] == [extra],
+                  "confinement %r" % r.get("confinement"))
         # The fork's writes are its own.
         check("probe-%s.txt" % fid not in t.diff(sid), "the fork wrote into the source")
         t.g("run", "delete", "--all")
