@@ -25,6 +25,8 @@
 
 #include <json-c/json.h>
 
+#include "dnsmsg.h"
+#include "dnspolicy.h"
 #include "frame.h"
 #include "netpolicy.h"
 #include "policy.h"
@@ -120,6 +122,40 @@ hostpolicy_rank(const char *const *v, const char *s)
 	return -1;
 }
 
+/*
+ * A hostname entry NAME,PROTO,PORT lies within the host's list only under
+ * a hostname entry of the same protocol and port whose name is the same
+ * or a "*." suffix covering it ("*.a.x" and "b.x" under "*.x"). Address
+ * entries never cover a name: what it resolves to is not known here.
+ */
+static int
+hostpolicy_name_within(const char *u, struct json_object *list)
+{
+	struct json_object *ue = dnspolicy_entry_from_string(u, NULL);
+	int ok = 0;
+
+	if (ue == NULL)
+		return 0;
+	const char *un = schema_string(ue, "name");
+	const char *unbare = strncmp(un, "*.", 2) == 0 ? un + 2 : un;
+	for (size_t i = 0; i < json_object_array_length(list) && !ok; i++) {
+		const char *hs = json_object_get_string(json_object_array_get_idx(list, i));
+		struct json_object *he;
+		if (hs == NULL || !dnspolicy_is_hostname_entry(hs) ||
+		    (he = dnspolicy_entry_from_string(hs, NULL)) == NULL)
+			continue;
+		const char *hn = schema_string(he, "name");
+		ok = strcmp(schema_string(he, "protocol"), schema_string(ue, "protocol")) == 0 &&
+		    json_object_get_int(json_object_array_get_idx(schema_child(he, "ports"), 0)) ==
+		    json_object_get_int(json_object_array_get_idx(schema_child(ue, "ports"), 0)) &&
+		    (strcmp(hn, un) == 0 ||
+		    (strncmp(hn, "*.", 2) == 0 && dnsmsg_name_match(hn, unbare)));
+		json_object_put(he);
+	}
+	json_object_put(ue);
+	return ok;
+}
+
 /* Whether every tuple of grant string u lies within one tuple of the host list. */
 static int
 hostpolicy_net_within(const char *u, struct json_object *list)
@@ -127,6 +163,9 @@ hostpolicy_net_within(const char *u, struct json_object *list)
 	struct np_grants ug = { 0 }, hg = { 0 };
 	int hostname = 0, ok = 1;
 	char *why = NULL;
+
+	if (dnspolicy_is_hostname_entry(u) && strchr(u, ',') != NULL)
+		return hostpolicy_name_within(u, list);
 
 	if (netpolicy_parse_grant_string(u, &ug, &hostname, &why) != 0) {
 		free(why);

@@ -13,6 +13,7 @@
 
 #include <json-c/json.h>
 
+#include "dnspolicy.h"
 #include "frame.h"
 #include "netpolicy.h"
 #include "netspec.h"
@@ -115,12 +116,22 @@ netspec_copy(struct json_object *dst, const char *const *v, size_t n, const char
 		struct np_grants g = { 0 };
 		int hostname = 0;
 		char *why = NULL;
+		/* Allowed hostnames go to the operation's DNS proxy (network.md "DNS"). */
+		if (strcmp(what, "allow") == 0 && dnspolicy_is_hostname_entry(v[i]) &&
+		    strchr(v[i], ',') != NULL) {
+			struct json_object *e = dnspolicy_entry_from_string(v[i], cause);
+			if (e == NULL)
+				return -1;
+			json_object_put(e);
+			json_object_array_add(dst, json_object_new_string(v[i]));
+			continue;
+		}
 		if (netpolicy_parse_grant_string(v[i], &g, &hostname, &why) != 0) {
 			np_grants_free(&g);
 			if (hostname) {
 				char w[256];
-				snprintf(w, sizeof(w), "%s: hostname %s skipped (destinations must be "
-				    "IP addresses or CIDRs)", what, v[i]);
+				snprintf(w, sizeof(w), "%s: hostname %s skipped (an allowed hostname is "
+				    "NAME,PROTO,PORT; deny lists take addresses)", what, v[i]);
 				json_object_array_add(warnings, json_object_new_string(w));
 				free(why);
 				continue;

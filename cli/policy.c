@@ -22,6 +22,7 @@
 #include <json-c/json.h>
 
 #include "cli.h"
+#include "dnspolicy.h"
 #include "frame.h"
 #include "landlock.h"
 #include "netpolicy.h"
@@ -192,7 +193,7 @@ policy_item_what(enum policy_type t)
 	case POLICY_PATTERNS:
 		return "a path pattern (/PATH, /PATH/**, ~/PATH/**, **/NAME or /PATH/**/NAME)";
 	case POLICY_NETS:
-		return "a network entry CIDR[,tcp|udp[,PORT|LO-HI]]";
+		return "a network entry CIDR[,tcp|udp[,PORT|LO-HI]] or NAME,tcp|udp,PORT";
 	case POLICY_RULES:
 		return "an object {\"path\": PATTERN, \"action\": ACTION}";
 	case POLICY_BOOL:
@@ -364,6 +365,19 @@ policy_check_net(const struct policy_key *k, const char *name, const char *s,
 	char probe[192], *why = NULL;
 	int hostname = 0, r;
 
+	/* NAME,PROTO,PORT in the allow list: enforced through the DNS proxy. */
+	if (strcmp(k->pk_name, "linux.network.allow") == 0 && dnspolicy_is_hostname_entry(s) &&
+	    strchr(s, ',') != NULL) {
+		struct json_object *e = dnspolicy_entry_from_string(s, &why);
+		if (e != NULL) {
+			json_object_put(e);
+			return 0;
+		}
+		util_cause(cause, "%s: \"%.160s\": %s; expected %s", name, s, why,
+		    policy_item_what(POLICY_NETS));
+		free(why);
+		return -1;
+	}
 	memset(&g, 0, sizeof(g));
 	r = netpolicy_parse_grant_string(s, &g, &hostname, &why);
 	np_grants_free(&g);
@@ -381,8 +395,8 @@ policy_check_net(const struct policy_key *k, const char *name, const char *s,
 			np_grants_free(&g);
 			if (r == 0)
 				return policy_warn(warnings, cause, "%s: hostname %s will be "
-				    "skipped at enforcement time (destinations must be IP "
-				    "addresses or CIDRs)", k->pk_name, s);
+				    "skipped at enforcement time (an allowed hostname needs a "
+				    "protocol and a port: NAME,tcp,443)", k->pk_name, s);
 		}
 	}
 	util_cause(cause, "%s: \"%.160s\": %s; expected %s", name, s,
@@ -1366,7 +1380,7 @@ policy_type_text(const struct policy_key *k, char *buf, size_t len)
 		snprintf(buf, len, "list of path patterns");
 		break;
 	case POLICY_NETS:
-		snprintf(buf, len, "list of CIDR[,tcp|udp[,PORT|LO-HI]]");
+		snprintf(buf, len, "list of CIDR[,tcp|udp[,PORT|LO-HI]] or NAME,tcp|udp,PORT");
 		break;
 	case POLICY_RULES:
 		snprintf(buf, len, "JSON list of rule objects");

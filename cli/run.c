@@ -19,6 +19,7 @@
  * /proc/PID/mem and pidfd_getfd on it, and the agent's Landlock domain
  * cannot signal or ptrace it either.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -30,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <linux/close_range.h>
+#include <netinet/in.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -46,6 +48,7 @@
 #include "client.h"
 #include "landlock.h"
 #include "mountview.h"
+#include "netpolicy.h"
 #include "netspec.h"
 #include "policy.h"
 #include "proto.h"
@@ -285,7 +288,7 @@ run_child(int go_fd, int status_fd, char **cmd, struct run_controls *ctl, int js
 {
 	char *cause = NULL;
 	struct run_status rs;
-	char buf[128];
+	char buf[384];
 	size_t got = 0;
 
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -337,6 +340,19 @@ run_child(int go_fd, int status_fd, char **cmd, struct run_controls *ctl, int js
 		_exit(RUN_EXIT_GENSEE); /* the launcher gave up: never run unsupervised */
 	*nl = '\0';
 	close(go_fd);
+	/*
+	 * "ID" or "ID PROXY_URL": an operation that names hosts has a CONNECT
+	 * egress; tools that honour the proxy variables use it (network.md).
+	 */
+	char *proxy_url = strchr(buf, ' ');
+	if (proxy_url != NULL) {
+		*proxy_url++ = '\0';
+		if (setenv("HTTPS_PROXY", proxy_url, 1) != 0 ||
+		    setenv("https_proxy", proxy_url, 1) != 0 ||
+		    setenv("HTTP_PROXY", proxy_url, 1) != 0 ||
+		    setenv("http_proxy", proxy_url, 1) != 0)
+			run_child_fail(status_fd, "setenv: out of memory");
+	}
 	if (setenv("GENSEE_OPERATION_ID", buf, 1) != 0)
 		run_child_fail(status_fd, "setenv: out of memory");
 	signal(SIGINT, SIG_DFL);
@@ -370,7 +386,8 @@ run_start_controls(struct run_controls *ctl)
 	char *cause = NULL;
 
 	if (ctl->rc_bpf_pipe[1] >= 0) {
-		if (seccomp_profile_export_bpf(&ctl->rc_seccomp, ctl->rc_bpf_pipe[1], &cause) != 0) {
+		if (seccomp_profile_compile(&ctl->rc_seccomp, &cause) != 0 ||
+		    seccomp_profile_export_bpf(&ctl->rc_seccomp, ctl->rc_bpf_pipe[1], &cause) != 0) {
 			fprintf(stderr, "gensee run: %s\n", cause);
 			free(cause);
 		}
@@ -475,7 +492,8 @@ run_plan(struct json_object *policy, int seccomp_force, struct landlock_opts *ll
 	if (!notify)
 		fprintf(stderr, "gensee run: warning: seccomp refusals will not be listed: "
 		    "this kernel or libseccomp has no user notification\n");
-	if (seccomp_profile_build_notify(policy, seccomp_force, notify, &ctl->rc_seccomp,
+	/* Compiled later, while boundaryd creates the operation (run_start_controls). */
+	if (seccomp_profile_plan_notify(policy, seccomp_force, notify, &ctl->rc_seccomp,
 	    cause) != 0) {
 		mountview_plan_free(&ctl->rc_mountview);
 		return -1;
@@ -546,6 +564,54 @@ run_controls_free(struct run_controls *ctl)
 		}
 }
 
+/*
+ * An operation that names hosts resolves them through the mediator's DNS
+ * proxy, which starts listening within its 500 ms refresh of the
+ * operation's start. Until then the agent's first lookup would be
+ * refused, so the agent is released only once the proxy's TCP listener
+ * accepts (it binds UDP first), or after 3 s with a warning: lookups fail
+ * closed while it is missing. This process is not in the operation's
+ * cgroup, so its connect is neither redirected nor filtered.
+ */
+static void
+run_wait_dns_proxy(const char *listen)
+{
+	uint8_t a[16];
+	uint16_t port;
+	int fam;
+	struct sockaddr_storage ss;
+	socklen_t sl;
+
+	if (netpolicy_parse_listen(listen, &fam, a, &port) != 0)
+		return;
+	memset(&ss, 0, sizeof(ss));
+	if (fam == AF_INET) {
+		struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+		s4->sin_family = AF_INET;
+		s4->sin_port = htons(port);
+		memcpy(&s4->sin_addr, a, 4);
+		sl = sizeof(*s4);
+	} else {
+		struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+		s6->sin6_family = AF_INET6;
+		s6->sin6_port = htons(port);
+		memcpy(&s6->sin6_addr, a, 16);
+		sl = sizeof(*s6);
+	}
+	for (int i = 0; i < 150; i++) {
+		int fd = socket(fam, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (fd < 0)
+			break;
+		int ok = connect(fd, (struct sockaddr *)&ss, sl) == 0;
+		close(fd);
+		if (ok)
+			return;
+		usleep(20000);
+	}
+	fprintf(stderr, "gensee run: warning: the DNS proxy on %s is not listening (is "
+	    "gensee-httpmediatord running?): name lookups will be refused\n", listen);
+}
+
 /* operation.create's "host_controls": what the child applies before exec. */
 static struct json_object *
 run_host_controls(const struct run_controls *ctl)
@@ -576,7 +642,7 @@ run_observe_exec(int *conn, const char *opid, int status_fd, int64_t *id)
 
 	if (poll(&pfd, 1, RUN_OBSERVE_WAIT_MS) != 1 || (pfd.revents & POLLHUP) == 0 ||
 	    ioctl(status_fd, FIONREAD, &avail) != 0 || avail != 0)
-		return -1;
+		return 0;
 	params = json_object_new_object();
 	json_object_object_add(params, "operation_id", json_object_new_string(opid));
 	/* The reply is read after the wait: boundaryd looks while the child runs. */
@@ -1064,6 +1130,31 @@ cmd_run(int argc, char **argv)
 		perror("gensee run: pipe");
 		return RUN_EXIT_GENSEE;
 	}
+	/*
+	 * The request is built before the fork: after it, every page this
+	 * process writes is copied first (the child shares them until exec).
+	 */
+	params = json_object_new_object();
+	if (timeout > 0)
+		json_object_object_add(params, "timeout_seconds", json_object_new_int64(timeout));
+	if (kill_grace >= 0)
+		json_object_object_add(params, "kill_grace_seconds", json_object_new_int64(kill_grace));
+	char *cmdline = run_command_line(cmd);
+	if (cmdline != NULL)
+		json_object_object_add(params, "command", json_object_new_string(cmdline));
+	free(cmdline);
+	if (netspec != NULL)
+		json_object_object_add(params, "network", netspec);
+	if (fanspec != NULL && schema_bool(fanspec, "enabled", 0))
+		json_object_object_add(params, "fanotify", fanspec);
+	else
+		json_object_put(fanspec);
+	if (netconfig != NULL)
+		json_object_object_add(params, "network_config", json_object_new_string(netconfig));
+	if (hostctl != NULL && RUN_SEND_HOST_CONTROLS)
+		json_object_object_add(params, "host_controls", hostctl);
+	else
+		json_object_put(hostctl);
 	fflush(NULL);
 	child = fork();
 	if (child < 0) {
@@ -1087,30 +1178,9 @@ cmd_run(int argc, char **argv)
 		waitpid(child, NULL, 0);
 		return RUN_EXIT_GENSEE;
 	}
-	params = json_object_new_object();
 	json_object_object_add(params, "pid", json_object_new_int(child));
 	json_object_object_add(params, "start_time_ticks",
 	    json_object_new_int64((int64_t)ps.ps_start_ticks));
-	if (timeout > 0)
-		json_object_object_add(params, "timeout_seconds", json_object_new_int64(timeout));
-	if (kill_grace >= 0)
-		json_object_object_add(params, "kill_grace_seconds", json_object_new_int64(kill_grace));
-	char *cmdline = run_command_line(cmd);
-	if (cmdline != NULL)
-		json_object_object_add(params, "command", json_object_new_string(cmdline));
-	free(cmdline);
-	if (netspec != NULL)
-		json_object_object_add(params, "network", netspec);
-	if (fanspec != NULL && schema_bool(fanspec, "enabled", 0))
-		json_object_object_add(params, "fanotify", fanspec);
-	else
-		json_object_put(fanspec);
-	if (netconfig != NULL)
-		json_object_object_add(params, "network_config", json_object_new_string(netconfig));
-	if (hostctl != NULL && RUN_SEND_HOST_CONTROLS)
-		json_object_object_add(params, "host_controls", hostctl);
-	else
-		json_object_put(hostctl);
 	int64_t create_id = 0;
 	int create_fd = client_send_on(early_fd, "client.sock", "operation.create", params,
 	    &create_id, &err);
@@ -1138,6 +1208,14 @@ cmd_run(int argc, char **argv)
 		return RUN_EXIT_GENSEE;
 	}
 	util_strlcpy(opid, schema_string(res, "operation_id"), sizeof(opid));
+	char proxy_url[200] = "";
+	if (schema_string(res, "proxy_url") != NULL &&
+	    strlen(schema_string(res, "proxy_url")) < sizeof(proxy_url) &&
+	    strchr(schema_string(res, "proxy_url"), ' ') == NULL &&
+	    strchr(schema_string(res, "proxy_url"), '\n') == NULL)
+		util_strlcpy(proxy_url, schema_string(res, "proxy_url"), sizeof(proxy_url));
+	if (schema_string(res, "dns_listen") != NULL)
+		run_wait_dns_proxy(schema_string(res, "dns_listen"));
 	struct json_object *warn = schema_child(res, "warnings");
 	for (size_t i = 0; warn != NULL && i < json_object_array_length(warn); i++)
 		fprintf(stderr, "gensee run: warning: %s\n",
@@ -1157,12 +1235,15 @@ cmd_run(int argc, char **argv)
 	/* boundaryd may close our connection as idle during a long run: an error, not death. */
 	signal(SIGPIPE, SIG_IGN);
 
-	char line[160];
-	int len = snprintf(line, sizeof(line), "%s\n", opid);
+	char line[384];
+	int len = snprintf(line, sizeof(line), "%s%s%s\n", opid, proxy_url[0] ? " " : "", proxy_url);
 	if (util_write_all(go[1], line, (size_t)len) != 0) {
 		perror("gensee run: releasing the child");
 		kill(child, SIGKILL);
 	}
+	/* The proxy credential is the agent's: not kept here. */
+	explicit_bzero(line, sizeof(line));
+	explicit_bzero(proxy_url, sizeof(proxy_url));
 	close(go[1]);
 	int64_t observe_id = 0;
 	int conn = create_fd;	/* observe and end follow on the create's connection */

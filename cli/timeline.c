@@ -47,6 +47,24 @@ timeline_print(const char *id, struct json_object *e)
 	if (cap != NULL)
 		printf(" %s %s/%lld", schema_string(cap, "destination"), schema_string(cap, "protocol"),
 		    (long long)schema_int(cap, "port", 0));
+	/* A DNS proxy decision: the question, what it answered, the verdict. */
+	if (schema_string(e, "qname") != NULL) {
+		struct json_object *a = schema_child(e, "addresses");
+		printf(" %s %s", schema_string(e, "qtype") ? schema_string(e, "qtype") : "?",
+		    schema_string(e, "qname"));
+		for (size_t i = 0; a != NULL && json_object_is_type(a, json_type_array) &&
+		    i < json_object_array_length(a); i++)
+			printf("%s%s", i == 0 ? " = " : ",",
+			    json_object_get_string(json_object_array_get_idx(a, i)));
+		if (schema_string(e, "decision") != NULL)
+			printf(" -> %s", schema_string(e, "decision"));
+	}
+	/* A CONNECT egress decision. */
+	if (schema_string(e, "type") != NULL && strcmp(schema_string(e, "type"),
+	    "connect_decision") == 0)
+		printf(" CONNECT %s:%lld -> %s", schema_string(e, "host") ? schema_string(e, "host") :
+		    "?", (long long)schema_int(e, "port", 0), schema_string(e, "decision") ?
+		    schema_string(e, "decision") : "?");
 	if (schema_string(e, "disposition") != NULL)
 		printf(" -> %s", schema_string(e, "disposition"));
 	if (schema_string(e, "reason") != NULL)

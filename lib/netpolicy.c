@@ -13,6 +13,7 @@
 
 #include <json-c/json.h>
 
+#include "dnspolicy.h"
 #include "netpolicy.h"
 #include "util.h"
 
@@ -757,6 +758,7 @@ static const struct schema_field config_fields[] = {
 	{ "envelope", SCHEMA_OBJECT, SCHEMA_REQUIRED, 0, 0, 0 },
 	{ "policy", SCHEMA_OBJECT, SCHEMA_REQUIRED, 0, 0, 0 },
 	{ "proxy", SCHEMA_OBJECT, 0, 0, 0, 0 },
+	{ "dns", SCHEMA_OBJECT, 0, 0, 0, 0 },
 };
 
 static const struct schema_field envelope_fields[] = {
@@ -943,6 +945,35 @@ netpolicy_parse_config(struct json_object *obj, struct np_config *c, char **caus
 			return -1;
 		c->nc_proxy = json_object_get(schema_child(obj, "proxy"));
 	}
+	if (schema_child(obj, "dns") != NULL) {
+		/* Validated whole here; boundaryd and the proxy parse it again from the record. */
+		struct dnspolicy dp;
+		int lf;
+		uint8_t la[16];
+		uint16_t lp;
+		if (dnspolicy_parse(schema_child(obj, "dns"), &dp, cause) != 0)
+			return -1;
+		dnspolicy_free(&dp);
+		/*
+		 * A source-address operation's proxy serves its address alone. A
+		 * config used by `gensee run --network-config` (no source_address)
+		 * may leave it out: the cgroup's queries reach the proxy from
+		 * whatever local address the kernel picks.
+		 */
+		if (c->nc_has_source_address &&
+		    schema_string(schema_child(obj, "dns"), "client_address") == NULL) {
+			util_cause(cause, "dns.client_address: required with source_address");
+			return -1;
+		}
+		/* The subject's port-53 traffic is DNATed to listen: one family. */
+		if (c->nc_has_source_address &&
+		    (netpolicy_parse_listen(schema_string(schema_child(obj, "dns"), "listen"), &lf, la,
+		    &lp) != 0 || lf != c->nc_src_family)) {
+			util_cause(cause, "dns.listen: not of source_address's family");
+			return -1;
+		}
+		c->nc_dns = json_object_get(schema_child(obj, "dns"));
+	}
 	return 0;
 }
 
@@ -952,6 +983,7 @@ netpolicy_config_free(struct np_config *c)
 	np_grants_free(&c->nc_envelope);
 	netpolicy_free(&c->nc_policy);
 	json_object_put(c->nc_proxy);
+	json_object_put(c->nc_dns);
 	memset(c, 0, sizeof(*c));
 }
 

@@ -162,6 +162,7 @@ struct np_config {
 	struct np_grants nc_envelope;
 	struct netpolicy nc_policy;
 	struct json_object *nc_proxy; /* owned reference, NULL when absent */
+	struct json_object *nc_dns; /* the dns section (dnspolicy.h), owned, or NULL */
 };
 int netpolicy_parse_config(struct json_object *obj, struct np_config *c, char **cause);
 void netpolicy_config_free(struct np_config *c);

@@ -309,6 +309,16 @@ nft_policy_check(const struct nft_policy *p, char **cause)
 		util_cause(cause, "owner must be 1-%d of [A-Za-z0-9_.:-]", NFT_OWNER_MAX - 1);
 		return -1;
 	}
+	if (p->np_connect_family != 0 && (p->np_subject != NFT_SUBJECT_CGROUP ||
+	    nft_addr_len(p->np_connect_family) == 0 || p->np_connect_port == 0)) {
+		util_cause(cause, "connect guard: a cgroup subject, an address and a port");
+		return -1;
+	}
+	if (p->np_dns_family != 0 && (nft_addr_len(p->np_dns_family) == 0 || p->np_dns_port == 0 ||
+	    (p->np_subject == NFT_SUBJECT_SOURCE_ADDRESS && p->np_dns_family != p->np_src_family))) {
+		util_cause(cause, "dns redirect: an address of the subject's family and a port");
+		return -1;
+	}
 	switch (p->np_subject) {
 	case NFT_SUBJECT_CGROUP:
 		/*
@@ -768,10 +778,22 @@ out:
 	return rc;
 }
 
+static int nft_put_chain_typed(struct nft_batch *b, uint16_t type, uint16_t flags,
+    const char *table, const char *name, int hook, const char *ctype, int prio,
+    const char *comment, char **cause);
+
 /* NEWCHAIN or DELCHAIN; hook < 0 for a regular chain. */
 static int
 nft_put_chain(struct nft_batch *b, uint16_t type, uint16_t flags, const char *table,
     const char *name, int hook, const char *comment, char **cause)
+{
+	return nft_put_chain_typed(b, type, flags, table, name, hook, "filter", 0, comment, cause);
+}
+
+/* The same with a chain type ("filter", "nat") and a priority for a base chain. */
+static int
+nft_put_chain_typed(struct nft_batch *b, uint16_t type, uint16_t flags, const char *table,
+    const char *name, int hook, const char *ctype, int prio, const char *comment, char **cause)
 {
 	struct nftnl_chain *c = nftnl_chain_alloc();
 	struct nftnl_udata_buf *ud = NULL;
@@ -783,10 +805,10 @@ nft_put_chain(struct nft_batch *b, uint16_t type, uint16_t flags, const char *ta
 		goto oom;
 	nftnl_chain_set_u32(c, NFTNL_CHAIN_FAMILY, NFPROTO_INET);
 	if (hook >= 0) {
-		if (nftnl_chain_set_str(c, NFTNL_CHAIN_TYPE, "filter") != 0)
+		if (nftnl_chain_set_str(c, NFTNL_CHAIN_TYPE, ctype) != 0)
 			goto oom;
 		nftnl_chain_set_u32(c, NFTNL_CHAIN_HOOKNUM, (uint32_t)hook);
-		nftnl_chain_set_s32(c, NFTNL_CHAIN_PRIO, 0);
+		nftnl_chain_set_s32(c, NFTNL_CHAIN_PRIO, prio);
 		nftnl_chain_set_u32(c, NFTNL_CHAIN_POLICY, NF_ACCEPT);
 	}
 	if (comment != NULL) {
@@ -1215,7 +1237,13 @@ enum nft_rule_kind {
 	NFT_R_RECORD6_UDP,
 	NFT_R_TCP_RESET,	/* meta l4proto tcp counter name "blocked" reject with tcp reset */
 	NFT_R_ICMPX,		/* counter name "blocked" reject with icmpx admin-prohibited */
+	NFT_R_DNS_UDP,		/* SUBJECT meta nfproto F udp dport 53 dnat F to PROXY */
+	NFT_R_DNS_TCP,		/* SUBJECT meta nfproto F tcp dport 53 dnat F to PROXY */
+	NFT_R_CONNECT_GUARD,	/* meta nfproto F ip daddr L tcp dport P reject with tcp reset */
 };
+
+#define NFT_CHAIN_DNS "dnsredirect"
+
 
 /*
  * `meta nfproto F meta l4proto P update @blockedF { ADDR . meta l4proto .
@@ -1239,6 +1267,43 @@ nft_x_record_blocked(struct nftnl_rule *r, int family, uint8_t proto)
 	    nft_x_dynset_counter(r, NFT_REG32_00, sd) != 0)
 		return -1;
 	return 0;
+}
+
+/*
+ * `<subject> meta nfproto F meta l4proto P th dport 53 dnat F to PROXY`:
+ * the subject match is the same as the envelope jump's (cgroup socket or
+ * source address), so no other traffic is redirected.
+ */
+static int
+nft_x_dns_redirect(struct nftnl_rule *r, const struct nft_policy *p, uint8_t proto)
+{
+	uint16_t dport = htons(53), pport = htons(p->np_dns_port);
+	int v4 = p->np_dns_family == AF_INET;
+	struct nftnl_expr *e;
+
+	if (p->np_subject == NFT_SUBJECT_CGROUP) {
+		if (nft_x_socket_cgroup(r, (uint32_t)p->np_cgroup_level, NFT_REG_1) != 0 ||
+		    nft_x_cmp_eq(r, NFT_REG_1, &p->np_cgroup_id, sizeof(p->np_cgroup_id)) != 0 ||
+		    nft_x_nfproto(r, p->np_dns_family) != 0)
+			return -1;
+	} else if (nft_x_nfproto(r, p->np_src_family) != 0 ||
+	    nft_x_payload(r, NFT_PAYLOAD_NETWORK_HEADER, v4 ? 12 : 8, v4 ? 4 : 16, NFT_REG_1) != 0 ||
+	    nft_x_cmp_eq(r, NFT_REG_1, p->np_src_addr, v4 ? 4 : 16) != 0) {
+		return -1;
+	}
+	if (nft_x_meta(r, NFT_META_L4PROTO, NFT_REG_1) != 0 ||
+	    nft_x_cmp_eq(r, NFT_REG_1, &proto, sizeof(proto)) != 0 ||
+	    nft_x_payload(r, NFT_PAYLOAD_TRANSPORT_HEADER, 2, 2, NFT_REG_1) != 0 ||
+	    nft_x_cmp_eq(r, NFT_REG_1, &dport, sizeof(dport)) != 0 ||
+	    nft_x_imm_data(r, NFT_REG_1, p->np_dns_addr, v4 ? 4 : 16) != 0 ||
+	    nft_x_imm_data(r, NFT_REG_2, &pport, sizeof(pport)) != 0)
+		return -1;
+	if ((e = nftnl_expr_alloc("nat")) == NULL)
+		return -1;
+	return nft_x_add(r, e, nft_x_u32(e, NFTNL_EXPR_NAT_TYPE, NFT_NAT_DNAT) != 0 ||
+	    nft_x_u32(e, NFTNL_EXPR_NAT_FAMILY, v4 ? NFPROTO_IPV4 : NFPROTO_IPV6) != 0 ||
+	    nft_x_u32(e, NFTNL_EXPR_NAT_REG_ADDR_MIN, NFT_REG_1) != 0 ||
+	    nft_x_u32(e, NFTNL_EXPR_NAT_REG_PROTO_MIN, NFT_REG_2) != 0);
 }
 
 /* Add the expressions of one rule kind to r. */
@@ -1297,6 +1362,24 @@ nft_rule_exprs(struct nftnl_rule *r, enum nft_rule_kind kind, const struct nft_p
 		return nft_x_objref_counter(r, NFT_COUNTER_BLOCKED) != 0 ||
 		    nft_x_reject(r, NFT_REJECT_ICMPX_UNREACH,
 		    NFT_REJECT_ICMPX_ADMIN_PROHIBITED) != 0 ? -1 : 0;
+	case NFT_R_CONNECT_GUARD: {
+		/* Only sockets outside the cgroup get here: its own jumped to the envelope. */
+		int v4c = p->np_connect_family == AF_INET;
+		uint16_t cport = htons(p->np_connect_port);
+		return nft_x_nfproto(r, p->np_connect_family) != 0 ||
+		    nft_x_payload(r, NFT_PAYLOAD_NETWORK_HEADER, v4c ? 16 : 24, v4c ? 4 : 16,
+		    NFT_REG_1) != 0 ||
+		    nft_x_cmp_eq(r, NFT_REG_1, p->np_connect_addr, v4c ? 4 : 16) != 0 ||
+		    nft_x_meta(r, NFT_META_L4PROTO, NFT_REG_1) != 0 ||
+		    nft_x_cmp_eq(r, NFT_REG_1, &tcp, sizeof(tcp)) != 0 ||
+		    nft_x_payload(r, NFT_PAYLOAD_TRANSPORT_HEADER, 2, 2, NFT_REG_1) != 0 ||
+		    nft_x_cmp_eq(r, NFT_REG_1, &cport, sizeof(cport)) != 0 ||
+		    nft_x_reject(r, NFT_REJECT_TCP_RST, 0) != 0 ? -1 : 0;
+	}
+	case NFT_R_DNS_UDP:
+		return nft_x_dns_redirect(r, p, IPPROTO_UDP);
+	case NFT_R_DNS_TCP:
+		return nft_x_dns_redirect(r, p, IPPROTO_TCP);
 	}
 	return -1;
 }
@@ -1393,6 +1476,12 @@ nft_build_generation(struct nft_batch *b, const struct nft_policy *p, char **cau
 			return -1;
 		break;
 	}
+	/* dstnat priority: before the filter chains, which then see the proxy's address. */
+	if (p->np_dns_family != 0 &&
+	    nft_put_chain_typed(b, NFT_MSG_NEWCHAIN, NLM_F_CREATE | NLM_F_EXCL, t, NFT_CHAIN_DNS,
+	    p->np_subject == NFT_SUBJECT_CGROUP ? NF_INET_LOCAL_OUT : NF_INET_PRE_ROUTING, "nat",
+	    -100, NULL, cause) != 0)
+		return -1;
 	if (nft_put_chain(b, NFT_MSG_NEWCHAIN, NLM_F_CREATE | NLM_F_EXCL, t, NFT_CHAIN_ENVELOPE,
 	    -1, NULL, cause) != 0 ||
 	    nft_put_chain(b, NFT_MSG_NEWCHAIN, NLM_F_CREATE | NLM_F_EXCL, t, NFT_CHAIN_BLOCKED,
@@ -1428,6 +1517,9 @@ nft_build_rules(struct nft_batch *b, const struct nft_policy *p, char **cause)
 	case NFT_SUBJECT_CGROUP:
 		if (nft_put_rule(b, t, "output", NFT_R_CGROUP, p, cause) != 0)
 			return -1;
+		if (p->np_connect_family != 0 &&
+		    nft_put_rule(b, t, "output", NFT_R_CONNECT_GUARD, p, cause) != 0)
+			return -1;
 		break;
 	case NFT_SUBJECT_SOURCE_ADDRESS:
 		if (nft_put_rule(b, t, "forward", NFT_R_SADDR, p, cause) != 0 ||
@@ -1435,6 +1527,10 @@ nft_build_rules(struct nft_batch *b, const struct nft_policy *p, char **cause)
 			return -1;
 		break;
 	}
+	if (p->np_dns_family != 0 &&
+	    (nft_put_rule(b, t, NFT_CHAIN_DNS, NFT_R_DNS_UDP, p, cause) != 0 ||
+	    nft_put_rule(b, t, NFT_CHAIN_DNS, NFT_R_DNS_TCP, p, cause) != 0))
+		return -1;
 	if (p->np_mode == NFT_MODE_ALLOWLIST) {
 		env = allowlist;
 		nenv = nitems(allowlist);
@@ -1638,6 +1734,8 @@ nft_generation_refill(struct nft_ctx *ctx, const struct nft_policy *p, char **ca
 	for (size_t i = 0; i < nchains; i++)
 		if (nft_put_chain_flush(&b, t, chains[i], cause) != 0)
 			goto out;
+	if (p->np_dns_family != 0 && nft_put_chain_flush(&b, t, NFT_CHAIN_DNS, cause) != 0)
+		goto out;
 	if (nft_build_rules(&b, p, cause) == 0 && nft_batch_finish(ctx, &b, cause) == 0 &&
 	    nft_batch_run(ctx, &b, cause) == 0)
 		rc = 0;
@@ -2303,8 +2401,17 @@ nft_text(FILE *f, const struct nft_policy *p, const char *cgroup_path)
 	case NFT_SUBJECT_CGROUP:
 		if (fprintf(f, "\tchain output {\n"
 		    "\t\ttype filter hook output priority 0; policy accept;\n"
-		    "\t\tsocket cgroupv2 level %d \"%s\" jump %s\n\t}\n",
+		    "\t\tsocket cgroupv2 level %d \"%s\" jump %s\n",
 		    p->np_cgroup_level, cgroup_path, NFT_CHAIN_ENVELOPE) < 0)
+			return -1;
+		if (p->np_connect_family != 0) {
+			char ca[INET6_ADDRSTRLEN];
+			if (inet_ntop(p->np_connect_family, p->np_connect_addr, ca, sizeof(ca)) ==
+			    NULL || fprintf(f, "\t\t%s daddr %s tcp dport %u reject with tcp reset\n",
+			    p->np_connect_family == AF_INET ? "ip" : "ip6", ca, p->np_connect_port) < 0)
+				return -1;
+		}
+		if (fprintf(f, "\t}\n") < 0)
 			return -1;
 		break;
 	case NFT_SUBJECT_SOURCE_ADDRESS:
@@ -2320,6 +2427,30 @@ nft_text(FILE *f, const struct nft_policy *p, const char *cgroup_path)
 				return -1;
 		}
 		break;
+	}
+	if (p->np_dns_family != 0) {
+		char dns[INET6_ADDRSTRLEN];
+		const char *fam = p->np_dns_family == AF_INET ? "ip" : "ip6";
+		if (inet_ntop(p->np_dns_family, p->np_dns_addr, dns, sizeof(dns)) == NULL ||
+		    fprintf(f, "\tchain %s {\n\t\ttype nat hook %s priority -100; policy accept;\n",
+		    NFT_CHAIN_DNS, p->np_subject == NFT_SUBJECT_CGROUP ? "output" : "prerouting") < 0)
+			return -1;
+		for (int i = 0; i < 2; i++) {
+			if (p->np_subject == NFT_SUBJECT_CGROUP) {
+				if (fprintf(f, "\t\tsocket cgroupv2 level %d \"%s\" meta nfproto %s",
+				    p->np_cgroup_level, cgroup_path,
+				    p->np_dns_family == AF_INET ? "ipv4" : "ipv6") < 0)
+					return -1;
+			} else if (fprintf(f, "\t\t%s saddr %s", fam, src) < 0) {
+				return -1;
+			}
+			if (fprintf(f, " meta l4proto %s th dport 53 dnat %s to %s%s%s:%u\n",
+			    i == 0 ? "udp" : "tcp", fam, p->np_dns_family == AF_INET ? "" : "[", dns,
+			    p->np_dns_family == AF_INET ? "" : "]", p->np_dns_port) < 0)
+				return -1;
+		}
+		if (fprintf(f, "\t}\n") < 0)
+			return -1;
 	}
 	if (fprintf(f, "\tchain %s {\n"
 	    "\t\t%s @deny4 jump %s\n"

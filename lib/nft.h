@@ -109,6 +109,25 @@ struct nft_policy {
 	size_t np_nallow;
 	const struct nft_elem *np_deny;
 	size_t np_ndeny;
+	/*
+	 * The operation's DNS proxy (0 family: none). With one, every UDP and
+	 * TCP packet of the subject to port 53, whatever the destination, is
+	 * DNATed to it in a "dnsredirect" nat chain (prerouting for a source
+	 * address, output for a cgroup) before the envelope sees it, so the
+	 * envelope decides on the proxy's address and no resolver is reached
+	 * directly. Only the proxy's family is redirected.
+	 */
+	int np_dns_family;
+	uint8_t np_dns_addr[16];
+	uint16_t np_dns_port;		/* host byte order */
+	/*
+	 * The mediator's CONNECT listener of a cgroup operation (0 family:
+	 * none): after the cgroup's jump to the envelope, every other local
+	 * socket's TCP to it is reset, so only the operation reaches it.
+	 */
+	int np_connect_family;
+	uint8_t np_connect_addr[16];
+	uint16_t np_connect_port;	/* host byte order */
 	uint64_t np_generation;		/* stored in the table's userdata */
 	const char *np_owner;		/* stored in the table's userdata (operation id,
 					   1-63 of [A-Za-z0-9_.:-]) */

@@ -290,7 +290,7 @@ seccomp_rule_not_in(scmp_filter_ctx ctx, const struct seccomp_profile_rule *r, i
 }
 
 /* Compile the selected rules into a libseccomp filter. */
-static int
+int
 seccomp_profile_compile(struct seccomp_profile *sp, char **cause)
 {
 	scmp_filter_ctx ctx;
@@ -363,6 +363,15 @@ int
 seccomp_profile_build_notify(struct json_object *policy, int force, int notify,
     struct seccomp_profile *sp, char **cause)
 {
+	if (seccomp_profile_plan_notify(policy, force, notify, sp, cause) != 0)
+		return -1;
+	return sp->sp_enabled ? seccomp_profile_compile(sp, cause) : 0;
+}
+
+int
+seccomp_profile_plan_notify(struct json_object *policy, int force, int notify,
+    struct seccomp_profile *sp, char **cause)
+{
 	memset(sp, 0, sizeof(*sp));
 	sp->sp_notify = notify;
 	sp->sp_notify_fd = -1;
@@ -390,9 +399,16 @@ seccomp_profile_build_notify(struct json_object *policy, int force, int notify,
 			util_cause(cause, "seccomp: too many rules");
 			return -1;
 		}
+		/* An unknown name must not quietly drop a rule: refused before anything starts. */
+		if (seccomp_syscall_resolve_name(seccomp_profile_default[i].spr_syscall) ==
+		    __NR_SCMP_ERROR) {
+			util_cause(cause, "seccomp: libseccomp does not know %s",
+			    seccomp_profile_default[i].spr_syscall);
+			return -1;
+		}
 		sp->sp_rules[sp->sp_nrules++] = seccomp_profile_default[i];
 	}
-	return seccomp_profile_compile(sp, cause);
+	return 0;
 }
 
 /* Release the compiled filter. */

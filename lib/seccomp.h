@@ -87,6 +87,14 @@ int seccomp_profile_build(struct json_object *policy, int force, struct seccomp_
  */
 int seccomp_profile_build_notify(struct json_object *policy, int force, int notify,
     struct seccomp_profile *sp, char **cause);
+/*
+ * The same without compiling (sp_ctx stays NULL): the rules are chosen and
+ * their names checked; seccomp_profile_compile makes the filter later
+ * (run.c compiles while boundaryd creates the operation).
+ */
+int seccomp_profile_plan_notify(struct json_object *policy, int force, int notify,
+    struct seccomp_profile *sp, char **cause);
+int seccomp_profile_compile(struct seccomp_profile *sp, char **cause);
 /* Whether this kernel and libseccomp have user notification. */
 int seccomp_profile_notify_available(void);
 void seccomp_profile_free(struct seccomp_profile *sp);

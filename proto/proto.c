@@ -159,6 +159,26 @@ static const struct schema_field mediator_authorize_params[] = {
 	{ "redirect_hop", SCHEMA_INT, 0, 0, 20, 0 },
 };
 
+/* A DNS answer the mediator's proxy resolved, to be leased (dnslease.c). */
+static const struct schema_field mediator_dns_params[] = {
+	{ "operation_id", SCHEMA_STRING, SCHEMA_REQUIRED, 1, 72, 0 },
+	{ "client_address", SCHEMA_STRING, SCHEMA_REQUIRED, 2, 64, 0 },
+	{ "qname", SCHEMA_STRING, SCHEMA_REQUIRED, 1, 253, 0 },
+	{ "qtype", SCHEMA_STRING, SCHEMA_REQUIRED, 1, 8, 0 },
+	{ "rcode", SCHEMA_INT, SCHEMA_REQUIRED, 0, 15, 0 },
+	{ "names", SCHEMA_STRING_ARRAY, SCHEMA_REQUIRED, 1, 8, 253 },
+	{ "addresses", SCHEMA_STRING_ARRAY, SCHEMA_REQUIRED, 0, 16, 64 },
+	{ "ttl", SCHEMA_INT, SCHEMA_REQUIRED, 0, 2147483647, 0 },
+};
+
+/* A CONNECT tunnel the mediator would open (dnslease.c). */
+static const struct schema_field mediator_connect_params[] = {
+	{ "operation_id", SCHEMA_STRING, SCHEMA_REQUIRED, 1, 72, 0 },
+	{ "host", SCHEMA_STRING, SCHEMA_REQUIRED, 1, 253, 0 },
+	{ "port", SCHEMA_INT, SCHEMA_REQUIRED, 1, 65535, 0 },
+	{ "addresses", SCHEMA_STRING_ARRAY, SCHEMA_REQUIRED, 0, 16, 64 },
+};
+
 /*
  * The access table. A method absent from a socket's mask is refused there;
  * PA_ANY_USER methods scope what they touch to the caller's uid. The last
@@ -213,6 +233,10 @@ static const struct proto_method_info proto_methods[PM__COUNT] = {
 	    PIO_DENY },
 	{ PM_MEDIATOR_AUTHORIZE, "mediator.authorize", PS_MEDIATOR, PA_MEDIATOR,
 	    mediator_authorize_params, nitems(mediator_authorize_params), PIO_DENY },
+	{ PM_MEDIATOR_DNS, "mediator.dns", PS_MEDIATOR, PA_MEDIATOR,
+	    mediator_dns_params, nitems(mediator_dns_params), PIO_DENY },
+	{ PM_MEDIATOR_CONNECT, "mediator.connect", PS_MEDIATOR, PA_MEDIATOR,
+	    mediator_connect_params, nitems(mediator_connect_params), PIO_DENY },
 };
 
 const struct proto_method_info *

@@ -257,6 +257,7 @@ struct netop_spec {
 	struct netpolicy ns_policy;
 	struct json_object *ns_policy_json;	/* as given, kept in the record */
 	struct json_object *ns_proxy;		/* stored for the mediator */
+	struct json_object *ns_dns;		/* the dns section, for the mediator's DNS proxy */
 	struct json_object *ns_warnings;	/* array of strings */
 	char ns_config_path[PATH_MAX];
 };
@@ -464,6 +465,20 @@ int netop_tuple_allowed(struct netop *no, int family, const uint8_t addr[16], ui
 void mediator_config(struct boundaryd *bd, struct op_reply *r);
 void mediator_authorize(struct boundaryd *bd, const struct peer *p, struct json_object *params,
     struct op_reply *r);
+
+/*
+ * Lease the exact tuple of ev for ttl seconds, or extend the lease that
+ * already holds it to whichever expiry is later (never shortened: another
+ * name may hold it). *lease_id names it. 0 once the kernel acknowledged.
+ */
+int netop_lease_tuple(struct netop *no, const struct np_event *ev, int64_t ttl, char *lease_id,
+    size_t lease_id_len, int *extended, char **cause);
+
+void netop_connect_token(struct boundaryd *bd, const char *opid, char out[65]);
+
+/* dnslease.c: DNS answers from the mediator's proxy become leases; CONNECT tunnels */
+void dnslease_answer(struct boundaryd *bd, struct json_object *params, struct op_reply *r);
+void dnslease_connect(struct boundaryd *bd, struct json_object *params, struct op_reply *r);
 
 /* operation.c helpers shared with netop.c */
 struct operation *operation_find(struct boundaryd *bd, const char *id);

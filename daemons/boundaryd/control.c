@@ -290,6 +290,12 @@ control_dispatch(struct conn *c, struct json_object *msg)
 	case PM_MEDIATOR_AUTHORIZE:
 		mediator_authorize(bd, &c->c_peer, req.pr_params, &r);
 		break;
+	case PM_MEDIATOR_DNS:
+		dnslease_answer(bd, req.pr_params, &r);
+		break;
+	case PM_MEDIATOR_CONNECT:
+		dnslease_connect(bd, req.pr_params, &r);
+		break;
 	case PM__COUNT:
 		r.or_code = PE_INTERNAL;
 		break;

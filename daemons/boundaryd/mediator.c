@@ -58,11 +58,22 @@ mediator_config(struct boundaryd *bd, struct op_reply *r)
 
 	TAILQ_FOREACH(op, &bd->bd_ops, op_entry) {
 		if (op->op_phase != OP_RUNNING || op->op_net == NULL || op->op_net->no_table_gone ||
-		    op->op_net->no_spec.ns_proxy == NULL)
+		    (op->op_net->no_spec.ns_proxy == NULL && op->op_net->no_spec.ns_dns == NULL))
 			continue;
 		struct json_object *o = json_object_new_object();
 		json_object_object_add(o, "operation_id", json_object_new_string(op->op_id));
 		json_object_object_add(o, "proxy", json_object_get(op->op_net->no_spec.ns_proxy));
+		json_object_object_add(o, "dns", json_object_get(op->op_net->no_spec.ns_dns));
+		const char *cl = op->op_net->no_spec.ns_dns != NULL ?
+		    schema_string(op->op_net->no_spec.ns_dns, "connect_listen") : NULL;
+		if (cl != NULL) {
+			char tok[65];
+			struct json_object *c = json_object_new_object();
+			netop_connect_token(bd, op->op_id, tok);
+			json_object_object_add(c, "listen", json_object_new_string(cl));
+			json_object_object_add(c, "token", json_object_new_string(tok));
+			json_object_object_add(o, "connect", c);
+		}
 		json_object_array_add(ops, o);
 	}
 	r->or_result = json_object_new_object();

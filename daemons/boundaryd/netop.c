@@ -27,6 +27,7 @@
 #include <sodium.h>
 
 #include "boundaryd.h"
+#include "dnspolicy.h"
 #include "frame.h"
 #include "log.h"
 #include "ocsf.h"
@@ -46,6 +47,7 @@
  * still takes the authority back.
  */
 #define NETOP_LEASE_GRACE_MS 2000
+#define NETOP_CONNECT_PORT 3128
 #define NETOP_BLOCKED_IN_RECORD 16	/* top destinations copied into the operation record */
 
 static void netop_lease_expire_cb(evutil_socket_t, short, void *);
@@ -178,6 +180,7 @@ netop_spec_free(struct netop_spec *s)
 	netpolicy_free(&s->ns_policy);
 	json_object_put(s->ns_policy_json);
 	json_object_put(s->ns_proxy);
+	json_object_put(s->ns_dns);
 	json_object_put(s->ns_warnings);
 	memset(s, 0, sizeof(*s));
 }
@@ -199,21 +202,35 @@ static const struct schema_field network_fields[] = {
 	{ "restricted_destinations", SCHEMA_STRING_ARRAY, 0, 0, NETPOLICY_MAX_RESTRICTED, 64 },
 };
 
-/* Parse a list of grant strings; hostnames become warnings and are skipped. */
+/*
+ * Parse a list of grant strings. With dns_allow (the allow list), hostname
+ * entries NAME,PROTO,PORT become dns.allow entries for the operation's DNS
+ * proxy; a bare hostname, or one elsewhere, is a warning and skipped.
+ */
 static int
 netop_parse_list(struct json_object *arr, struct np_grants *g, struct json_object *warnings,
-    const char *what, char **cause)
+    const char *what, struct json_object *dns_allow, char **cause)
 {
 	for (size_t i = 0; arr != NULL && i < json_object_array_length(arr); i++) {
 		const char *s = json_object_get_string(json_object_array_get_idx(arr, i));
 		int hostname = 0;
 		char *why = NULL;
+		if (dns_allow != NULL && dnspolicy_is_hostname_entry(s) && strchr(s, ',') != NULL) {
+			struct json_object *e = dnspolicy_entry_from_string(s, &why);
+			if (e == NULL) {
+				util_cause(cause, "%s: %s", what, why);
+				free(why);
+				return -1;
+			}
+			json_object_array_add(dns_allow, e);
+			continue;
+		}
 		if (netpolicy_parse_grant_string(s, g, &hostname, &why) == 0)
 			continue;
 		if (hostname) {
 			char w[256];
-			snprintf(w, sizeof(w), "%s: hostname %s skipped (destinations must be IP "
-			    "addresses or CIDRs)", what, s);
+			snprintf(w, sizeof(w), "%s: hostname %s skipped (an allowed hostname is "
+			    "NAME,PROTO,PORT; deny lists take addresses)", what, s);
 			json_object_array_add(warnings, json_object_new_string(w));
 			free(why);
 			continue;
@@ -247,13 +264,28 @@ netop_spec_from_params(struct json_object *net, struct netop_spec *s, char **cau
 		return -1;
 	}
 	s->ns_subject = NFT_SUBJECT_CGROUP;
+	struct json_object *dns_allow = json_object_new_array();
 	if (netop_parse_list(schema_child(net, "allow"), &s->ns_allow, s->ns_warnings,
-		"network.allow", cause) != 0 ||
+		"network.allow", dns_allow, cause) != 0 ||
 	    netop_parse_list(schema_child(net, "deny"), &s->ns_deny, s->ns_warnings,
-		"network.deny", cause) != 0 ||
+		"network.deny", NULL, cause) != 0 ||
 	    netop_parse_list(schema_child(net, "lease_scopes"), &s->ns_policy.np_lease_scopes,
-		s->ns_warnings, "network.lease_scopes", cause) != 0)
+		s->ns_warnings, "network.lease_scopes", NULL, cause) != 0) {
+		json_object_put(dns_allow);
 		return -1;
+	}
+	if (json_object_array_length(dns_allow) > DNSPOLICY_MAX_ENTRIES) {
+		json_object_put(dns_allow);
+		util_cause(cause, "network.allow: more than %d hostname entries", DNSPOLICY_MAX_ENTRIES);
+		return -1;
+	}
+	if (json_object_array_length(dns_allow) > 0) {
+		/* The listen address is chosen at attach (netop_dns_listen). */
+		s->ns_dns = json_object_new_object();
+		json_object_object_add(s->ns_dns, "allow", dns_allow);
+	} else {
+		json_object_put(dns_allow);
+	}
 	/* Keep the policy in the seed's shape, so the record reads like a config. */
 	pol = json_object_new_object();
 	scopes = json_object_new_array();
@@ -346,6 +378,7 @@ netop_spec_from_file(const char *path, struct netop_spec *s, char **cause,
 	memset(&cfg.nc_policy, 0, sizeof(cfg.nc_policy));
 	s->ns_policy_json = json_object_get(schema_child(obj, "policy"));
 	s->ns_proxy = cfg.nc_proxy ? json_object_get(cfg.nc_proxy) : NULL;
+	s->ns_dns = cfg.nc_dns ? json_object_get(cfg.nc_dns) : NULL;
 	util_strlcpy(s->ns_config_path, path, sizeof(s->ns_config_path));
 	if (cfg_out != NULL) {
 		memset(cfg_out, 0, sizeof(*cfg_out));
@@ -410,6 +443,16 @@ netop_fill_policy(struct netop *no, struct nft_policy *p, struct nft_elem *allow
 		p->np_src_family = no->no_spec.ns_src_family;
 		memcpy(p->np_src_addr, no->no_spec.ns_src_addr, 16);
 	}
+	/* The dns section was validated with the config; listen is an address and a port. */
+	if (no->no_spec.ns_dns != NULL &&
+	    netpolicy_parse_listen(schema_string(no->no_spec.ns_dns, "listen"), &p->np_dns_family,
+	    p->np_dns_addr, &p->np_dns_port) != 0)
+		p->np_dns_family = 0;
+	if (no->no_spec.ns_dns != NULL && p->np_subject == NFT_SUBJECT_CGROUP &&
+	    schema_string(no->no_spec.ns_dns, "connect_listen") != NULL &&
+	    netpolicy_parse_listen(schema_string(no->no_spec.ns_dns, "connect_listen"),
+	    &p->np_connect_family, p->np_connect_addr, &p->np_connect_port) != 0)
+		p->np_connect_family = 0;
 	p->np_mode = no->no_spec.ns_mode;
 	p->np_allow = allow;
 	p->np_nallow = nallow;
@@ -558,6 +601,7 @@ netop_record_json(struct netop *no, const char *state)
 	json_object_object_add(r, "envelope", netop_envelope_json(no));
 	json_object_object_add(r, "policy", json_object_get(no->no_spec.ns_policy_json));
 	json_object_object_add(r, "proxy", json_object_get(no->no_spec.ns_proxy));
+	json_object_object_add(r, "dns", json_object_get(no->no_spec.ns_dns));
 	json_object_object_add(r, "leases", netop_leases_json(no));
 	json_object_object_add(r, "warnings", json_object_get(no->no_spec.ns_warnings));
 	json_object_object_add(r, "config_path", no->no_spec.ns_config_path[0] ?
@@ -773,6 +817,82 @@ netop_alloc(struct operation *op)
 	return no;
 }
 
+/*
+ * A root_pid operation with hostname entries: its DNS proxy listens on
+ * 127.78.X.Y:5353 (X.Y from the operation id, the next free one among the
+ * running operations), the table DNATs the cgroup's port-53 traffic there,
+ * and an exact grant lets the redirected packets through the envelope (a
+ * loopback address is restricted, and only an exact grant reaches one).
+ */
+static int
+netop_dns_listen(struct operation *op, struct netop_spec *s, char **cause)
+{
+	uint32_t h = 2166136261u;
+	char listen[32];
+	uint8_t a[16];
+	int fam;
+	uint16_t port;
+
+	if (s->ns_dns == NULL || schema_string(s->ns_dns, "listen") != NULL)
+		return 0;
+	for (const char *p = op->op_id; *p != '\0'; p++)
+		h = (h ^ (uint8_t)*p) * 16777619u;
+	for (int tries = 0; tries < 256; tries++, h++) {
+		struct operation *o;
+		int used = 0;
+		snprintf(listen, sizeof(listen), "127.78.%u.%u:5353", (h >> 8) & 0xff,
+		    (h & 0xff) == 0 ? 1 : h & 0xff);
+		TAILQ_FOREACH(o, &op->op_bd->bd_ops, op_entry)
+			if (o != op && o->op_net != NULL && o->op_net->no_spec.ns_dns != NULL &&
+			    schema_string(o->op_net->no_spec.ns_dns, "listen") != NULL &&
+			    strcmp(schema_string(o->op_net->no_spec.ns_dns, "listen"), listen) == 0)
+				used = 1;
+		if (!used)
+			break;
+	}
+	json_object_object_add(s->ns_dns, "listen", json_object_new_string(listen));
+	if (netpolicy_parse_listen(listen, &fam, a, &port) != 0) {
+		util_cause(cause, "dns: no listen address");
+		return -1;
+	}
+	/* The CONNECT listener: the same address, port 3128, the operation's alone. */
+	char cl[32];
+	snprintf(cl, sizeof(cl), "%.*s:%d", (int)(strrchr(listen, ':') - listen), listen,
+	    NETOP_CONNECT_PORT);
+	json_object_object_add(s->ns_dns, "connect_listen", json_object_new_string(cl));
+	for (int i = 0; i < 3; i++) {
+		struct np_grant g = { .ng_dst = { .nr_family = fam }, .ng_proto = i == 0 ?
+			IPPROTO_UDP : IPPROTO_TCP, .ng_port_lo = i == 2 ? NETOP_CONNECT_PORT : port,
+			.ng_port_hi = i == 2 ? NETOP_CONNECT_PORT : port };
+		memcpy(g.ng_dst.nr_lo, a, 16);
+		memcpy(g.ng_dst.nr_hi, a, 16);
+		if (np_grants_add(&s->ns_allow, &g) != 0) {
+			util_cause(cause, "out of memory");
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/*
+ * The credential of an operation's CONNECT listener: a keyed BLAKE2b of
+ * its id under the state's table key, so it survives a restart without
+ * being stored, and no one without the key can compute another
+ * operation's. The kernel guard is what binds the listener to the
+ * operation; the token is the second lock (and never evidence).
+ */
+void
+netop_connect_token(struct boundaryd *bd, const char *opid, char out[65])
+{
+	unsigned char h[32];
+	char msg[128];
+	int n = snprintf(msg, sizeof(msg), "gensee-connect:%s", opid);
+
+	crypto_generichash(h, sizeof(h), (const unsigned char *)msg, (size_t)n, bd->bd_table_key,
+	    sizeof(bd->bd_table_key));
+	sodium_bin2hex(out, 65, h, sizeof(h));
+}
+
 struct netop *
 netop_attach(struct operation *op, struct netop_spec *s, int defer_envelope, char **cause)
 {
@@ -786,6 +906,8 @@ netop_attach(struct operation *op, struct netop_spec *s, int defer_envelope, cha
 		util_cause(cause, "a root_pid subject needs the operation's cgroup");
 		return NULL;
 	}
+	if (netop_dns_listen(op, s, cause) != 0)
+		return NULL;
 	if ((no = netop_alloc(op)) == NULL) {
 		util_cause(cause, "out of memory");
 		return NULL;
@@ -917,6 +1039,55 @@ netop_grant_lease(struct netop *no, const struct np_event *ev, int64_t ttl, char
 	}
 	netop_publish(no);
 	return l;
+}
+
+int
+netop_lease_tuple(struct netop *no, const struct np_event *ev, int64_t ttl, char *lease_id,
+    size_t lease_id_len, int *extended, char **cause)
+{
+	struct netop_lease *l;
+	int64_t expires = util_now_ms() + ttl * 1000;
+
+	*extended = 0;
+	TAILQ_FOREACH(l, &no->no_leases, nl_entry) {
+		const struct np_grant *g = &l->nl_grant;
+		if (g->ng_dst.nr_family == ev->ne_family && memcmp(g->ng_dst.nr_lo, ev->ne_addr, 16) == 0 &&
+		    memcmp(g->ng_dst.nr_hi, ev->ne_addr, 16) == 0 && g->ng_proto == ev->ne_proto &&
+		    g->ng_port_lo == ev->ne_port && g->ng_port_hi == ev->ne_port)
+			break;
+	}
+	if (l == NULL) {
+		if ((l = netop_grant_lease(no, ev, ttl, cause)) == NULL)
+			return -1;
+		util_strlcpy(lease_id, l->nl_id, lease_id_len);
+		return 0;
+	}
+	util_strlcpy(lease_id, l->nl_id, lease_id_len);
+	*extended = 1;
+	/*
+	 * Shared by two names: the later expiry wins, so one name's short TTL
+	 * never cuts the other's flows. The element is replaced (delete, then
+	 * add with the new kernel timeout) in one batch, so it never leaves.
+	 */
+	if (expires <= l->nl_expires_ms)
+		return 0;
+	struct nft_elem e;
+	netpolicy_grant_to_elem(&l->nl_grant, &e);
+	e.ne_timeout_ms = (uint32_t)(ttl * 1000 + NETOP_LEASE_GRACE_MS);
+	if (no->no_bd->bd_nft == NULL ||
+	    nft_elements_update(no->no_bd->bd_nft, no->no_table, no->no_generation + 1, &e, 1, &e, 1,
+		cause) != 0)
+		return -1; /* the old lease stays as it was: nothing widened */
+	no->no_generation++;
+	l->nl_expires_ms = expires;
+	struct timeval tv = { ttl, 0 };
+	if (evtimer_add(l->nl_ev, &tv) != 0) {
+		netop_remove_lease(no, l, "lease_revoked");
+		util_cause(cause, "cannot re-arm the lease timer");
+		return -1;
+	}
+	netop_publish(no);
+	return 0;
 }
 
 static void
@@ -1389,6 +1560,7 @@ netop_restore(struct operation *op, char **cause)
 			goto fail;
 	}
 	no->no_spec.ns_proxy = json_object_get(schema_child(rec, "proxy"));
+	no->no_spec.ns_dns = json_object_get(schema_child(rec, "dns"));
 	if (schema_child(rec, "warnings") != NULL) {
 		json_object_put(no->no_spec.ns_warnings);
 		no->no_spec.ns_warnings = json_object_get(schema_child(rec, "warnings"));

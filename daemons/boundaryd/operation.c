@@ -20,6 +20,7 @@
 
 #include <event2/event.h>
 #include <json-c/json.h>
+#include <sodium.h>
 
 #include "boundaryd.h"
 #include "log.h"
@@ -1856,6 +1857,20 @@ operation_create(struct boundaryd *bd, struct conn *conn, const struct peer *p, 
 		    json_object_new_string(op->op_net->no_table));
 		json_object_object_add(r->or_result, "network_generation",
 		    json_object_new_int64((int64_t)op->op_net->no_generation));
+		/* The CLI waits for the DNS proxy before it releases the agent. */
+		if (op->op_net->no_spec.ns_dns != NULL)
+			json_object_object_add(r->or_result, "dns_listen", json_object_get(
+			    schema_child(op->op_net->no_spec.ns_dns, "listen")));
+		/* The agent's HTTPS_PROXY: only to the operation's owner, never evidence. */
+		const char *cl = op->op_net->no_spec.ns_dns != NULL ?
+		    schema_string(op->op_net->no_spec.ns_dns, "connect_listen") : NULL;
+		if (cl != NULL) {
+			char tok[65], url[160];
+			netop_connect_token(bd, op->op_id, tok);
+			snprintf(url, sizeof(url), "http://gensee:%s@%s", tok, cl);
+			json_object_object_add(r->or_result, "proxy_url", json_object_new_string(url));
+			sodium_memzero(tok, sizeof(tok));
+		}
 	}
 	/*
 	 * With a sensor, hold the reply (and so the child) until sensord has

@@ -115,6 +115,8 @@ mediatord_lost(const char *why)
 	}
 	md.md_config_id = 0;
 	proxy_channel_lost(&md);
+	dns_channel_lost(&md);
+	connect_channel_lost(&md);
 	event_add(reconnect_ev, &tv);
 }
 
@@ -144,8 +146,13 @@ mediatord_dispatch(struct json_object *msg)
 			return;
 		}
 		proxy_apply_config(&md, schema_child(res, "operations"));
+		dns_apply_config(&md, schema_child(res, "operations"));
+		connect_apply_config(&md, schema_child(res, "operations"));
 		return;
 	}
+	if (dns_authorized(&md, id, res, err ? schema_string(err, "code") : NULL) ||
+	    connect_authorized(&md, id, res, err ? schema_string(err, "code") : NULL))
+		return;
 	proxy_authorized(&md, id, res, err ? schema_string(err, "code") : NULL);
 }
 
@@ -332,6 +339,9 @@ main(int argc, char **argv)
 		log_warnx("%s: not usable; names resolve from %s only", resolv, hosts);
 	if (evdns_base_load_hosts(md.md_dns, hosts) != 0)
 		log_warnx("%s: not loaded", hosts);
+	/* The DNS proxy's upstream: the first nameserver of the same file. */
+	if (dns_init(resolv) != 0)
+		log_warnx("%s: no nameserver; the DNS proxy answers SERVFAIL", resolv);
 	/*
 	 * TLS: OpenSSL reads its config and the CA bundle now. Peers are
 	 * verified against --ca-file alone (no default paths), TLS 1.2 and up.
@@ -373,6 +383,8 @@ main(int argc, char **argv)
 	event_base_dispatch(md.md_base);
 
 	proxy_free_all(&md);
+	dns_free_all(&md);
+	connect_free_all(&md);
 	if (md.md_chan != NULL)
 		bufferevent_free(md.md_chan);
 	event_free(reconnect_ev);

@@ -127,4 +127,19 @@ void proxy_mreq_free(struct mreq *mr);
 int redirect_wanted(const struct mreq *mr);
 void redirect_follow(struct mreq *mr, const char *location);
 
+/* dns.c: the per-operation DNS proxy (the config's dns section) */
+int dns_init(const char *resolv_conf);
+void dns_apply_config(struct mediatord *md, struct json_object *ops);
+int dns_authorized(struct mediatord *md, int64_t id, struct json_object *result,
+    const char *error_code);
+void dns_channel_lost(struct mediatord *md);
+void dns_free_all(struct mediatord *md);
+
+/* connect.c: the CONNECT egress of a gensee run operation that names hosts */
+void connect_apply_config(struct mediatord *md, struct json_object *ops);
+int connect_authorized(struct mediatord *md, int64_t id, struct json_object *result,
+    const char *error_code);
+void connect_channel_lost(struct mediatord *md);
+void connect_free_all(struct mediatord *md);
+
 #endif

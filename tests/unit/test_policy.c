@@ -340,7 +340,14 @@ START_TEST(test_parse_values)
 	parse_refused("linux.fanotify.rules", "~/.ssh/**");
 	parse_refused("linux.fanotify.rules", "{\"path\": \"~/.ssh/**\"}");
 	parse_refused("linux.fanotify.rules", "[{\"path\": \"~/.ssh/**\", \"action\": \"x\"}]");
-	/* A hostname is accepted and warned about. */
+	/* Hostname entries with a protocol and a port are enforced (DNS proxy): no warning. */
+	parses("linux.network.allow", "[\"api.example.com,tcp,443\", \"*.pypi.org,tcp,443\"]",
+	    "[\"api.example.com,tcp,443\",\"*.pypi.org,tcp,443\"]");
+	parse_refused("linux.network.allow", "[\"*.org,tcp,443\"]");
+	parse_refused("linux.network.allow", "[\"api.example.com,tcp,1-5\"]");
+	parse_refused("linux.network.allow", "[\"api.example.com,icmp,443\"]");
+	parse_refused("linux.network.allow", "[\"api..example.com,tcp,443\"]");
+	/* A bare hostname is accepted and warned about. */
 	got = parse("linux.network.allow", "api.example.com", w, &cause);
 	ck_assert_ptr_nonnull(got);
 	ck_assert_str_eq(got, "[\"api.example.com\"]");
@@ -606,6 +613,12 @@ START_TEST(test_host_narrows)
 	    "linux.network.allow", "[\"192.0.2.0/25,tcp,443\"]");
 	NARROW("{}", "{\"linux\": {\"network\": {\"allow\": [\"192.0.2.0/24\"]}}}",
 	    "linux.network.allow", "[]");
+	/* A hostname lies within a host hostname entry of its protocol and port. */
+	NARROW("{\"linux\": {\"network\": {\"allow\": [\"files.pypi.org,tcp,443\", "
+	    "\"*.a.pypi.org,tcp,443\", \"api.example.com,tcp,443\"]}}}",
+	    "{\"linux\": {\"network\": {\"allow\": [\"*.pypi.org,tcp,443\", "
+	    "\"api.example.com,tcp,443\"]}}}", "linux.network.allow",
+	    "[\"files.pypi.org,tcp,443\",\"*.a.pypi.org,tcp,443\",\"api.example.com,tcp,443\"]");
 	NARROW("{\"linux\": {\"landlock\": {\"read_write\": [\"/srv/work/a\"]}}}",
 	    "{\"linux\": {\"landlock\": {\"read_write\": [\"/srv/work\"]}}}",
 	    "linux.landlock.read_write", "[\"/srv/work/a\"]");
@@ -619,6 +632,16 @@ START_TEST(test_host_narrows)
 	narrow_refused("{\"linux\": {\"network\": {\"allow\": [\"192.0.2.1\"]}}}",
 	    "{\"linux\": {\"network\": {\"allow\": [\"192.0.2.0/24,tcp\"]}}}",
 	    "192.0.2.1 is outside");	/* no protocol: udp too, which the host does not allow */
+	/* Names: never under an address entry, another port, or a suffix that does not cover. */
+	narrow_refused("{\"linux\": {\"network\": {\"allow\": [\"api.example.com,tcp,443\"]}}}",
+	    "{\"linux\": {\"network\": {\"allow\": [\"0.0.0.0/0,tcp,443\"]}}}", "api.example.com");
+	narrow_refused("{\"linux\": {\"network\": {\"allow\": [\"api.example.com,tcp,80\"]}}}",
+	    "{\"linux\": {\"network\": {\"allow\": [\"api.example.com,tcp,443\"]}}}",
+	    "api.example.com");
+	narrow_refused("{\"linux\": {\"network\": {\"allow\": [\"pypi.org,tcp,443\"]}}}",
+	    "{\"linux\": {\"network\": {\"allow\": [\"*.pypi.org,tcp,443\"]}}}", "pypi.org");
+	narrow_refused("{\"linux\": {\"network\": {\"allow\": [\"*.pypi.org,tcp,443\"]}}}",
+	    "{\"linux\": {\"network\": {\"allow\": [\"files.pypi.org,tcp,443\"]}}}", "pypi.org");
 	narrow_refused("{\"linux\": {\"network\": {\"lease_scopes\": [\"192.0.2.1,tcp,22\"]}}}",
 	    "{\"linux\": {\"network\": {\"lease_scopes\": [\"192.0.2.1,tcp,443\"]}}}",
 	    "lease_scopes");

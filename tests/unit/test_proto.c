@@ -176,11 +176,12 @@ START_TEST(test_access_table)
 		ck_assert_int_eq(proto_authorized(m, PS_CLIENT, 1000), 1);
 		ck_assert_int_eq(proto_authorized(m, PS_CLIENT, 0), 1);
 		ck_assert_int_eq(proto_authorized(m, PS_BOUNDARY, 0), 1);
-		/* mediator.sock serves the mediator's two methods and nothing else. */
+		/* mediator.sock serves the mediator's methods and nothing else. */
 		ck_assert_int_eq(proto_authorized(m, PS_MEDIATOR, 999), 0);
 	}
 	/* The mediator's methods: mediator.sock only, not even root elsewhere. */
-	const char *med[] = { "mediator.config", "mediator.authorize" };
+	const char *med[] = { "mediator.config", "mediator.authorize", "mediator.dns",
+	    "mediator.connect" };
 	for (size_t i = 0; i < nitems(med); i++) {
 		const struct proto_method_info *m = proto_method_lookup(med[i]);
 		ck_assert_ptr_nonnull(m);
@@ -224,6 +225,8 @@ START_TEST(test_access_rows)
 		{ "operation.prune", PS_BOUNDARY, PA_ROOT },
 		{ "mediator.config", PS_MEDIATOR, PA_MEDIATOR },
 		{ "mediator.authorize", PS_MEDIATOR, PA_MEDIATOR },
+		{ "mediator.dns", PS_MEDIATOR, PA_MEDIATOR },
+		{ "mediator.connect", PS_MEDIATOR, PA_MEDIATOR },
 	};
 
 	ck_assert_int_eq(nitems(rows), PM__COUNT);
@@ -276,6 +279,8 @@ START_TEST(test_in_op_rows)
 		{ "operation.prune", PIO_DENY, PE_NOT_AUTHORIZED },
 		{ "mediator.config", PIO_DENY, PE_NOT_AUTHORIZED },
 		{ "mediator.authorize", PIO_DENY, PE_NOT_AUTHORIZED },
+		{ "mediator.dns", PIO_DENY, PE_NOT_AUTHORIZED },
+		{ "mediator.connect", PIO_DENY, PE_NOT_AUTHORIZED },
 	};
 
 	ck_assert_int_eq(nitems(rows), PM__COUNT);
