@@ -14,6 +14,11 @@ int cmd_run_network(int argc, char **argv);
 int cmd_run_fault(int argc, char **argv);
 int cmd_run_transaction(int argc, char **argv);
 int cmd_run_transaction_execute(int argc, char **argv);
+/* tclone.c: the tclone runtime (gensee-tcloned) */
+int cmd_tclone(int argc, char **argv);
+int cmd_tclone_sub(int argc, char **argv);
+int tclone_is_subcommand(const char *s);
+int tclone_wanted(int argc, char **argv);
 int cmd_debug(int argc, char **argv);
 int cmd_debug_fanotify(int argc, char **argv);
 int cmd_timeline(int argc, char **argv);

@@ -416,6 +416,8 @@ static const char run_usage_text[] =
 	    "                  -- CMD [ARGS...]\n"
 	    "       gensee run network inspect|event|revoke|transaction-* ... (see gensee run network --help)\n"
 	    "       gensee run fault (--socket PATH | --operation ID) --fault FILE\n"
+	    "       gensee run --runtime tclone ... -- CMD, gensee run list|fork|diff|merge|...\n"
+	    "                  (the tclone lifecycle: see gensee run list --help)\n"
 	    "At the timeout the tree gets SIGTERM, and SIGKILL after the kill grace\n"
 	    "(default 3 s).\n"
 	    "--json prints the run's JSON on stdout, alone: the command's stdout goes to\n"
@@ -940,6 +942,11 @@ cmd_run(int argc, char **argv)
 		return cmd_run_network(argc - 1, argv + 1);
 	if (argc >= 2 && strcmp(argv[1], "fault") == 0)
 		return cmd_run_fault(argc - 1, argv + 1);
+	/* The tclone lifecycle (cli/tclone.c); `gensee run -- list` still runs list. */
+	if (argc >= 2 && tclone_is_subcommand(argv[1]))
+		return cmd_tclone_sub(argc - 1, argv + 1);
+	if (tclone_wanted(argc, argv))
+		return cmd_tclone(argc, argv);
 	netspec_opts_init(&nso);
 	memset(&llo, 0, sizeof(llo));
 	memset(&mvo, 0, sizeof(mvo));

@@ -23,7 +23,8 @@
 /*
  * The daemons that answer on a socket of their own. gensee-sensord has
  * none: it is a client of boundaryd, whose system.status says whether it
- * is connected and with which sensors. gensee-tcloned is not built yet.
+ * is connected and with which sensors; gensee-tcloned (tclone.sock) with
+ * its snapshot backends and why live cloning is unavailable.
  */
 static const struct {
 	const char *name;
@@ -158,7 +159,7 @@ status_down(struct json_object *e, const char *fmt, ...)
  * with the reason, since that is what an administrator has to fix.
  */
 static struct json_object *
-status_daemon(const char *sock)
+status_daemon(const char *sock, const char *method)
 {
 	struct json_object *e = json_object_new_object(), *res;
 	struct client_error err;
@@ -185,8 +186,8 @@ status_daemon(const char *sock)
 		status_down(e, "close: %s", strerror(errno));
 		return e;
 	}
-	if (client_call(sock, "system.status", json_object_new_object(), &res, &err) != 0) {
-		status_down(e, "socket connects but system.status failed: %s: %s", err.ce_code,
+	if (client_call(sock, method, json_object_new_object(), &res, &err) != 0) {
+		status_down(e, "socket connects but %s failed: %s: %s", method, err.ce_code,
 		    err.ce_message);
 		client_error_clear(&err);
 		return e;
@@ -215,6 +216,14 @@ status_print_summary(struct json_object *st)
 		    (long long)schema_int(schema_child(st, "operations"), "active", 0));
 	if (rh != NULL)
 		printf(", recovery %s", rh);
+	if (schema_string(st, "backend") != NULL) {
+		struct json_object *b = schema_child(st, "backends");
+		printf(", snapshot backends");
+		for (size_t i = 0; b != NULL && i < json_object_array_length(b); i++)
+			printf("%s%s", i ? "," : " ", json_object_get_string(json_object_array_get_idx(b, i)));
+		printf(" (using %s), btrfs %s, live cloning unavailable: %s", schema_string(st, "backend"),
+		    schema_string(st, "btrfs"), schema_string(schema_child(st, "live_clone"), "reason"));
+	}
 	printf("\n");
 }
 
@@ -285,13 +294,12 @@ cmd_status(int argc, char **argv)
 	daemons = json_object_new_object();
 	for (size_t i = 0; i < sizeof(status_daemons) / sizeof(status_daemons[0]); i++)
 		json_object_object_add(daemons, status_daemons[i].name,
-		    status_daemon(status_daemons[i].socket));
+		    status_daemon(status_daemons[i].socket, "system.status"));
 	json_object_object_add(daemons, "gensee-sensord",
 	    status_sensord(schema_child(daemons, "gensee-boundaryd")));
 	status_daemon_view(host, daemons);
-	struct json_object *tc = json_object_new_object();
-	status_down(tc, "not built yet");
-	json_object_object_add(daemons, "gensee-tcloned", tc);
+	json_object_object_add(daemons, "gensee-tcloned", status_daemon("tclone.sock",
+	    "tclone.status"));
 	out = json_object_new_object();
 	json_object_object_add(out, "host", host);
 	json_object_object_add(out, "daemons", daemons);

@@ -5,7 +5,10 @@
 
 _gensee_opts_run='--timeout --kill-grace --json --quiet --sandbox --allow-net --deny-net --deny-all --monitor
   --lease-scope --max-lease-ttl --network-config --linux-seccomp --no-linux-seccomp
-  --linux-landlock-ro --linux-landlock-rw --allow-unix --linux-fanotify --linux-network --help'
+  --linux-landlock-ro --linux-landlock-rw --allow-unix --linux-fanotify --linux-network --help
+  --runtime --observe-only --name --detach'
+# The tclone lifecycle (cli/tclone.c): gensee run SUBCOMMAND ...
+_gensee_tclone_subs='list fork diff summary compare merge choose switch keep discard delete attach send exec shell'
 
 _gensee()
 {
@@ -32,7 +35,8 @@ _gensee()
 				--max-lease-ttl | --network-config | --linux-landlock-ro | \
 				--linux-landlock-rw | --allow-unix | --pid | --duration-seconds | \
 				--operation | --session-id | --allow | --deny | --seconds | --events | \
-				--socket | --event | --lease | --fault | --older-than | --keep) ;;
+				--socket | --event | --lease | --fault | --older-than | --keep | \
+				--runtime | --name | --copies | --approach | --into | --to | --attach | --tmux) ;;
 				*) sub=${words[i]} ;;
 				esac
 			fi
@@ -52,6 +56,21 @@ _gensee()
 	case $prev in
 	--sandbox)
 		COMPREPLY=($(compgen -W 'linux' -- "$cur"))
+		return 0
+		;;
+	--runtime)
+		COMPREPLY=($(compgen -W 'tclone' -- "$cur"))
+		return 0
+		;;
+	--attach | --tmux)
+		COMPREPLY=($(compgen -W 'tmux:right right' -- "$cur"))
+		return 0
+		;;
+	--to)
+		COMPREPLY=($(compgen -d -- "$cur"))
+		return 0
+		;;
+	--into | --name | --copies | --approach)
 		return 0
 		;;
 	--network-config | --linux-landlock-ro | --linux-landlock-rw | --allow-unix | --fault | \
@@ -84,7 +103,14 @@ _gensee()
 				--json --help'
 			;;
 		fault) words_list='--socket --operation --fault --json --help' ;;
-		'') words_list="$_gensee_opts_run -- network fault" ;;
+		list | diff | summary | compare | switch | keep | discard | send | exec | shell)
+			words_list='--json --to --help' ;;
+		attach) words_list='--tmux --help' ;;
+		fork) words_list='--copies --name --approach --attach --json --help' ;;
+		merge) words_list='--into --git --filesystem --paths --dry-run --force --json --help' ;;
+		choose) words_list='--merge --promote --discard-all --json --help' ;;
+		delete) words_list='--all --json --help' ;;
+		'') words_list="$_gensee_opts_run -- network fault $_gensee_tclone_subs" ;;
 		*) words_list="$_gensee_opts_run --" ;;
 		esac
 		;;

@@ -14,7 +14,7 @@ import tempfile
 
 from harness import BUILD, SOURCE, check, main
 
-DAEMONS = ("gensee-boundaryd", "gensee-sensord", "gensee-httpmediatord")
+DAEMONS = ("gensee-boundaryd", "gensee-sensord", "gensee-httpmediatord", "gensee-tcloned")
 
 
 def introspect(section):
@@ -250,7 +250,9 @@ def man_pages_clean(env):
                                 long_options("daemons/sensord/sensord.c")),
              "gensee-httpmediatord": (os.path.join(d["mandir"], "man8",
                                                    "gensee-httpmediatord.8"),
-                                      long_options("daemons/httpmediatord/httpmediatord.c"))}
+                                      long_options("daemons/httpmediatord/httpmediatord.c")),
+             "gensee-tcloned": (os.path.join(d["mandir"], "man8", "gensee-tcloned.8"),
+                                long_options("daemons/tcloned/tcloned.c"))}
     for name, (page, opts) in pages.items():
         path = inst.path(page)
         check(len(opts) > 2, "%s: no options found in the source" % name)

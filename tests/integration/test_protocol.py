@@ -185,7 +185,8 @@ def binaries_hardened(env):
     have it (not with the sanitizers, whose interceptors it conflicts with)."""
     del env
     for rel in ("cli/gensee", "daemons/boundaryd/gensee-boundaryd",
-                "daemons/sensord/gensee-sensord", "daemons/httpmediatord/gensee-httpmediatord"):
+                "daemons/sensord/gensee-sensord", "daemons/httpmediatord/gensee-httpmediatord",
+                "daemons/tcloned/gensee-tcloned"):
         path = os.path.join(BUILD, rel)
 
         def readelf(*flags):

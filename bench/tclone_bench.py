@@ -1,0 +1,146 @@
+"""gensee-tcloned benchmarks, run by bench/run (root), or alone:
+`GENSEE_BUILD_ROOT=build python3 bench/tclone_bench.py`.
+
+On a 40,000-file workspace (400 directories of 100 files, 200 bytes each),
+median of 3 each, all in the same run:
+1. source start (the workspace snapshot, the namespaces, the operation, the
+   tmux session) against `cp -a` of the workspace, the peer every naive
+   fork pays;
+2. fork latency (`gensee run fork SRC --json`, the source having changed 100
+   files) against `cp -a` of the workspace;
+3. merge time of a fork that changed 100 files and added 100
+   (`gensee run merge --filesystem`) against `cp -a` of the workspace.
+Ratios are gensee / cp -a: below 1 is faster than copying.
+"""
+
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+DIRS, FILES = 400, 100
+AGENT = r"""
+case "$GENSEE_TCLONE_APPROACH" in
+  edit) i=0; while [ $i -lt 100 ]; do echo "fork $i" > "d$i/f0"; echo new > "d$i/new"; i=$((i+1)); done ;;
+  "") i=0; while [ $i -lt 100 ]; do echo "source $i" > "d$((i+200))/f1"; i=$((i+1)); done ;;
+esac
+echo x > "done-$GENSEE_RUN_ID"
+exec sleep 3600
+"""
+
+
+def make_workspace(uid, gid):
+    ws = tempfile.mkdtemp(prefix="gensee-bench-ws.", dir="/var/tmp")
+    blob = "x" * 199 + "\n"
+    for d in range(DIRS):
+        p = os.path.join(ws, "d%d" % d)
+        os.mkdir(p)
+        for f in range(FILES):
+            with open(os.path.join(p, "f%d" % f), "w") as fh:
+                fh.write(blob)
+    with open(os.path.join(ws, "agent.sh"), "w") as fh:
+        fh.write(AGENT)
+    subprocess.run(["chown", "-R", "%d:%d" % (uid, gid), ws], check=True)
+    os.chmod(ws, 0o755)
+    return ws
+
+
+def timed(fn):
+    t0 = time.monotonic()
+    out = fn()
+    return (time.monotonic() - t0) * 1000, out
+
+
+def cp_a(ws):
+    dst = tempfile.mkdtemp(prefix="gensee-bench-cp.", dir="/var/tmp")
+    shutil.rmtree(dst)
+    ms, _ = timed(lambda: subprocess.run(["cp", "-a", ws, dst], check=True))
+    shutil.rmtree(dst)
+    return ms
+
+
+def main(Env, build, top, results):
+    env = Env()
+    root = tempfile.mkdtemp(prefix="gensee-bench-tc.")
+    os.chmod(root, 0o700)
+    ws = None
+    tc = None
+    try:
+        env.start()
+        tc = subprocess.Popen([os.path.join(build, "daemons", "tcloned", "gensee-tcloned"),
+                               "--authority-root", root, "--runtime-dir", env.runtime],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        sock = os.path.join(env.runtime, "tclone.sock")
+        for _ in range(300):
+            if os.path.exists(sock):
+                break
+            time.sleep(0.05)
+        ws = make_workspace(env.uid, env.gid)
+
+        def g(*args):
+            r = env.gensee(*args, cwd=ws, timeout=600)
+            if r.returncode not in (0, 1):
+                raise SystemExit("gensee %s: %s" % (" ".join(args), r.stderr))
+            return json.loads(r.stdout)
+
+        def wait_done(run):
+            for _ in range(1200):
+                d = g("run", "diff", run, "--json")
+                if any(c["path"] == "done-" + run for c in d["changes"]):
+                    return
+                time.sleep(0.25)
+            raise SystemExit("agent of %s did not finish" % run)
+
+        rows = {"source_start": [], "fork": [], "merge": [], "cp_a": []}
+        for _ in range(3):
+            rows["cp_a"].append(cp_a(ws))
+            ms, src = timed(lambda: g("run", "--runtime", "tclone", "--json", "--", "sh",
+                                      "agent.sh"))
+            rows["source_start"].append(ms)
+            sid = src["run_id"]
+            wait_done(sid)
+            ms, fk = timed(lambda: g("run", "fork", sid, "--approach", "edit", "--json"))
+            rows["fork"].append(ms)
+            fid = fk["forks"][0]["run_id"]
+            wait_done(fid)
+            ms, m = timed(lambda: g("run", "merge", fid, "--into", sid, "--filesystem", "--json"))
+            if m.get("status") != "merged":
+                raise SystemExit("merge did not merge: %r" % m)
+            rows["merge"].append(ms)
+            g("run", "delete", "--all")
+        med = {k: statistics.median(v) for k, v in rows.items()}
+        out = {"files": DIRS * FILES, "median_ms": med,
+               "ratio_to_cp_a": {k: med[k] / med["cp_a"] for k in ("source_start", "fork",
+                                                                   "merge")}}
+        results["tclone"] = out
+        print("tclone on a %d-file workspace (median of 3, ms; ratio to cp -a of it):" % (
+            DIRS * FILES))
+        print("  cp -a %.0f   source start %.0f (x%.2f)   fork %.0f (x%.2f)   merge %.0f (x%.2f)" % (
+            med["cp_a"], med["source_start"], out["ratio_to_cp_a"]["source_start"], med["fork"],
+            out["ratio_to_cp_a"]["fork"], med["merge"], out["ratio_to_cp_a"]["merge"]))
+        return out
+    finally:
+        if tc is not None:
+            tc.terminate()
+            tc.wait()
+        with open("/proc/self/mountinfo") as f:
+            mnts = [l.split()[4] for l in f if l.split()[4].startswith(root + "/")]
+        for m in sorted(mnts, key=len, reverse=True):
+            subprocess.run(["umount", "-l", m], check=False)
+        shutil.rmtree(root, ignore_errors=True)
+        if ws:
+            shutil.rmtree(ws, ignore_errors=True)
+        env.cleanup()
+
+
+if __name__ == "__main__":
+    top = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    build = os.environ.get("GENSEE_BUILD_ROOT") or os.path.join(top, "build")
+    os.environ["GENSEE_BUILD_ROOT"] = build
+    sys.path.insert(0, os.path.join(top, "tests", "integration"))
+    from harness import Env
+    main(Env, build, top, {})

@@ -1,0 +1,703 @@
+/*
+ * launch.c: snapshot mounts and the agent launcher of gensee-tcloned.
+ *
+ * An agent runs in its own mount, pid, uts and ipc namespaces. Its init
+ * (pid 1 there, a child of tcloned) is held on a pipe until boundaryd has
+ * created the operation around it (cgroup, network policy), exactly as
+ * `gensee run` holds its child; if the operation cannot be created the
+ * agent never runs. Then the init becomes the user (no capabilities,
+ * no_new_privs) and starts the agent in a `gensee-agent` tmux session.
+ *
+ * In the agent's mount namespace the run's snapshot is bound over the
+ * user's workspace path, a fresh /proc shows only its own processes, and
+ * the authority root's tclone/ directory is covered by an empty read-only
+ * tmpfs (it is root 0700 as well): the agent reaches its own snapshot
+ * through its workspace path and nothing else of tcloned's state.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <limits.h>
+#include <pwd.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <json-c/json.h>
+
+#include <seccomp.h> /* lib/seccomp.h, which includes libseccomp's */
+
+#include "landlock.h"
+#include "log.h"
+#include "proc.h"
+#include "proto.h"
+#include "safefs.h"
+#include "schema.h"
+#include "tcloned.h"
+#include "util.h"
+
+#define LAUNCH_EXIT_SETUP 125
+
+static int
+run_path(struct tcloned *t, const struct trun *r, const char *leaf, char *out, size_t len)
+{
+	return (size_t)snprintf(out, len, "%s/tclone/runs/%s/%s", t->td_root, r->tr_id, leaf) < len ?
+	    0 : -1;
+}
+
+/* 1 when the directory rel beneath the tclone dir is a mount point. */
+static int
+is_mounted(struct tcloned *t, const char *rel)
+{
+	char parent[PATH_MAX];
+	struct stat a, b;
+	const char *slash = strrchr(rel, '/');
+	int fd, pfd;
+
+	if (slash == NULL || (size_t)(slash - rel) >= sizeof(parent))
+		return 0;
+	memcpy(parent, rel, (size_t)(slash - rel));
+	parent[slash - rel] = '\0';
+	fd = safefs_opendir(t->td_tc_fd, rel);
+	pfd = safefs_opendir(t->td_tc_fd, parent);
+	int rv = fd >= 0 && pfd >= 0 && fstat(fd, &a) == 0 && fstat(pfd, &b) == 0 &&
+	    a.st_dev != b.st_dev;
+	if (fd >= 0)
+		close(fd);
+	if (pfd >= 0)
+		close(pfd);
+	return rv;
+}
+
+static int
+overlay_mount(struct tcloned *t, const struct trun *r, const char *target, int with_upper,
+    char **cause)
+{
+	char opts[4096], lower[3200], path[PATH_MAX];
+	size_t o = 0;
+	int n;
+
+	lower[0] = '\0';
+	for (int i = 0; i < r->tr_nlayers; i++) {
+		n = snprintf(lower + o, sizeof(lower) - o, "%s%s/tclone/layers/%s", i ? ":" : "",
+		    t->td_root, r->tr_layers[i]);
+		if (n < 0 || (size_t)n >= sizeof(lower) - o) {
+			util_cause(cause, "too many layers for one mount");
+			return -1;
+		}
+		o += (size_t)n;
+	}
+	if (with_upper) {
+		char up[PATH_MAX], work[PATH_MAX];
+		if (run_path(t, r, "upper", up, sizeof(up)) != 0 ||
+		    run_path(t, r, "work", work, sizeof(work)) != 0)
+			return -1;
+		n = snprintf(opts, sizeof(opts), "lowerdir=%s,upperdir=%s,workdir=%s", lower, up,
+		    work);
+	} else {
+		n = snprintf(opts, sizeof(opts), "lowerdir=%s", lower);
+	}
+	if (n < 0 || (size_t)n >= sizeof(opts) || run_path(t, r, target, path, sizeof(path)) != 0) {
+		util_cause(cause, "overlay options too long");
+		return -1;
+	}
+	/*
+	 * No redirects or metacopy: a renamed directory is copied up whole,
+	 * so an upper layer is self-contained when a fork takes it as a lower.
+	 */
+	char full[4200];
+	snprintf(full, sizeof(full), "%s,redirect_dir=off,metacopy=off,index=off", opts);
+	if (mount("gensee-tclone", path, "overlay", MS_NOSUID | MS_NODEV |
+	    (with_upper ? 0 : MS_RDONLY), full) != 0 &&
+	    mount("gensee-tclone", path, "overlay", MS_NOSUID | MS_NODEV |
+	    (with_upper ? 0 : MS_RDONLY), opts) != 0) {
+		util_cause(cause, "mount overlay on %s: %s", path, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+int
+launch_mount(struct tcloned *t, struct trun *r, char **cause)
+{
+	char rel[128];
+
+	if (strcmp(r->tr_backend, "overlay") != 0)
+		return 0;
+	snprintf(rel, sizeof(rel), "runs/%s/ws", r->tr_id);
+	if (!is_mounted(t, rel) && overlay_mount(t, r, "ws", 1, cause) != 0)
+		return -1;
+	if (r->tr_nlayers >= 2) {
+		snprintf(rel, sizeof(rel), "runs/%s/base", r->tr_id);
+		if (!is_mounted(t, rel) && overlay_mount(t, r, "base", 0, cause) != 0)
+			return -1;
+	}
+	return 0;
+}
+
+int
+launch_unmount(struct tcloned *t, struct trun *r)
+{
+	char path[PATH_MAX];
+	int rv = 0;
+
+	if (strcmp(r->tr_backend, "overlay") != 0)
+		return 0;
+	const char *leaves[] = { "ws", "base" };
+	for (size_t i = 0; i < nitems(leaves); i++) {
+		char rel[128];
+		snprintf(rel, sizeof(rel), "runs/%s/%s", r->tr_id, leaves[i]);
+		if (!is_mounted(t, rel))
+			continue;
+		if (run_path(t, r, leaves[i], path, sizeof(path)) != 0 ||
+		    umount2(path, UMOUNT_NOFOLLOW) != 0) {
+			/* Busy (someone's cwd): detach it, it goes when unused. */
+			if (umount2(path, MNT_DETACH | UMOUNT_NOFOLLOW) != 0) {
+				log_warn("umount %s", path);
+				rv = -1;
+			}
+		}
+	}
+	return rv;
+}
+
+int
+launch_base_path(struct tcloned *t, struct trun *r, char *out, size_t len, char **cause)
+{
+	int n;
+
+	if (strcmp(r->tr_backend, "overlay") == 0 && r->tr_nlayers == 1)
+		n = snprintf(out, len, "layers/%s", r->tr_layers[0]);
+	else
+		n = snprintf(out, len, "runs/%s/base", r->tr_id);
+	if (n < 0 || (size_t)n >= len) {
+		util_cause(cause, "path too long");
+		return -1;
+	}
+	(void)t;
+	return 0;
+}
+
+int
+launch_runtime_dir(struct tcloned *t, struct trun *r, char **cause)
+{
+	char rel[128];
+
+	snprintf(rel, sizeof(rel), "tclone/%s", r->tr_id);
+	if (safefs_mkdirs(t->td_runtime_fd, rel, 0700) != 0 ||
+	    fchownat(t->td_runtime_fd, rel, r->tr_uid, r->tr_gid, AT_SYMLINK_NOFOLLOW) != 0 ||
+	    fchmodat(t->td_runtime_fd, rel, 0700, 0) != 0) {
+		util_cause(cause, "%s/%s: %s", t->td_runtime, rel, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+void
+launch_runtime_remove(struct tcloned *t, struct trun *r)
+{
+	int fd = safefs_opendir(t->td_runtime_fd, "tclone");
+
+	/* Flat: the tmux socket and the context file. */
+	if (fd >= 0) {
+		if (safefs_remove_dir(fd, r->tr_id) != 0 && errno != ENOENT)
+			log_warn("%s/tclone/%s", t->td_runtime, r->tr_id);
+		close(fd);
+	}
+}
+
+/* Write the run's context (who it is, what it came from) for the agent: 0600, the user's. */
+static int
+write_context(struct tcloned *t, struct trun *r, const char *context, char **cause)
+{
+	char rel[160];
+	int fd;
+
+	snprintf(rel, sizeof(rel), "tclone/%s/context.json", r->tr_id);
+	unlinkat(t->td_runtime_fd, rel, 0);
+	fd = safefs_openat(t->td_runtime_fd, rel, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0 || util_write_all(fd, context, strlen(context)) != 0 ||
+	    fchown(fd, r->tr_uid, r->tr_gid) != 0) {
+		util_cause(cause, "%s: %s", rel, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	close(fd);
+	return 0;
+}
+
+/* mkdir -p path as root (0755 components), in the agent's namespace only. */
+static int
+mkdirs_root(const char *path)
+{
+	char buf[PATH_MAX];
+
+	if (util_strlcpy(buf, path, sizeof(buf)) >= sizeof(buf) || buf[0] != '/')
+		return -1;
+	for (char *p = buf + 1;; p++) {
+		if (*p == '/' || *p == '\0') {
+			char c = *p;
+			*p = '\0';
+			if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+				return -1;
+			*p = c;
+			if (c == '\0')
+				return 0;
+		}
+	}
+}
+
+/*
+ * Cover dir with an empty tmpfs (in the agent's mount namespace), then
+ * bind keep (held open as keepfd) back at its path if it lies below dir.
+ */
+static int
+cover(const char *dir, const char *opts, const char *keep, int keepfd)
+{
+	char fdpath[64];
+
+	if (mount("gensee-tclone-private", dir, "tmpfs", MS_NOSUID | MS_NODEV, opts) != 0)
+		return -1;
+	if (!util_path_below(keep, dir))
+		return 0;
+	if (mkdirs_root(keep) != 0)
+		return -1;
+	snprintf(fdpath, sizeof(fdpath), "/proc/self/fd/%d", keepfd);
+	return mount(fdpath, keep, NULL, MS_BIND | MS_REC, NULL);
+}
+
+static void __attribute__((noreturn))
+child_fail(int st, const char *what, const char *arg)
+{
+	char buf[256];
+	int n = snprintf(buf, sizeof(buf), "%s%s: %s", what, arg, strerror(errno));
+
+	if (n > 0 && write(st, buf, (size_t)n < sizeof(buf) ? (size_t)n : sizeof(buf) - 1) < 0)
+		_exit(LAUNCH_EXIT_SETUP);
+	_exit(LAUNCH_EXIT_SETUP);
+}
+
+static int
+env_add(char **env, size_t *n, size_t max, const char *k, const char *v)
+{
+	char *s;
+
+	if (*n + 1 >= max || v == NULL || asprintf(&s, "%s=%s", k, v) < 0)
+		return -1;
+	env[(*n)++] = s;
+	env[*n] = NULL;
+	return 0;
+}
+
+/*
+ * The namespace init. Never returns. Everything before the go line runs
+ * as root in the new namespaces; nothing of the agent's runs before it.
+ */
+static void __attribute__((noreturn))
+launch_child(struct tcloned *t, struct trun *r, int go, int st, struct seccomp_profile *sp,
+    struct landlock_plan *lp)
+{
+	int llfd = -1;
+	char ws[PATH_MAX], tc[PATH_MAX], sock[PATH_MAX], ctx[PATH_MAX], buf[128];
+	char rundir[PATH_MAX], rt[PATH_MAX], fdpath[64];
+	char *env[32], **argv;
+	size_t ne = 0, got = 0, na;
+	struct passwd *pw;
+	sigset_t none;
+
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	for (int s = 1; s < NSIG; s++)
+		if (s != SIGKILL && s != SIGSTOP)
+			signal(s, SIG_DFL);
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	errno = ENAMETOOLONG;
+	if (run_path(t, r, "ws", ws, sizeof(ws)) != 0 ||
+	    (size_t)snprintf(tc, sizeof(tc), "%s/tclone", t->td_root) >= sizeof(tc) ||
+	    (size_t)snprintf(sock, sizeof(sock), "%s/tclone/%s/tmux.sock", t->td_runtime,
+	    r->tr_id) >= sizeof(sock) ||
+	    (size_t)snprintf(ctx, sizeof(ctx), "%s/tclone/%s/context.json", t->td_runtime,
+	    r->tr_id) >= sizeof(ctx) ||
+	    (size_t)snprintf(rundir, sizeof(rundir), "%s/tclone/%s", t->td_runtime, r->tr_id) >=
+	    sizeof(rundir) ||
+	    (size_t)snprintf(rt, sizeof(rt), "%s/tclone", t->td_runtime) >= sizeof(rt))
+		child_fail(st, "paths", "");
+	/* Nothing mounted here leaks back to the host: private propagation first. */
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0)
+		child_fail(st, "make / private", "");
+	/* What the agent keeps, held open before anything is covered. */
+	int wsfd = open(ws, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	int rdfd = open(rundir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	int rtfd = open(t->td_runtime, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (wsfd < 0 || rdfd < 0 || rtfd < 0)
+		child_fail(st, "open the snapshot and run directory", "");
+	if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) != 0)
+		child_fail(st, "mount /proc", "");
+	/* Threat: the agent reading other runs' snapshots or tcloned's records. */
+	if (!util_path_below(tc, "/tmp") && mount("gensee-tclone-hidden", tc, "tmpfs",
+	    MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=4k,mode=000") != 0)
+		child_fail(st, "cover ", tc);
+	/*
+	 * A private /tmp (1777): no other run's or the host user's sockets
+	 * and files there (the host user's tmux server, say). The runtime dir
+	 * (gensee's sockets) and the workspace are bound back if below it.
+	 */
+	if (cover("/tmp", "mode=1777", t->td_runtime, rtfd) != 0)
+		child_fail(st, "private /tmp", "");
+	/*
+	 * Threat: an agent driving another run's tmux server (its source's, a
+	 * sibling's: the same uid owns them all) to act inside that run. Only
+	 * its own run directory stays visible under RUNTIME/tclone.
+	 */
+	if (cover(rt, "mode=0755", rundir, rdfd) != 0)
+		child_fail(st, "cover ", rt);
+	close(rtfd);
+	if (util_path_below(r->tr_workspace, "/tmp") && mkdirs_root(r->tr_workspace) != 0)
+		child_fail(st, "make ", r->tr_workspace);
+	snprintf(fdpath, sizeof(fdpath), "/proc/self/fd/%d", wsfd);
+	if (mount(fdpath, r->tr_workspace, NULL, MS_BIND | MS_REC, NULL) != 0)
+		child_fail(st, "bind the snapshot over ", r->tr_workspace);
+	close(wsfd);
+	close(rdfd);
+	/* The Landlock rules name the agent's view: prepared after the mounts, as root. */
+	{
+		char *lcause = NULL;
+		if (landlock_plan_prepare(lp, &llfd, NULL, &lcause) != 0)
+			child_fail(st, "landlock: ", lcause != NULL ? lcause : "");
+	}
+	if (sethostname("gensee-tclone", strlen("gensee-tclone")) != 0)
+		child_fail(st, "sethostname", "");
+	/* Held until boundaryd has made the operation. */
+	while (got < sizeof(buf) - 1) {
+		ssize_t n = read(go, buf + got, sizeof(buf) - 1 - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+		if (memchr(buf, '\n', got) != NULL)
+			break;
+	}
+	buf[got] = '\0';
+	char *nl = strchr(buf, '\n');
+	if (nl == NULL)
+		_exit(LAUNCH_EXIT_SETUP);	/* no operation: never run unsupervised */
+	*nl = '\0';
+	close(go);
+	pw = getpwuid(r->tr_uid);
+	env[0] = NULL;
+	if (env_add(env, &ne, nitems(env), "PATH", "/usr/local/bin:/usr/bin:/bin") != 0 ||
+	    env_add(env, &ne, nitems(env), "HOME", pw != NULL ? pw->pw_dir : "/") != 0 ||
+	    env_add(env, &ne, nitems(env), "USER", pw != NULL ? pw->pw_name : "agent") != 0 ||
+	    env_add(env, &ne, nitems(env), "TERM", "xterm-256color") != 0 ||
+	    env_add(env, &ne, nitems(env), "LANG", "C.UTF-8") != 0 ||
+	    env_add(env, &ne, nitems(env), "GENSEE_OPERATION_ID", buf) != 0 ||
+	    env_add(env, &ne, nitems(env), "GENSEE_RUN_ID", r->tr_id) != 0 ||
+	    env_add(env, &ne, nitems(env), "GENSEE_WORKSPACE", r->tr_workspace) != 0 ||
+	    env_add(env, &ne, nitems(env), "GENSEE_TCLONE_ROLE", r->tr_role) != 0 ||
+	    env_add(env, &ne, nitems(env), "GENSEE_TCLONE_CONTEXT", ctx) != 0)
+		child_fail(st, "environment", "");
+	if (r->tr_source[0] != '\0' &&
+	    env_add(env, &ne, nitems(env), "GENSEE_TCLONE_SOURCE", r->tr_source) != 0)
+		child_fail(st, "environment", "");
+	if (r->tr_approach[0] != '\0' &&
+	    env_add(env, &ne, nitems(env), "GENSEE_TCLONE_APPROACH", r->tr_approach) != 0)
+		child_fail(st, "environment", "");
+	if (r->tr_observe_only &&
+	    env_add(env, &ne, nitems(env), "GENSEE_TCLONE_OBSERVE_ONLY", "1") != 0)
+		child_fail(st, "environment", "");
+	na = json_object_array_length(r->tr_argv);
+	argv = calloc(na + 16, sizeof(*argv));
+	if (argv == NULL)
+		child_fail(st, "out of memory", "");
+	size_t k = 0;
+	argv[k++] = "tmux";
+	argv[k++] = "-S";
+	argv[k++] = sock;
+	argv[k++] = "-f";
+	argv[k++] = "/dev/null";
+	argv[k++] = "new-session";
+	argv[k++] = "-d";
+	argv[k++] = "-s";
+	argv[k++] = TCLONED_SESSION;
+	argv[k++] = "-x";
+	argv[k++] = "200";
+	argv[k++] = "-y";
+	argv[k++] = "50";
+	argv[k++] = "--";
+	for (size_t i = 0; i < na; i++)
+		argv[k++] = (char *)json_object_get_string(json_object_array_get_idx(r->tr_argv, i));
+	argv[k] = NULL;
+	/* The user's identity, for good: no groups of root's, no way back, no gain at exec. */
+	if (setgroups(0, NULL) != 0 || setresgid(r->tr_gid, r->tr_gid, r->tr_gid) != 0 ||
+	    setresuid(r->tr_uid, r->tr_uid, r->tr_uid) != 0 ||
+	    prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
+		child_fail(st, "dropping to the user", "");
+	if (r->tr_uid != 0 && (setuid(0) == 0 || geteuid() == 0))
+		_exit(LAUNCH_EXIT_SETUP);
+	/*
+	 * The default hard-deny profile of --sandbox linux (ptrace, bpf,
+	 * modules, the mount API and new namespaces, non-native ABIs), last,
+	 * so nothing of this setup is refused. Threat: the agent making a
+	 * user namespace to mount over its view, or tracing its siblings.
+	 */
+	/*
+	 * Landlock (the default plan of --sandbox linux: read everywhere,
+	 * write the workspace, the private /tmp, the run directory, caches
+	 * and --linux-landlock-rw paths), then seccomp last.
+	 */
+	{
+		char *scause = NULL;
+		if (llfd >= 0 && landlock_plan_restrict(llfd, &scause) != 0)
+			child_fail(st, "landlock: ", scause != NULL ? scause : "");
+		if (seccomp_profile_load(sp, &scause) != 0)
+			child_fail(st, "seccomp: ", scause != NULL ? scause : "");
+	}
+	if (chdir(r->tr_workspace) != 0)
+		child_fail(st, "chdir ", r->tr_workspace);
+	close(st);
+	prctl(PR_SET_PDEATHSIG, 0);
+	pid_t tm = fork();
+	if (tm < 0)
+		_exit(LAUNCH_EXIT_SETUP);
+	if (tm == 0) {
+		execve("/usr/bin/tmux", argv, env);
+		_exit(127);
+	}
+	/* pid 1 of the namespace: reap until the session (the tmux server) is gone. */
+	int status, rc = 0;
+	for (;;) {
+		pid_t w = waitpid(-1, &status, 0);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		if (w == tm && (!WIFEXITED(status) || WEXITSTATUS(status) != 0))
+			rc = WIFEXITED(status) ? WEXITSTATUS(status) : LAUNCH_EXIT_SETUP;
+	}
+	_exit(rc);
+}
+
+int
+launch_agent(struct tcloned *t, struct trun *r, const char *context, char **cause)
+{
+	int go[2], st[2];
+	struct proc_stat ps;
+	struct json_object *params, *res = NULL;
+	char code[64];
+	pid_t pid;
+
+	if (launch_runtime_dir(t, r, cause) != 0 || write_context(t, r, context, cause) != 0)
+		return -1;
+	struct seccomp_profile sp;
+	struct landlock_plan lp;
+	struct landlock_opts lo;
+	char rundir[PATH_MAX];
+	const char *why = NULL;
+	struct passwd *pw = getpwuid(r->tr_uid);
+	int abi = landlock_abi(&why);
+
+	memset(&sp, 0, sizeof(sp));
+	sp.sp_notify_fd = -1;
+	memset(&lo, 0, sizeof(lo));
+	if ((size_t)snprintf(rundir, sizeof(rundir), "%s/tclone/%s", t->td_runtime, r->tr_id) >=
+	    sizeof(rundir)) {
+		util_cause(cause, "runtime path too long");
+		return -1;
+	}
+	lo.lo_workspace = r->tr_workspace;
+	lo.lo_home = pw != NULL ? pw->pw_dir : NULL;
+	lo.lo_tmpdir = "/tmp";
+	lo.lo_rw[lo.lo_nrw++] = rundir;
+	for (size_t i = 0; r->tr_landlock_rw != NULL && i < json_object_array_length(r->tr_landlock_rw) &&
+	    lo.lo_nrw < nitems(lo.lo_rw); i++)
+		lo.lo_rw[lo.lo_nrw++] = json_object_get_string(json_object_array_get_idx(r->tr_landlock_rw, i));
+	if (landlock_plan_build(NULL, &lo, abi, why, &lp, cause) != 0)
+		return -1;
+	if (seccomp_profile_build(NULL, SECCOMP_PROFILE_FORCE_ON, &sp, cause) != 0) {
+		landlock_plan_free(&lp);
+		return -1;
+	}
+	if (pipe2(go, O_CLOEXEC) != 0 || pipe2(st, O_CLOEXEC) != 0) {
+		util_cause(cause, "pipe: %s", strerror(errno));
+		seccomp_profile_free(&sp);
+		landlock_plan_free(&lp);
+		return -1;
+	}
+	pid = (pid_t)syscall(SYS_clone, CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWUTS | CLONE_NEWIPC |
+	    SIGCHLD, NULL, NULL, NULL, 0);
+	if (pid < 0) {
+		util_cause(cause, "clone: %s", strerror(errno));
+		close(go[0]);
+		close(go[1]);
+		close(st[0]);
+		close(st[1]);
+		seccomp_profile_free(&sp);
+		landlock_plan_free(&lp);
+		return -1;
+	}
+	if (pid == 0) {
+		close(go[1]);
+		close(st[0]);
+		launch_child(t, r, go[0], st[1], &sp, &lp);
+	}
+	seccomp_profile_free(&sp);
+	int llmode = lp.lp_mode;
+	landlock_plan_free(&lp);
+	{
+		struct json_object *c = json_object_new_object(), *ns = json_object_new_array();
+		const char *names[] = { "mnt", "pid", "uts", "ipc" };
+		for (size_t i = 0; i < nitems(names); i++)
+			json_object_array_add(ns, json_object_new_string(names[i]));
+		json_object_object_add(c, "namespaces", ns);
+		json_object_object_add(c, "seccomp", json_object_new_string("default deny profile"));
+		if (llmode == LANDLOCK_PLAN_REQUIRED)
+			json_object_object_add(c, "landlock", json_object_new_int(abi));
+		else
+			json_object_object_add(c, "landlock", json_object_new_string(why != NULL ? why :
+			    "not applied"));
+		json_object_object_add(c, "landlock_rw", r->tr_landlock_rw != NULL ?
+		    json_object_get(r->tr_landlock_rw) : json_object_new_array());
+		json_object_object_add(c, "no_new_privs", json_object_new_boolean(1));
+		json_object_object_add(c, "private_tmp", json_object_new_boolean(1));
+		json_object_object_add(c, "uid", json_object_new_int64(r->tr_uid));
+		json_object_object_add(r->tr_rec, "confinement", c);
+	}
+	close(go[0]);
+	close(st[1]);
+	r->tr_pid = pid;
+	if (proc_read_stat(pid, &ps) != 0) {
+		util_cause(cause, "the agent's init is gone: %s", strerror(errno));
+		goto fail;
+	}
+	r->tr_start_ticks = ps.ps_start_ticks;
+	params = json_object_new_object();
+	json_object_object_add(params, "pid", json_object_new_int(pid));
+	json_object_object_add(params, "start_time_ticks", json_object_new_int64((int64_t)ps.ps_start_ticks));
+	json_object_object_add(params, "source_run", json_object_new_string(TCLONED_NAME));
+	{
+		const char *a0 = json_object_get_string(json_object_array_get_idx(r->tr_argv, 0));
+		char cmd[300];
+		snprintf(cmd, sizeof(cmd), "tclone %s %s: %s", r->tr_role, r->tr_id, a0 ? a0 : "");
+		json_object_object_add(params, "command", json_object_new_string(cmd));
+	}
+	if (r->tr_network != NULL && !r->tr_observe_only)
+		json_object_object_add(params, "network", json_object_get(r->tr_network));
+	if (tcloned_bd_call(t, "operation.create", params, &res, code, sizeof(code), cause) != 0)
+		goto fail;
+	util_strlcpy(r->tr_op, schema_string(res, "operation_id") ? schema_string(res,
+	    "operation_id") : "", sizeof(r->tr_op));
+	json_object_put(res);
+	if (r->tr_op[0] == '\0') {
+		util_cause(cause, "boundaryd returned no operation id");
+		goto fail;
+	}
+	/* The child's setup before the go: a failure there is reported on st. */
+	{
+		char line[160];
+		int n = snprintf(line, sizeof(line), "%s\n", r->tr_op);
+		if (util_write_all(go[1], line, (size_t)n) != 0) {
+			util_cause(cause, "releasing the agent: %s", strerror(errno));
+			goto fail_op;
+		}
+	}
+	close(go[1]);
+	go[1] = -1;
+	{
+		char reason[256];
+		ssize_t n;
+		while ((n = read(st[0], reason, sizeof(reason) - 1)) < 0 && errno == EINTR)
+			;
+		close(st[0]);
+		st[0] = -1;
+		if (n > 0) {
+			reason[n] = '\0';
+			util_cause(cause, "agent setup: %s", reason);
+			goto fail_op;
+		}
+	}
+	util_strlcpy(r->tr_state, "running", sizeof(r->tr_state));
+	return 0;
+fail_op:
+	launch_end(t, r, 1);
+fail:
+	if (go[1] >= 0)
+		close(go[1]);
+	if (st[0] >= 0)
+		close(st[0]);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	r->tr_pid = 0;
+	return -1;
+}
+
+/* End the run's agent through boundaryd (it owns the cgroup): asked, or killed. */
+void
+launch_end(struct tcloned *t, struct trun *r, int kill_now)
+{
+	struct json_object *p, *res = NULL;
+	char *cause = NULL, code[64];
+
+	if (r->tr_op[0] == '\0' || r->tr_pid == 0)
+		return;
+	p = json_object_new_object();
+	json_object_object_add(p, "operation_id", json_object_new_string(r->tr_op));
+	if (kill_now)
+		json_object_object_add(p, "kill", json_object_new_boolean(1));
+	else
+		json_object_object_add(p, "grace_seconds", json_object_new_int(1));
+	if (tcloned_bd_call(t, "operation.end", p, &res, code, sizeof(code), &cause) != 0) {
+		log_warnx("ending %s (%s): %s", r->tr_id, r->tr_op, cause);
+		free(cause);
+	}
+	json_object_put(res);
+}
+
+void
+launch_reaped(struct tcloned *t, pid_t pid, int status)
+{
+	struct json_object *p, *res = NULL;
+	char *cause = NULL, code[64];
+
+	for (int i = 0; i < t->td_nruns; i++) {
+		struct trun *r = t->td_runs[i];
+		if (r->tr_pid != pid)
+			continue;
+		r->tr_pid = 0;
+		p = json_object_new_object();
+		json_object_object_add(p, "operation_id", json_object_new_string(r->tr_op));
+		if (WIFSIGNALED(status))
+			json_object_object_add(p, "exit_signal", json_object_new_int(WTERMSIG(status)));
+		else
+			json_object_object_add(p, "exit_code", json_object_new_int(WEXITSTATUS(status)));
+		/* The tree may outlive its init; the exit report is only recorded, with kill it ends. */
+		json_object_object_add(p, "kill", json_object_new_boolean(1));
+		if (tcloned_bd_call(t, "operation.end", p, &res, code, sizeof(code), &cause) != 0) {
+			log_info("exit of %s (%s): %s", r->tr_id, r->tr_op, cause);
+			free(cause);
+			cause = NULL;
+		}
+		json_object_put(res);
+		res = NULL;
+		if (strcmp(r->tr_state, "running") == 0) {
+			util_strlcpy(r->tr_state, "exited", sizeof(r->tr_state));
+			tcloned_history(t, r->tr_op, "end", "succeeded", r, r->tr_group, r->tr_uid,
+			    NULL);
+		}
+		if (tcloned_save(t, r, &cause) != 0) {
+			log_warnx("%s", cause);
+			free(cause);
+		}
+		return;
+	}
+}

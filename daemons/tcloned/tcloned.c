@@ -1,0 +1,823 @@
+/*
+ * tcloned.c: gensee-tcloned entry point, its socket, run records, the
+ * transaction history and the boundaryd channel.
+ *
+ * Requests are served one at a time, each on its own connection with a
+ * frame deadline (a stalled client is cut off after
+ * TCLONED_FRAME_DEADLINE_MS). A long merge delays the next request; it
+ * never lets one through unchecked.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <dirent.h>
+#include <grp.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/un.h>
+#include <sys/vfs.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <json-c/json.h>
+
+#include "frame.h"
+#include "ids.h"
+#include "log.h"
+#include "peer.h"
+#include "proto.h"
+#include "safefs.h"
+#include "schema.h"
+#include "tcloned.h"
+#include "util.h"
+
+#ifndef BTRFS_SUPER_MAGIC
+#define BTRFS_SUPER_MAGIC 0x9123683E
+#endif
+
+static struct tcloned td;
+static volatile sig_atomic_t td_quit;
+
+static void __attribute__((noreturn))
+usage_to(int help)
+{
+	fprintf(help ? stdout : stderr, "usage: " TCLONED_NAME
+	    " [--authority-root DIR] [--runtime-dir DIR] [--cgroup-base NAME]\n"
+	    "       [--backend overlay|copy] [--debug] [--foreground]\n"
+	    "       " TCLONED_NAME " --help | --version\n");
+	exit(help ? 0 : 2);
+}
+
+/* -- the boundaryd channel: one connection per call, as root on boundary.sock -- */
+
+int
+tcloned_bd_call(struct tcloned *t, const char *method, struct json_object *params,
+    struct json_object **result, char *code, size_t codelen, char **cause)
+{
+	struct sockaddr_un sun;
+	struct json_object *req, *reply = NULL, *err, *res;
+	int fd, rv = -1;
+	static int64_t next_id;
+
+	*result = NULL;
+	if (code != NULL && codelen > 0)
+		code[0] = '\0';
+	memset(&sun, 0, sizeof(sun));
+	sun.sun_family = AF_UNIX;
+	if ((size_t)snprintf(sun.sun_path, sizeof(sun.sun_path), "%s/boundary.sock",
+	    t->td_runtime) >= sizeof(sun.sun_path)) {
+		json_object_put(params);
+		util_cause(cause, "runtime dir path too long");
+		return -1;
+	}
+	req = proto_request_new(++next_id, method, params);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&sun, sizeof(sun)) != 0) {
+		util_cause(cause, "boundaryd unavailable (%s): %s", sun.sun_path, strerror(errno));
+		if (code != NULL)
+			util_strlcpy(code, "boundaryd_unavailable", codelen);
+		goto out;
+	}
+	if (frame_write_fd(fd, req, cause) != 0 ||
+	    frame_read_fd(fd, FRAME_MAX_DEFAULT, TCLONED_BD_TIMEOUT_MS, &reply, cause) != 0) {
+		if (code != NULL)
+			util_strlcpy(code, "boundaryd_unavailable", codelen);
+		goto out;
+	}
+	if ((err = schema_child(reply, "error")) != NULL) {
+		const char *c = schema_string(err, "code"), *m = schema_string(err, "message");
+		util_cause(cause, "%s: %s: %s", method, c ? c : "error", m ? m : "");
+		if (code != NULL)
+			util_strlcpy(code, c ? c : PE_INTERNAL, codelen);
+		goto out;
+	}
+	res = schema_child(reply, "result");
+	if (res == NULL || !json_object_is_type(res, json_type_object)) {
+		util_cause(cause, "%s: no result from boundaryd", method);
+		goto out;
+	}
+	*result = json_object_get(res);
+	rv = 0;
+out:
+	if (fd >= 0)
+		close(fd);
+	json_object_put(req);
+	json_object_put(reply);
+	return rv;
+}
+
+/* -- transaction history: tclone/history.jsonl, one record per write(2) -- */
+
+void
+tcloned_history(struct tcloned *t, const char *tx, const char *action, const char *outcome,
+    const struct trun *r, const char *group, uid_t uid, struct json_object *detail)
+{
+	struct json_object *o = json_object_new_object();
+	char now[40];
+	int fd;
+
+	util_now_rfc3339(now, sizeof(now));
+	json_object_object_add(o, "time", json_object_new_string(now));
+	json_object_object_add(o, "tx_id", json_object_new_string(tx));
+	json_object_object_add(o, "action", json_object_new_string(action));
+	json_object_object_add(o, "outcome", json_object_new_string(outcome));
+	if (r != NULL) {
+		json_object_object_add(o, "run_id", json_object_new_string(r->tr_id));
+		json_object_object_add(o, "role", json_object_new_string(r->tr_role));
+		if (r->tr_source[0] != '\0')
+			json_object_object_add(o, "source_run_id",
+			    json_object_new_string(r->tr_source));
+		if (r->tr_op[0] != '\0')
+			json_object_object_add(o, "operation_id", json_object_new_string(r->tr_op));
+	}
+	if (group != NULL && group[0] != '\0')
+		json_object_object_add(o, "group_id", json_object_new_string(group));
+	json_object_object_add(o, "uid", json_object_new_int64(uid));
+	if (detail != NULL)
+		json_object_object_add(o, "detail", detail);
+	const char *s = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN |
+	    JSON_C_TO_STRING_NOSLASHESCAPE);
+	size_t len = strlen(s);
+	char *line = malloc(len + 2);
+	fd = safefs_openat(t->td_tc_fd, "history.jsonl", O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC,
+	    0600);
+	if (line == NULL || fd < 0) {
+		log_warn("history.jsonl: cannot record %s %s", action, outcome);
+	} else {
+		memcpy(line, s, len);
+		line[len] = '\n';
+		/* One write(2): a reader never sees half a record. */
+		if (write(fd, line, len + 1) != (ssize_t)(len + 1))
+			log_warn("history.jsonl: short write of %s %s", action, outcome);
+	}
+	if (fd >= 0)
+		close(fd);
+	free(line);
+	json_object_put(o);
+}
+
+/* -- run records -- */
+
+void
+trun_free(struct trun *r)
+{
+	if (r == NULL)
+		return;
+	json_object_put(r->tr_argv);
+	json_object_put(r->tr_network);
+	json_object_put(r->tr_landlock_rw);
+	json_object_put(r->tr_rec);
+	free(r);
+}
+
+struct trun *
+tcloned_find(struct tcloned *t, const char *id)
+{
+	for (int i = 0; i < t->td_nruns; i++)
+		if (strcmp(t->td_runs[i]->tr_id, id) == 0 || strcmp(t->td_runs[i]->tr_name, id) == 0)
+			return t->td_runs[i];
+	return NULL;
+}
+
+int
+tcloned_add(struct tcloned *t, struct trun *r)
+{
+	if (t->td_nruns >= TCLONED_MAX_RUNS)
+		return -1;
+	t->td_runs[t->td_nruns++] = r;
+	return 0;
+}
+
+void
+tcloned_forget(struct tcloned *t, struct trun *r)
+{
+	for (int i = 0; i < t->td_nruns; i++)
+		if (t->td_runs[i] == r) {
+			memmove(&t->td_runs[i], &t->td_runs[i + 1],
+			    (size_t)(t->td_nruns - i - 1) * sizeof(t->td_runs[0]));
+			t->td_nruns--;
+			break;
+		}
+	trun_free(r);
+}
+
+static void
+rec_str(struct json_object *o, const char *k, const char *v)
+{
+	json_object_object_add(o, k, v != NULL && v[0] != '\0' ? json_object_new_string(v) : NULL);
+}
+
+/* Write the record: temp file, fsync, rename (the old or the new, never half). */
+int
+tcloned_save(struct tcloned *t, struct trun *r, char **cause)
+{
+	struct json_object *o = r->tr_rec, *layers = json_object_new_array();
+	char path[128], tmp[160];
+	int fd;
+
+	rec_str(o, "run_id", r->tr_id);
+	rec_str(o, "role", r->tr_role);
+	rec_str(o, "state", r->tr_state);
+	rec_str(o, "source_run_id", r->tr_source);
+	rec_str(o, "group_id", r->tr_group);
+	rec_str(o, "name", r->tr_name);
+	rec_str(o, "approach", r->tr_approach);
+	rec_str(o, "operation_id", r->tr_op);
+	rec_str(o, "workspace", r->tr_workspace);
+	rec_str(o, "backend", r->tr_backend);
+	for (int i = 0; i < r->tr_nlayers; i++)
+		json_object_array_add(layers, json_object_new_string(r->tr_layers[i]));
+	json_object_object_add(o, "layers", layers);
+	json_object_object_add(o, "index", json_object_new_int(r->tr_index));
+	json_object_object_add(o, "observe_only", json_object_new_boolean(r->tr_observe_only));
+	json_object_object_add(o, "uid", json_object_new_int64(r->tr_uid));
+	json_object_object_add(o, "gid", json_object_new_int64(r->tr_gid));
+	json_object_object_add(o, "pid", json_object_new_int(r->tr_pid));
+	json_object_object_add(o, "start_time_ticks", json_object_new_int64((int64_t)r->tr_start_ticks));
+	json_object_object_add(o, "created_ms", json_object_new_int64(r->tr_created_ms));
+	json_object_object_add(o, "argv", json_object_get(r->tr_argv));
+	json_object_object_add(o, "network", json_object_get(r->tr_network));
+	json_object_object_add(o, "landlock_rw", json_object_get(r->tr_landlock_rw));
+	snprintf(path, sizeof(path), "runs/%s/record.json", r->tr_id);
+	snprintf(tmp, sizeof(tmp), "runs/%s/record.json.tmp", r->tr_id);
+	const char *s = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY |
+	    JSON_C_TO_STRING_NOSLASHESCAPE);
+	fd = safefs_openat(t->td_tc_fd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0 || util_write_all(fd, s, strlen(s)) != 0 || fsync(fd) != 0) {
+		util_cause(cause, "%s: %s", path, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	close(fd);
+	if (renameat(t->td_tc_fd, tmp, t->td_tc_fd, path) != 0) {
+		util_cause(cause, "%s: rename: %s", path, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+static void
+load_str(struct json_object *o, const char *k, char *dst, size_t len)
+{
+	const char *v = schema_string(o, k);
+	util_strlcpy(dst, v != NULL ? v : "", len);
+}
+
+/* Read one run's record. Anything malformed is left alone (and logged), not guessed at. */
+static struct trun *
+load_run(struct tcloned *t, const char *id)
+{
+	char path[400], *buf = NULL;
+	size_t len;
+	struct json_object *o, *layers;
+	struct trun *r;
+	int fd;
+
+	snprintf(path, sizeof(path), "runs/%s/record.json", id);
+	fd = safefs_openat(t->td_tc_fd, path, O_RDONLY | O_CLOEXEC, 0);
+	if (fd < 0 || util_read_fd(fd, 1024 * 1024, &buf, &len) != 0) {
+		if (fd >= 0)
+			close(fd);
+		return NULL;
+	}
+	close(fd);
+	o = json_tokener_parse(buf);
+	free(buf);
+	if (o == NULL || !json_object_is_type(o, json_type_object))
+		goto bad;
+	r = calloc(1, sizeof(*r));
+	if (r == NULL)
+		goto bad;
+	r->tr_rec = o;
+	load_str(o, "run_id", r->tr_id, sizeof(r->tr_id));
+	load_str(o, "role", r->tr_role, sizeof(r->tr_role));
+	load_str(o, "state", r->tr_state, sizeof(r->tr_state));
+	load_str(o, "source_run_id", r->tr_source, sizeof(r->tr_source));
+	load_str(o, "group_id", r->tr_group, sizeof(r->tr_group));
+	load_str(o, "name", r->tr_name, sizeof(r->tr_name));
+	load_str(o, "approach", r->tr_approach, sizeof(r->tr_approach));
+	load_str(o, "operation_id", r->tr_op, sizeof(r->tr_op));
+	load_str(o, "workspace", r->tr_workspace, sizeof(r->tr_workspace));
+	load_str(o, "backend", r->tr_backend, sizeof(r->tr_backend));
+	layers = schema_child(o, "layers");
+	for (size_t i = 0; layers != NULL && json_object_is_type(layers, json_type_array) &&
+	    i < json_object_array_length(layers) && i < TCLONED_LAYERS_MAX; i++) {
+		const char *l = json_object_get_string(json_object_array_get_idx(layers, i));
+		if (!ids_valid("lay_", l)) {
+			trun_free(r);
+			log_warnx("run %s: invalid layer id in its record; left alone", id);
+			return NULL;
+		}
+		util_strlcpy(r->tr_layers[r->tr_nlayers++], l, TCLONED_ID_MAX);
+	}
+	r->tr_index = (int)schema_int(o, "index", 0);
+	r->tr_observe_only = schema_bool(o, "observe_only", 0);
+	r->tr_uid = (uid_t)schema_int(o, "uid", -1);
+	r->tr_gid = (gid_t)schema_int(o, "gid", -1);
+	r->tr_pid = (pid_t)schema_int(o, "pid", 0);
+	r->tr_start_ticks = (uint64_t)schema_int(o, "start_time_ticks", 0);
+	r->tr_created_ms = schema_int(o, "created_ms", 0);
+	r->tr_argv = json_object_get(schema_child(o, "argv"));
+	r->tr_network = json_object_get(schema_child(o, "network"));
+	r->tr_landlock_rw = json_object_get(schema_child(o, "landlock_rw"));
+	if (r->tr_landlock_rw != NULL && !json_object_is_type(r->tr_landlock_rw, json_type_array)) {
+		json_object_put(r->tr_landlock_rw);
+		r->tr_landlock_rw = NULL;
+	}
+	if (strcmp(r->tr_id, id) != 0 || !ids_valid("run_", r->tr_id) ||
+	    (strcmp(r->tr_role, "source") != 0 && strcmp(r->tr_role, "fork") != 0) ||
+	    r->tr_argv == NULL || r->tr_workspace[0] != '/' ||
+	    (strcmp(r->tr_backend, "overlay") != 0 && strcmp(r->tr_backend, "copy") != 0)) {
+		log_warnx("run %s: invalid record; left alone", id);
+		trun_free(r);
+		return NULL;
+	}
+	return r;
+bad:
+	json_object_put(o);
+	log_warnx("run %s: unreadable record; left alone", id);
+	return NULL;
+}
+
+static void
+load_runs(struct tcloned *t)
+{
+	int fd = safefs_opendir(t->td_tc_fd, "runs");
+	struct dirent *de;
+	DIR *d;
+
+	if (fd < 0 || (d = fdopendir(fd)) == NULL) {
+		if (fd >= 0)
+			close(fd);
+		fatal("open runs/");
+	}
+	while ((de = readdir(d)) != NULL) {
+		struct trun *r;
+		if (!ids_valid("run_", de->d_name))
+			continue;
+		if ((r = load_run(t, de->d_name)) == NULL)
+			continue;
+		if (tcloned_add(t, r) != 0) {
+			log_warnx("more than %d runs: %s not loaded", TCLONED_MAX_RUNS, r->tr_id);
+			trun_free(r);
+		}
+	}
+	closedir(d);
+}
+
+/* -- host capabilities: snapshot backends, live cloning -- */
+
+static int
+have_fs(const char *name)
+{
+	char *buf = NULL, *p;
+	size_t len;
+	int found = 0;
+
+	if (util_read_path("/proc/filesystems", 64 * 1024, &buf, &len) != 0)
+		return 0;
+	for (p = strtok(buf, "\n"); p != NULL && !found; p = strtok(NULL, "\n")) {
+		char *tab = strrchr(p, '\t');
+		found = strcmp(tab != NULL ? tab + 1 : p, name) == 0;
+	}
+	free(buf);
+	return found;
+}
+
+static void
+detect_backends(struct tcloned *t, const char *want)
+{
+	struct statfs sf;
+	int btrfs = fstatfs(t->td_tc_fd, &sf) == 0 && sf.f_type == BTRFS_SUPER_MAGIC;
+	int overlay = have_fs("overlay");
+
+	snprintf(t->td_backends, sizeof(t->td_backends), "%s%scopy", btrfs ? "btrfs," : "",
+	    overlay ? "overlay," : "");
+	if (want != NULL) {
+		if (strcmp(want, "copy") != 0 && (strcmp(want, "overlay") != 0 || !overlay))
+			fatalx("--backend %s: not available here (have %s)", want, t->td_backends);
+		util_strlcpy(t->td_backend, want, sizeof(t->td_backend));
+	} else {
+		/* btrfs snapshots are reported when present but not used by this version. */
+		util_strlcpy(t->td_backend, overlay ? "overlay" : "copy", sizeof(t->td_backend));
+	}
+}
+
+/*
+ * Live cloning needs CRIU; this version never clones a live process tree,
+ * so the reason is always recorded and a fork starts the agent fresh.
+ */
+static void
+detect_criu(struct tcloned *t)
+{
+	const char *dirs[] = { "/usr/sbin", "/usr/bin", "/sbin", "/bin", "/usr/local/sbin",
+		"/usr/local/bin" };
+	char path[64];
+
+	for (size_t i = 0; i < nitems(dirs); i++) {
+		if ((size_t)snprintf(path, sizeof(path), "%s/criu", dirs[i]) >= sizeof(path))
+			continue;
+		if (access(path, X_OK) == 0) {
+			snprintf(t->td_criu, sizeof(t->td_criu), "criu is installed (%s) but this "
+			    "version of gensee-tcloned does not clone live processes", path);
+			return;
+		}
+	}
+	snprintf(t->td_criu, sizeof(t->td_criu), "criu is not installed on this host");
+}
+
+/* -- the socket -- */
+
+static int
+open_socket(struct tcloned *t)
+{
+	struct sockaddr_un sun;
+	int fd;
+
+	memset(&sun, 0, sizeof(sun));
+	sun.sun_family = AF_UNIX;
+	if ((size_t)snprintf(sun.sun_path, sizeof(sun.sun_path), "%s/" TCLONED_SOCK,
+	    t->td_runtime) >= sizeof(sun.sun_path))
+		fatalx("runtime dir path too long");
+	if (unlinkat(t->td_runtime_fd, TCLONED_SOCK, 0) != 0 && errno != ENOENT)
+		fatal("unlink %s", sun.sun_path);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0 || bind(fd, (struct sockaddr *)&sun, sizeof(sun)) != 0 || listen(fd, 64) != 0)
+		fatal("%s", sun.sun_path);
+	/* Any local user may ask; SO_PEERCRED decides what about. */
+	if (fchmodat(t->td_runtime_fd, TCLONED_SOCK, 0666, 0) != 0)
+		fatal("chmod %s", sun.sun_path);
+	return fd;
+}
+
+/*
+ * Is the peer inside a supervised operation (any "BASE/op_*" or
+ * "gensee/op_*" pair in its cgroup path, as boundaryd decides it)? An
+ * unreadable cgroup counts as inside: fail closed.
+ */
+static const char *
+in_operation(const struct tcloned *t, const struct peer *p)
+{
+	char buf[PEER_CGROUP_MAX], *save = NULL, *prev = NULL, *comp;
+
+	if (p->pr_cgroup_unknown)
+		return "its cgroup cannot be read";
+	util_strlcpy(buf, p->pr_cgroup, sizeof(buf));
+	for (comp = strtok_r(buf, "/", &save); comp != NULL;
+	    prev = comp, comp = strtok_r(NULL, "/", &save))
+		if (prev != NULL && strncmp(comp, "op_", 3) == 0 &&
+		    (strcmp(prev, t->td_cgroup_base) == 0 || strcmp(prev, "gensee") == 0))
+			return "it runs inside a supervised operation";
+	return NULL;
+}
+
+/* Answer one complete request on fd (blocking write, bounded by SO_SNDTIMEO). */
+static void
+serve_msg(struct tcloned *t, int fd, const struct peer *pp, struct json_object *msg)
+{
+	struct peer p = *pp;
+	struct json_object *reply, *res = NULL;
+	char *cause = NULL, *message = NULL;
+	const char *code = NULL, *why;
+	int64_t id = 0;
+
+	struct json_object *idj = schema_child(msg, "id"), *pv = schema_child(msg, "proto");
+	const char *method = schema_string(msg, "method");
+	struct json_object *params = schema_child(msg, "params");
+	if (idj != NULL && json_object_is_type(idj, json_type_int))
+		id = json_object_get_int64(idj);
+	if (pv == NULL || !json_object_is_type(pv, json_type_int) ||
+	    json_object_get_int64(pv) != PROTO_VERSION) {
+		reply = proto_error_new(id, PE_UNSUPPORTED_PROTO, "proto must be 1");
+	} else if (method == NULL || (params != NULL &&
+	    !json_object_is_type(params, json_type_object))) {
+		reply = proto_error_new(id, PE_INVALID_REQUEST, "method and params required");
+	} else if ((why = in_operation(t, &p)) != NULL) {
+		/* Threat: the agent forking, merging or discarding on its own. */
+		log_info("refused %s from pid %d: %s", method, (int)p.pr_pid, why);
+		reply = proto_error_new(id, PE_NOT_AUTHORIZED, "not available to a process inside "
+		    "a supervised operation");
+	} else {
+		struct json_object *empty = NULL;
+		if (params == NULL)
+			params = empty = json_object_new_object();
+		res = lifecycle_dispatch(t, &p, method, params, &code, &message);
+		json_object_put(empty);
+		if (res != NULL)
+			reply = proto_result_new(id, res);
+		else
+			reply = proto_error_new(id, code != NULL ? code : PE_INTERNAL,
+			    message != NULL ? message : "failed");
+	}
+	if (frame_write_fd(fd, reply, &cause) != 0) {
+		log_info("pid %d: reply: %s", (int)p.pr_pid, cause);
+		free(cause);
+	}
+	free(message);
+	json_object_put(reply);
+}
+
+/*
+ * Connections waiting for their request. Reading is concurrent (poll), so
+ * a client that connects and stalls delays nobody; it is closed at its
+ * deadline. Caps: TCLONED_CONN_MAX in all, TCLONED_CONN_PER_UID per
+ * non-root uid, refused before anything is allocated for them.
+ */
+struct tconn {
+	int tc_fd;
+	struct peer tc_peer;
+	uint8_t *tc_buf;
+	size_t tc_len;
+	int64_t tc_deadline;
+};
+static struct tconn conns[TCLONED_CONN_MAX];
+static int nconns;
+
+static void
+conn_close(int i)
+{
+	close(conns[i].tc_fd);
+	free(conns[i].tc_buf);
+	conns[i] = conns[--nconns];
+}
+
+static void
+conn_accept(struct tcloned *t)
+{
+	struct peer p;
+	char *cause = NULL;
+	int fd = accept4(t->td_listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK), same = 0;
+
+	if (fd < 0)
+		return;
+	if (peer_identify(fd, &p, &cause) != 0) {
+		log_warnx("peer: %s", cause);
+		free(cause);
+		close(fd);
+		return;
+	}
+	for (int i = 0; i < nconns; i++)
+		same += conns[i].tc_peer.pr_uid == p.pr_uid;
+	if (nconns == TCLONED_CONN_MAX || (p.pr_uid != 0 && same >= TCLONED_CONN_PER_UID)) {
+		log_info("refusing a connection of uid %u: %d open", (unsigned)p.pr_uid, same);
+		close(fd);
+		return;
+	}
+	conns[nconns].tc_fd = fd;
+	conns[nconns].tc_peer = p;
+	conns[nconns].tc_buf = NULL;
+	conns[nconns].tc_len = 0;
+	conns[nconns].tc_deadline = util_monotonic_ms() + TCLONED_FRAME_DEADLINE_MS;
+	nconns++;
+}
+
+/* Read what is there; serve and close once a whole frame is in. */
+static void
+conn_read(struct tcloned *t, int i)
+{
+	struct tconn *c = &conns[i];
+	struct json_object *msg = NULL;
+	size_t want = c->tc_len < FRAME_HEADER_LEN ? FRAME_HEADER_LEN :
+	    FRAME_HEADER_LEN + ((size_t)c->tc_buf[0] << 24 | (size_t)c->tc_buf[1] << 16 |
+	    (size_t)c->tc_buf[2] << 8 | c->tc_buf[3]);
+	size_t consumed;
+
+	if (want > FRAME_HEADER_LEN + FRAME_MAX_DEFAULT) {
+		log_info("pid %d: frame over the limit", (int)c->tc_peer.pr_pid);
+		conn_close(i);
+		return;
+	}
+	if (c->tc_buf == NULL && (c->tc_buf = malloc(FRAME_HEADER_LEN + FRAME_MAX_DEFAULT)) == NULL) {
+		conn_close(i);
+		return;
+	}
+	ssize_t n = read(c->tc_fd, c->tc_buf + c->tc_len, want - c->tc_len);
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	if (n <= 0) {
+		conn_close(i);
+		return;
+	}
+	c->tc_len += (size_t)n;
+	int st = frame_decode(c->tc_buf, c->tc_len, FRAME_MAX_DEFAULT, &msg, &consumed);
+	if (st == FRAME_NEED_MORE)
+		return;
+	if (st != FRAME_OK) {
+		log_info("pid %d: %s", (int)c->tc_peer.pr_pid, frame_status_code(st));
+		conn_close(i);
+		return;
+	}
+	/* Replies are written blocking, but never for longer than the send timeout. */
+	struct timeval tv = { TCLONED_FRAME_DEADLINE_MS / 1000, 0 };
+	int fl = fcntl(c->tc_fd, F_GETFL);
+	if (fl >= 0 && fcntl(c->tc_fd, F_SETFL, fl & ~O_NONBLOCK) == 0 &&
+	    setsockopt(c->tc_fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) == 0)
+		serve_msg(t, c->tc_fd, &c->tc_peer, msg);
+	json_object_put(msg);
+	conn_close(i);
+}
+
+static void
+reap(struct tcloned *t)
+{
+	for (;;) {
+		int status;
+		pid_t pid = waitpid(-1, &status, WNOHANG);
+		if (pid <= 0)
+			return;
+		launch_reaped(t, pid, status);
+	}
+}
+
+static int
+valid_base(const char *s)
+{
+	if (s[0] == '\0' || s[0] == '.' || strlen(s) >= 64)
+		return 0;
+	for (const char *p = s; *p != '\0'; p++)
+		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+		    (*p >= '0' && *p <= '9') || *p == '.' || *p == '_' || *p == '-'))
+			return 0;
+	return 1;
+}
+
+int
+main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "authority-root", required_argument, NULL, 'a' },
+		{ "runtime-dir", required_argument, NULL, 'r' },
+		{ "cgroup-base", required_argument, NULL, 'c' },
+		{ "backend", required_argument, NULL, 'b' },
+		{ "debug-apply-pause-ms", required_argument, NULL, 'P' },
+		{ "debug", no_argument, NULL, 'd' },
+		{ "foreground", no_argument, NULL, 'f' },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *root = getenv("GENSEE_TCLONE_AUTHORITY_ROOT"), *runtime = TCLONED_DEFAULT_RUNTIME;
+	const char *base = "gensee", *backend = NULL;
+	char *cause = NULL;
+	int ch, logflags = 0;
+	int64_t pause_ms = 0;
+	struct stat st;
+
+	if (root == NULL || root[0] == '\0')
+		root = TCLONED_DEFAULT_ROOT;
+	while ((ch = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+		switch (ch) {
+		case 'a':
+			root = optarg;
+			break;
+		case 'r':
+			runtime = optarg;
+			break;
+		case 'c':
+			base = optarg;
+			break;
+		case 'b':
+			backend = optarg;
+			break;
+		case 'P':
+			if (util_parse_i64(optarg, 0, 60000, &pause_ms) != 0)
+				usage_to(0);
+			break;
+		case 'd':
+			logflags |= LOG_F_DEBUG;
+			break;
+		case 'f':
+			break;
+		case 'h':
+			usage_to(1);
+		case 'V':
+			printf(TCLONED_NAME " %s\n", GENSEE_VERSION);
+			exit(0);
+		default:
+			usage_to(0);
+		}
+	}
+	if (optind != argc || !valid_base(base))
+		usage_to(0);
+	log_init(TCLONED_NAME, logflags);
+	if (geteuid() != 0 || getuid() != 0)
+		fatalx("must run as root");
+	umask(077);
+	/*
+	 * Threat: a workspace is read with the user's fsuid/fsgid, but the
+	 * supplementary groups stay the process's: root's group 0 would let
+	 * a user snapshot group-0-readable files. None are kept.
+	 */
+	if (setgroups(0, NULL) != 0)
+		fatal("setgroups");
+	if (ids_init() != 0)
+		fatalx("libsodium initialisation failed");
+	memset(&td, 0, sizeof(td));
+	td.td_apply_pause_ms = (int)pause_ms;
+	util_strlcpy(td.td_root, root, sizeof(td.td_root));
+	util_strlcpy(td.td_runtime, runtime, sizeof(td.td_runtime));
+	util_strlcpy(td.td_cgroup_base, base, sizeof(td.td_cgroup_base));
+	/*
+	 * The authority root: absolute, root-owned, exactly 0700, no symlink
+	 * anywhere, only root-controlled ancestors (the seed's rule).
+	 */
+	/* Overlay mount options name these paths: no separators in them. */
+	if (strpbrk(root, ",:\\") != NULL)
+		fatalx("refusing authority root %s: ',', ':' and '\\' are not allowed", root);
+	if ((td.td_root_fd = safefs_open_root(root, &cause)) < 0)
+		fatalx("refusing authority root: %s", cause);
+	if (fstat(td.td_root_fd, &st) != 0 || (st.st_mode & 07777) != 0700)
+		fatalx("refusing authority root %s: mode %o, must be 0700", root,
+		    (unsigned)(st.st_mode & 07777));
+	if ((td.td_runtime_fd = safefs_open_root(runtime, &cause)) < 0)
+		fatalx("refusing runtime dir: %s", cause);
+	if (safefs_mkdirs(td.td_root_fd, "tclone/runs", 0700) != 0 ||
+	    safefs_mkdirs(td.td_root_fd, "tclone/layers", 0700) != 0 ||
+	    safefs_mkdirs(td.td_root_fd, "tclone/txn", 0700) != 0)
+		fatal("%s/tclone", root);
+	if ((td.td_tc_fd = safefs_opendir(td.td_root_fd, "tclone")) < 0)
+		fatal("%s/tclone", root);
+	/* Searchable by all (umask 077 made it 0700): each run's directory is its user's alone. */
+	if (safefs_mkdirs(td.td_runtime_fd, "tclone", 0755) != 0 ||
+	    fchmodat(td.td_runtime_fd, "tclone", 0755, 0) != 0)
+		fatal("%s/tclone", runtime);
+	detect_backends(&td, backend);
+	detect_criu(&td);
+	load_runs(&td);
+
+	sigset_t mask;
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGCHLD);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGHUP);
+	signal(SIGPIPE, SIG_IGN);
+	if (sigprocmask(SIG_BLOCK, &mask, NULL) != 0)
+		fatal("sigprocmask");
+	int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+	if (sfd < 0)
+		fatal("signalfd");
+	lifecycle_recover(&td);
+	td.td_listen_fd = open_socket(&td);
+	log_info("serving on %s/" TCLONED_SOCK ", authority root %s, backends %s (using %s); "
+	    "live cloning: %s", runtime, root, td.td_backends, td.td_backend, td.td_criu);
+
+	while (!td_quit) {
+		struct pollfd pf[2 + TCLONED_CONN_MAX];
+		int64_t now = util_monotonic_ms(), wait = -1;
+		int n = nconns;
+
+		pf[0] = (struct pollfd){ td.td_listen_fd, POLLIN, 0 };
+		pf[1] = (struct pollfd){ sfd, POLLIN, 0 };
+		for (int i = 0; i < n; i++) {
+			pf[2 + i] = (struct pollfd){ conns[i].tc_fd, POLLIN, 0 };
+			int64_t left = conns[i].tc_deadline - now;
+			if (wait < 0 || left < wait)
+				wait = left < 0 ? 0 : left;
+		}
+		if (poll(pf, (nfds_t)(2 + n), (int)wait) < 0) {
+			if (errno == EINTR)
+				continue;
+			fatal("poll");
+		}
+		if (pf[1].revents & POLLIN) {
+			struct signalfd_siginfo si;
+			while (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+				if (si.ssi_signo == SIGCHLD)
+					reap(&td);
+				else
+					td_quit = 1;
+			}
+		}
+		/* Newest first: conn_close moves the last one into the freed slot. */
+		now = util_monotonic_ms();
+		for (int i = n - 1; i >= 0; i--) {
+			if (pf[2 + i].revents & (POLLIN | POLLHUP | POLLERR))
+				conn_read(&td, i);
+			else if (conns[i].tc_deadline <= now) {
+				log_info("pid %d: no request within %d ms", (int)conns[i].tc_peer.pr_pid,
+				    TCLONED_FRAME_DEADLINE_MS);
+				conn_close(i);
+			}
+		}
+		if (pf[0].revents & POLLIN)
+			conn_accept(&td);
+		reap(&td);
+	}
+	while (nconns > 0)
+		conn_close(nconns - 1);
+	log_info("stopping; snapshots stay, running agents end with their launcher");
+	unlinkat(td.td_runtime_fd, TCLONED_SOCK, 0);
+	for (int i = 0; i < td.td_nruns; i++)
+		trun_free(td.td_runs[i]);
+	log_shutdown();
+	return 0;
+}

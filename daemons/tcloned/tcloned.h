@@ -1,0 +1,123 @@
+/*
+ * tcloned.h: gensee-tcloned, workspace sources and forks on stock kernels.
+ *
+ * Trust model: tcloned is root and takes requests on tclone.sock from any
+ * local user. The kernel tells it who asked (SO_PEERCRED); a user may act
+ * on their own runs only (root on all), and a caller inside a supervised
+ * operation (an agent, whatever its uid) may do nothing: the lifecycle is
+ * the host user's decision, never the agent's. Every tree it copies,
+ * diffs or merges is agent-written and handled as hostile (snapshot.h).
+ *
+ * tcloned holds no authority of its own: each run's agent is an operation
+ * that boundaryd creates (cgroup, network policy) over boundary.sock, for
+ * a child tcloned holds before it execs. A fork is created with exactly
+ * its parent's recorded authority, never more; the comparison is recorded.
+ */
+#ifndef GENSEE_TCLONED_H
+#define GENSEE_TCLONED_H
+
+#include <limits.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "peer.h"
+
+struct json_object;
+
+#define TCLONED_NAME "gensee-tcloned"
+#define TCLONED_DEFAULT_ROOT "/var/lib/gensee-boundary"
+#define TCLONED_DEFAULT_RUNTIME "/run/gensee"
+#define TCLONED_SOCK "tclone.sock"
+#define TCLONED_MAX_RUNS 256
+#define TCLONED_COPIES_MAX 8
+#define TCLONED_LAYERS_MAX 16
+#define TCLONED_FRAME_DEADLINE_MS 5000
+#define TCLONED_CONN_MAX 32
+#define TCLONED_CONN_PER_UID 8
+#define TCLONED_BD_TIMEOUT_MS 15000
+#define TCLONED_ARGV_MAX 64
+#define TCLONED_APPROACH_MAX 200
+#define TCLONED_NAME_MAX 48
+#define TCLONED_ID_MAX 48
+#define TCLONED_SESSION "gensee-agent"
+
+/* Stable error codes (besides proto.h's). */
+#define TE_MERGE_CONFLICT "merge_conflict"
+#define TE_NOT_DIRECT_CHILD "not_direct_child"
+#define TE_SNAPSHOT "snapshot_failed"
+#define TE_LAUNCH "launch_failed"
+#define TE_WORKSPACE "invalid_workspace"
+#define TE_PATH "invalid_path"
+#define TE_OBSERVE_ONLY "observe_only"
+
+/* One source or fork. Its record.json is the truth; this is its cache. */
+struct trun {
+	char tr_id[TCLONED_ID_MAX];
+	char tr_role[8];		/* source | fork */
+	char tr_state[16];		/* running | exited | lost | discarded | switched */
+	char tr_source[TCLONED_ID_MAX];	/* a fork's direct source */
+	char tr_group[TCLONED_ID_MAX];	/* a fork's group ("" for a source) */
+	char tr_name[TCLONED_NAME_MAX + 32];
+	char tr_approach[TCLONED_APPROACH_MAX + 1];
+	char tr_op[PEER_OP_ID_MAX];	/* boundaryd operation of the current agent */
+	char tr_workspace[PATH_MAX];	/* the user's workspace path: the agent's view of ws/ */
+	char tr_backend[16];		/* overlay | copy */
+	char tr_layers[TCLONED_LAYERS_MAX][TCLONED_ID_MAX];	/* overlay lowers, top first */
+	int tr_nlayers;
+	int tr_index;			/* index in its fork group */
+	int tr_observe_only;
+	uid_t tr_uid;
+	gid_t tr_gid;
+	pid_t tr_pid;			/* the namespace init, 0 when none */
+	uint64_t tr_start_ticks;
+	int64_t tr_created_ms;
+	struct json_object *tr_argv;	/* array of strings */
+	struct json_object *tr_network;	/* the network spec of its operations */
+	struct json_object *tr_landlock_rw;	/* extra writable paths (array), or NULL */
+	struct json_object *tr_rec;	/* the whole record */
+};
+
+struct tcloned {
+	char td_root[PATH_MAX];		/* authority root */
+	char td_runtime[PATH_MAX];
+	char td_cgroup_base[64];
+	int td_root_fd;			/* authority root (safefs) */
+	int td_tc_fd;			/* ROOT/tclone */
+	int td_runtime_fd;
+	int td_listen_fd;
+	int td_apply_pause_ms;		/* --debug-apply-pause-ms: tests crash a merge midway */
+	char td_backends[64];		/* what this host offers, best first */
+	char td_backend[16];		/* the one new runs use */
+	char td_criu[200];		/* why live cloning is unavailable ("" if it were) */
+	struct trun *td_runs[TCLONED_MAX_RUNS];
+	int td_nruns;
+};
+
+/* tcloned.c */
+int tcloned_bd_call(struct tcloned *td, const char *method, struct json_object *params,
+    struct json_object **result, char *code, size_t codelen, char **cause);
+void tcloned_history(struct tcloned *td, const char *tx, const char *action,
+    const char *outcome, const struct trun *r, const char *group, uid_t uid,
+    struct json_object *detail);
+int tcloned_save(struct tcloned *td, struct trun *r, char **cause);
+struct trun *tcloned_find(struct tcloned *td, const char *id);
+void tcloned_forget(struct tcloned *td, struct trun *r);
+int tcloned_add(struct tcloned *td, struct trun *r);
+void trun_free(struct trun *r);
+
+/* launch.c */
+int launch_mount(struct tcloned *td, struct trun *r, char **cause);
+int launch_unmount(struct tcloned *td, struct trun *r);
+int launch_base_path(struct tcloned *td, struct trun *r, char *out, size_t len, char **cause);
+int launch_agent(struct tcloned *td, struct trun *r, const char *context, char **cause);
+void launch_end(struct tcloned *td, struct trun *r, int kill_now);
+void launch_reaped(struct tcloned *td, pid_t pid, int status);
+int launch_runtime_dir(struct tcloned *td, struct trun *r, char **cause);
+void launch_runtime_remove(struct tcloned *td, struct trun *r);
+
+/* lifecycle.c */
+struct json_object *lifecycle_dispatch(struct tcloned *td, const struct peer *p,
+    const char *method, struct json_object *params, const char **code, char **message);
+void lifecycle_recover(struct tcloned *td);
+
+#endif
