@@ -424,10 +424,12 @@ void netop_spec_free(struct netop_spec *s);
 /*
  * Install the operation's table. With defer_envelope the caller writes the
  * envelope copy into the operation record itself (netop_mut_envelope_of in
- * its own update).
+ * its own update) and calls netop_publish_installed for the network record
+ * and its effect.
  */
 struct netop *netop_attach(struct operation *op, struct netop_spec *s, int defer_envelope,
     char **cause);
+void netop_publish_installed(struct netop *no);
 int netop_mut_envelope_of(struct json_object *rec, void *arg, char **cause);
 struct netop *netop_restore(struct operation *op, char **cause);
 void netop_end(struct netop *no);

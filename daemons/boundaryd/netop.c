@@ -893,6 +893,18 @@ netop_connect_token(struct boundaryd *bd, const char *opid, char out[65])
 	sodium_bin2hex(out, 65, h, sizeof(h));
 }
 
+/*
+ * What netop_attach left to a deferring caller: the network record and the
+ * "installed" effect (operation.create writes them once the launcher has
+ * its answer; the envelope copy went into its own update).
+ */
+void
+netop_publish_installed(struct netop *no)
+{
+	netop_publish_record_only(no);
+	netop_effect(no, "generation", NULL, "installed", NULL, NULL);
+}
+
 struct netop *
 netop_attach(struct operation *op, struct netop_spec *s, int defer_envelope, char **cause)
 {
@@ -919,11 +931,10 @@ netop_attach(struct operation *op, struct netop_spec *s, int defer_envelope, cha
 		return NULL;
 	}
 	op->op_net = no;
-	if (defer_envelope)
-		netop_publish_record_only(no);	/* the caller adds netop_mut_envelope_of */
-	else
+	if (!defer_envelope) {
 		netop_publish(no);
-	netop_effect(no, "generation", NULL, "installed", NULL, NULL);
+		netop_effect(no, "generation", NULL, "installed", NULL, NULL);
+	}
 	netop_listen(no);
 	log_info("%s: network %s installed, table %s, %zu grant(s), %zu deny", op->op_id,
 	    netop_mode_name(no->no_spec.ns_mode), no->no_table, no->no_spec.ns_allow.g_n,

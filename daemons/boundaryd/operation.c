@@ -1878,6 +1878,8 @@ operation_create(struct boundaryd *bd, struct conn *conn, const struct peer *p, 
 	 * by the right rules.
 	 */
 	if (sensor_push(bd, op, "add") == 0) {
+		if (op->op_net != NULL)
+			netop_publish_installed(op->op_net);	/* the answer waits for sensord */
 		op->op_sensor_pushed = 1;
 		struct timeval tv = { SENSOR_ACK_MS / 1000, (SENSOR_ACK_MS % 1000) * 1000 };
 		op->op_create_result = r->or_result;
@@ -1889,12 +1891,27 @@ operation_create(struct boundaryd *bd, struct conn *conn, const struct peer *p, 
 		if (op->op_create_timer == NULL || evtimer_add(op->op_create_timer, &tv) != 0)
 			operation_create_resolve(op, 0);
 	} else if (op->op_fanotify != NULL) {
+		if (op->op_net != NULL)
+			netop_publish_installed(op->op_net);
 		/* Rules sensord never received guard nothing: the child must not run. */
 		json_object_put(r->or_result);
 		r->or_result = NULL;
 		reply_error(r, PE_SENSOR, "the sensitive-path policy could not be handed to "
 		    "gensee-sensord");
 		operation_finish(op, OPSTATE_FAILED, "sensor_unavailable");
+	} else if (op->op_net != NULL) {
+		/*
+		 * The answer first, then the network record and its "installed"
+		 * effect: the table is in the kernel and the envelope in the
+		 * operation record already. A boundaryd killed in between leaves
+		 * a running operation without a network record, which recovery
+		 * ends closed (network_restore_failed).
+		 */
+		control_send(conn, proto_result_new(reqid, r->or_result));
+		control_flush(conn);
+		r->or_result = NULL;
+		r->or_deferred = 1;
+		netop_publish_installed(op->op_net);
 	}
 }
 

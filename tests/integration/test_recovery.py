@@ -148,6 +148,38 @@ def record_loss_keeps_enforcement(env):
             p.kill()
 
 
+def network_record_lost_ends_closed(env):
+    # operation.create answers before it writes the network record (launch
+    # latency); a boundaryd killed in that moment leaves a running operation
+    # whose table is in the kernel but whose network record is missing. The
+    # restart must end it closed: tree killed, violation recorded, table gone.
+    env.use_netns()
+    env.start()
+    p = env.gensee_bg("run", "--sandbox", "linux", "--deny-all", "--", "sh", "-c",
+                      "sleep 361 & sleep 362")
+    opid = env.wait_for("operation", lambda: env.running_ops())[0]
+    env.wait_for("lineage", lambda: len(env.record(opid)["lineage"]) >= 3)
+    check(len(nft_tables(env)) == 1, "%r" % nft_tables(env))
+    env.kill9()
+    os.unlink(os.path.join(env.state, "network-operations", opid, "record.json"))
+    env.start()
+    env.wait_for("tree killed", lambda: not pids_with_cmdline(b"sleep 361") and
+                 not pids_with_cmdline(b"sleep 362"))
+    rec = env.wait_for("cleanup", lambda: (lambda r: r if r["cgroup"]["cleanup"]["state"] == "removed" else None)(env.record(opid)))
+    check(rec["lifecycle"]["end_reason"] == "network_restore_failed", "%r" % rec["lifecycle"])
+    check(rec["counts"]["violations"] >= 1, "%r" % rec["counts"])
+    # The table outlives it (nothing restored it; it matches a removed
+    # cgroup, so it holds no one); the next start deletes it as an ended
+    # operation's.
+    env.kill9()
+    env.start()
+    env.wait_for("table gone", lambda: nft_tables(env) == [])
+    try:
+        env.finish(p, timeout=30)
+    except Exception:
+        p.kill()
+
+
 def adopted_tree_moved_whole_and_handed_back(env):
     # Attack: adopting a running tree moved only its root; an existing child
     # read the key unjudged and connected out. And after a restart the
@@ -184,5 +216,5 @@ def adopted_tree_moved_whole_and_handed_back(env):
 
 if __name__ == "__main__":
     main({f.__name__: f for f in (sigkill_adopt_and_timeout, sigkill_root_gone_is_cleaned,
-                                  invalid_record_is_recovery_health, record_loss_keeps_enforcement,
+                                  invalid_record_is_recovery_health, record_loss_keeps_enforcement, network_record_lost_ends_closed,
                                   adopted_tree_moved_whole_and_handed_back)})
