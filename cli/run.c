@@ -566,8 +566,9 @@ run_controls_free(struct run_controls *ctl)
 
 /*
  * An operation that names hosts resolves them through the mediator's DNS
- * proxy, which starts listening within its 500 ms refresh of the
- * operation's start. Until then the agent's first lookup would be
+ * proxy, which starts listening once it has the operation's config
+ * (boundaryd's config.changed asks for it at once; else its 500 ms
+ * refresh). Until then the agent's first lookup would be
  * refused, so the agent is released only once the proxy's TCP listener
  * accepts (it binds UDP first), or after 3 s with a warning: lookups fail
  * closed while it is missing. This process is not in the operation's
@@ -576,37 +577,21 @@ run_controls_free(struct run_controls *ctl)
 static void
 run_wait_dns_proxy(const char *listen)
 {
-	uint8_t a[16];
-	uint16_t port;
-	int fam;
 	struct sockaddr_storage ss;
 	socklen_t sl;
 
-	if (netpolicy_parse_listen(listen, &fam, a, &port) != 0)
+	if (netpolicy_listen_sockaddr(listen, &ss, &sl) != 0)
 		return;
-	memset(&ss, 0, sizeof(ss));
-	if (fam == AF_INET) {
-		struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
-		s4->sin_family = AF_INET;
-		s4->sin_port = htons(port);
-		memcpy(&s4->sin_addr, a, 4);
-		sl = sizeof(*s4);
-	} else {
-		struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
-		s6->sin6_family = AF_INET6;
-		s6->sin6_port = htons(port);
-		memcpy(&s6->sin6_addr, a, 16);
-		sl = sizeof(*s6);
-	}
-	for (int i = 0; i < 150; i++) {
-		int fd = socket(fam, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	/* boundaryd's config.changed makes it listen within a round trip: look often. */
+	for (int i = 0; i < 1500; i++) {
+		int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
 		if (fd < 0)
 			break;
 		int ok = connect(fd, (struct sockaddr *)&ss, sl) == 0;
 		close(fd);
 		if (ok)
 			return;
-		usleep(20000);
+		usleep(2000);
 	}
 	fprintf(stderr, "gensee run: warning: the DNS proxy on %s is not listening (is "
 	    "gensee-httpmediatord running?): name lookups will be refused\n", listen);

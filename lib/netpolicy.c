@@ -854,6 +854,32 @@ netpolicy_parse_listen(const char *s, int *family, uint8_t addr[16], uint16_t *p
 	return 0;
 }
 
+int
+netpolicy_listen_sockaddr(const char *listen, struct sockaddr_storage *ss, socklen_t *sl)
+{
+	uint8_t a[16];
+	uint16_t port;
+	int fam;
+
+	if (netpolicy_parse_listen(listen, &fam, a, &port) != 0)
+		return -1;
+	memset(ss, 0, sizeof(*ss));
+	if (fam == AF_INET) {
+		struct sockaddr_in *s4 = (struct sockaddr_in *)ss;
+		s4->sin_family = AF_INET;
+		s4->sin_port = htons(port);
+		memcpy(&s4->sin_addr, a, 4);
+		*sl = sizeof(*s4);
+	} else {
+		struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)ss;
+		s6->sin6_family = AF_INET6;
+		s6->sin6_port = htons(port);
+		memcpy(&s6->sin6_addr, a, 16);
+		*sl = sizeof(*s6);
+	}
+	return 0;
+}
+
 /*
  * proxy.credentials: each url_prefix must be its own canonical form (so a
  * prefix is compared with canonical URLs only, and nothing two parsers

@@ -11,6 +11,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
 #include "nft.h"
 #include "schema.h"
@@ -91,6 +92,8 @@ int netpolicy_parse_range(const char *s, struct np_range *out, int *hostname);
 int netpolicy_parse_addr(const char *s, int *family, uint8_t addr[16]);
 /* proxy.listen: "192.0.2.1:3128" or "[2001:db8::1]:3128", port 1-65535. */
 int netpolicy_parse_listen(const char *s, int *family, uint8_t addr[16], uint16_t *port);
+/* The same, as a socket address for bind or connect (its length in *sl); 0 or -1. */
+int netpolicy_listen_sockaddr(const char *listen, struct sockaddr_storage *ss, socklen_t *sl);
 /* "tcp"/"udp" -> IPPROTO_*, else -1. */
 int netpolicy_parse_proto(const char *s);
 const char *netpolicy_proto_name(uint8_t proto);

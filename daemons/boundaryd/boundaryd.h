@@ -471,6 +471,7 @@ int netop_tuple_allowed(struct netop *no, int family, const uint8_t addr[16], ui
     uint16_t port, const char **reason);
 
 /* mediator.c: the mediator channel (mediator.sock, the --mediator-user uid only) */
+void mediator_config_changed(struct boundaryd *bd, const struct netop *no);
 void mediator_config(struct boundaryd *bd, struct op_reply *r);
 void mediator_authorize(struct boundaryd *bd, const struct peer *p, struct json_object *params,
     struct op_reply *r);

@@ -512,3 +512,18 @@ mediator_authorize(struct boundaryd *bd, const struct peer *p, struct json_objec
 	netop_append(op->op_net, "http-mediator.jsonl", o);
 	free(u);
 }
+
+/*
+ * An operation the mediator serves (a proxy or a DNS section) was made:
+ * say so on its channels, so that it asks for the config now instead of at
+ * its next refresh (up to 500 ms, which a launcher waiting for the DNS
+ * proxy would wait). The event carries nothing: the mediator still gets
+ * the config only from mediator.config.
+ */
+void
+mediator_config_changed(struct boundaryd *bd, const struct netop *no)
+{
+	if (no == NULL || (no->no_spec.ns_dns == NULL && no->no_spec.ns_proxy == NULL))
+		return;
+	control_mediator_notify(bd, "config.changed", json_object_new_object());
+}

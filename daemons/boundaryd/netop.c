@@ -2224,6 +2224,7 @@ network_start(struct boundaryd *bd, const struct peer *p, struct json_object *pa
 		operation_finish(op, OPSTATE_FAILED, "enforcement_failed");
 		return;
 	}
+	mediator_config_changed(op->op_bd, op->op_net);
 	r->or_result = netop_summary(op->op_net);
 }
 

@@ -1877,6 +1877,7 @@ operation_create(struct boundaryd *bd, struct conn *conn, const struct peer *p, 
 	 * this operation's config: its very first open is then already judged
 	 * by the right rules.
 	 */
+	mediator_config_changed(bd, op->op_net);
 	if (sensor_push(bd, op, "add") == 0) {
 		if (op->op_net != NULL)
 			netop_publish_installed(op->op_net);	/* the answer waits for sensord */

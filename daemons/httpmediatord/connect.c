@@ -474,11 +474,9 @@ connect_apply_config(struct mediatord *md, struct json_object *ops)
 		const char *listen = c ? schema_string(c, "listen") : NULL;
 		const char *token = c ? schema_string(c, "token") : NULL;
 		struct sockaddr_storage ss;
-		uint8_t a[16];
-		uint16_t port;
-		int fam;
+		socklen_t sl;
 		if (id == NULL || listen == NULL || token == NULL || strlen(id) >= sizeof(op->co_id) ||
-		    strlen(token) != 64 || netpolicy_parse_listen(listen, &fam, a, &port) != 0)
+		    strlen(token) != 64 || netpolicy_listen_sockaddr(listen, &ss, &sl) != 0)
 			continue;
 		TAILQ_FOREACH(op, &con_ops, co_entry)
 			if (strcmp(op->co_id, id) == 0)
@@ -493,22 +491,9 @@ connect_apply_config(struct mediatord *md, struct json_object *ops)
 		util_strlcpy(op->co_id, id, sizeof(op->co_id));
 		util_strlcpy(op->co_listen, listen, sizeof(op->co_listen));
 		snprintf(op->co_expect, sizeof(op->co_expect), "gensee:%s", token);
-		memset(&ss, 0, sizeof(ss));
-		if (fam == AF_INET) {
-			struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
-			s4->sin_family = AF_INET;
-			s4->sin_port = htons(port);
-			memcpy(&s4->sin_addr, a, 4);
-		} else {
-			struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
-			s6->sin6_family = AF_INET6;
-			s6->sin6_port = htons(port);
-			memcpy(&s6->sin6_addr, a, 16);
-		}
 		op->co_l = evconnlistener_new_bind(md->md_base, con_accept_cb, op,
 		    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC, 16,
-		    (struct sockaddr *)&ss, fam == AF_INET ? (int)sizeof(struct sockaddr_in) :
-		    (int)sizeof(struct sockaddr_in6));
+		    (struct sockaddr *)&ss, (int)sl);
 		if (op->co_l == NULL) {
 			log_warn("%s: CONNECT: cannot listen on %s", id, listen);
 			OPENSSL_cleanse(op->co_expect, sizeof(op->co_expect));

@@ -492,31 +492,6 @@ dns_tcp_accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr 
 	bufferevent_enable(bev, EV_READ | EV_WRITE);
 }
 
-static int
-dns_sockaddr(const char *listen, struct sockaddr_storage *ss, socklen_t *sl)
-{
-	uint8_t a[16];
-	uint16_t port;
-	int fam;
-
-	if (netpolicy_parse_listen(listen, &fam, a, &port) != 0)
-		return -1;
-	memset(ss, 0, sizeof(*ss));
-	if (fam == AF_INET) {
-		struct sockaddr_in *s = (struct sockaddr_in *)ss;
-		s->sin_family = AF_INET;
-		s->sin_port = htons(port);
-		memcpy(&s->sin_addr, a, 4);
-		*sl = sizeof(*s);
-	} else {
-		struct sockaddr_in6 *s = (struct sockaddr_in6 *)ss;
-		s->sin6_family = AF_INET6;
-		s->sin6_port = htons(port);
-		memcpy(&s->sin6_addr, a, 16);
-		*sl = sizeof(*s);
-	}
-	return 0;
-}
 
 static int
 dnsop_listen(struct mediatord *md, struct dnsop *op)
@@ -525,7 +500,7 @@ dnsop_listen(struct mediatord *md, struct dnsop *op)
 	socklen_t sl;
 	int one = 1;
 
-	if (dns_sockaddr(op->do_pol.dp_listen, &ss, &sl) != 0)
+	if (netpolicy_listen_sockaddr(op->do_pol.dp_listen, &ss, &sl) != 0)
 		return -1;
 	op->do_udp = socket(ss.ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (op->do_udp < 0)

@@ -81,8 +81,13 @@ mediatord_refresh(void)
 {
 	int64_t id;
 
-	if (md.md_chan == NULL || md.md_config_id != 0)
+	if (md.md_chan == NULL)
 		return;
+	if (md.md_config_id != 0) {
+		md.md_config_again = 1;	/* the answer in flight may predate the change */
+		return;
+	}
+	md.md_config_again = 0;
 	if (mediatord_send(&md, "mediator.config", NULL, &id) == 0)
 		md.md_config_id = id;
 }
@@ -136,6 +141,14 @@ mediatord_dispatch(struct json_object *msg)
 	if (idj == NULL && schema_string(msg, "event") != NULL) {
 		if (strcmp(schema_string(msg, "event"), "transaction.closed") == 0)
 			proxy_transaction_closed(&md, schema_child(msg, "params"));
+		/*
+		 * An operation that needs us was made: ask for the config now
+		 * rather than at the next refresh (its launcher waits for our
+		 * DNS proxy). Only a hint: the config comes from boundaryd's
+		 * answer, as always.
+		 */
+		else if (strcmp(schema_string(msg, "event"), "config.changed") == 0)
+			mediatord_refresh();
 		return;
 	}
 	if (idj == NULL || !json_object_is_type(idj, json_type_int)) {
@@ -154,6 +167,8 @@ mediatord_dispatch(struct json_object *msg)
 		proxy_apply_config(&md, schema_child(res, "operations"));
 		dns_apply_config(&md, schema_child(res, "operations"));
 		connect_apply_config(&md, schema_child(res, "operations"));
+		if (md.md_config_again)
+			mediatord_refresh();
 		return;
 	}
 	if (dns_authorized(&md, id, res, err ? schema_string(err, "code") : NULL) ||

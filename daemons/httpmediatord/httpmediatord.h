@@ -122,6 +122,7 @@ struct mediatord {
 	struct bufferevent *md_chan;	/* mediator.sock, NULL while down */
 	int64_t md_next_id;
 	int64_t md_config_id;		/* the mediator.config in flight, 0 when none */
+	int md_config_again;		/* boundaryd said config.changed meanwhile */
 	struct event *md_refresh;
 	struct medop_list md_ops;
 	struct mreq_list md_pending;

@@ -862,27 +862,11 @@ proxy_listen_socket(const char *spec)
 {
 	struct sockaddr_storage ss;
 	socklen_t sl;
-	int fam, fd, one = 1;
-	uint8_t a[16];
-	uint16_t port;
+	int fd, one = 1;
 
-	if (netpolicy_parse_listen(spec, &fam, a, &port) != 0)
+	if (netpolicy_listen_sockaddr(spec, &ss, &sl) != 0)
 		return -1;
-	memset(&ss, 0, sizeof(ss));
-	if (fam == AF_INET) {
-		struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
-		s4->sin_family = AF_INET;
-		s4->sin_port = htons(port);
-		memcpy(&s4->sin_addr, a, 4);
-		sl = sizeof(*s4);
-	} else {
-		struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
-		s6->sin6_family = AF_INET6;
-		s6->sin6_port = htons(port);
-		memcpy(&s6->sin6_addr, a, 16);
-		sl = sizeof(*s6);
-	}
-	fd = socket(fam, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -1;
 	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0 ||

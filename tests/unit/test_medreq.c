@@ -211,6 +211,22 @@ START_TEST(test_listen)
 	for (size_t i = 0; i < nitems(bad); i++)
 		ck_assert_msg(netpolicy_parse_listen(bad[i], &fam, a, &port) == -1, "%s", bad[i]);
 	ck_assert_int_eq(netpolicy_parse_listen(NULL, &fam, a, &port), -1);
+
+	/* The socket address form (bind and connect use it). */
+	struct sockaddr_storage ss;
+	socklen_t sl;
+	ck_assert_int_eq(netpolicy_listen_sockaddr("198.51.100.1:3128", &ss, &sl), 0);
+	ck_assert_int_eq(ss.ss_family, AF_INET);
+	ck_assert_uint_eq(sl, sizeof(struct sockaddr_in));
+	ck_assert_uint_eq(ntohs(((struct sockaddr_in *)&ss)->sin_port), 3128);
+	ck_assert_uint_eq(ntohl(((struct sockaddr_in *)&ss)->sin_addr.s_addr), 0xc6336401u);
+	ck_assert_int_eq(netpolicy_listen_sockaddr("[2001:db8::1]:53", &ss, &sl), 0);
+	ck_assert_int_eq(ss.ss_family, AF_INET6);
+	ck_assert_uint_eq(sl, sizeof(struct sockaddr_in6));
+	ck_assert_uint_eq(ntohs(((struct sockaddr_in6 *)&ss)->sin6_port), 53);
+	ck_assert_uint_eq(((struct sockaddr_in6 *)&ss)->sin6_addr.s6_addr[15], 1);
+	for (size_t i = 0; i < nitems(bad); i++)
+		ck_assert_msg(netpolicy_listen_sockaddr(bad[i], &ss, &sl) == -1, "%s", bad[i]);
 }
 END_TEST
 
