@@ -186,6 +186,26 @@ proxy_fail(struct mreq *mr, int status, const char *reason, const char *code)
 	proxy_mreq_free(mr);
 }
 
+/*
+ * boundaryd's answer to mr's authorize: 1 if there is one to act on; else
+ * mr was dealt with (its client gone: freed; an error: refused, 503).
+ */
+static int
+proxy_answer_usable(struct mreq *mr, struct json_object *result, const char *error_code)
+{
+	if (mr->mr_client == NULL) {
+		proxy_mreq_free(mr);
+		return 0;
+	}
+	if (result == NULL) {
+		log_warnx("%s: mediator.authorize error %s", mr->mr_op,
+		    error_code ? error_code : "(none)");
+		proxy_fail(mr, 503, "Service Unavailable", "authority_error");
+		return 0;
+	}
+	return 1;
+}
+
 /* mediator.authorize's parameters for mr, with no address yet. */
 static struct json_object *
 proxy_authorize_params(const struct mreq *mr)
@@ -315,16 +335,8 @@ proxy_authorized(struct mediatord *md, int64_t id, struct json_object *result,
 		proxy_resolve_checked(mr, result, error_code);
 		return;
 	}
-	if (mr->mr_client == NULL) {
-		proxy_mreq_free(mr);
+	if (!proxy_answer_usable(mr, result, error_code))
 		return;
-	}
-	if (result == NULL) {
-		log_warnx("%s: mediator.authorize error %s", mr->mr_op,
-		    error_code ? error_code : "(none)");
-		proxy_fail(mr, 503, "Service Unavailable", "authority_error");
-		return;
-	}
 	decision = schema_string(result, "decision");
 	addr = schema_string(result, "address");
 	reason = schema_string(result, "reason");
@@ -778,16 +790,8 @@ proxy_resolve_checked(struct mreq *mr, struct json_object *result, const char *e
 	const char *decision, *reason;
 
 	mr->mr_resolving = 0;
-	if (mr->mr_client == NULL) {
-		proxy_mreq_free(mr);
+	if (!proxy_answer_usable(mr, result, error_code))
 		return;
-	}
-	if (result == NULL) {
-		log_warnx("%s: mediator.authorize error %s", mr->mr_op,
-		    error_code ? error_code : "(none)");
-		proxy_fail(mr, 503, "Service Unavailable", "authority_error");
-		return;
-	}
 	decision = schema_string(result, "decision");
 	reason = schema_string(result, "reason");
 	if (decision == NULL || strcmp(decision, "allow") != 0) {
