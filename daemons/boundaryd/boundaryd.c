@@ -149,6 +149,7 @@ boundaryd_status(struct boundaryd *bd, struct op_reply *r)
 	int fdm = bd->bd_have_cgroup ? cgroup_favordynmods() : -1;
 	json_object_object_add(cg, "favordynmods", fdm < 0 ? NULL : json_object_new_boolean(fdm));
 	json_object_object_add(o, "cgroup", cg);
+	json_object_object_add(o, "prepared_cell", spare_status());
 	/* Record durability (syncq.c): fsyncs after the reply, and any that failed. */
 	struct syncq_stats ss;
 	struct json_object *recs = json_object_new_object();
@@ -502,6 +503,7 @@ main(int argc, char **argv)
 	if (ocsf && ocsf_sink_open(bd.bd_state_fd, OCSF_FILE, OCSF_FILE_MAX_DEFAULT, &cause) != 0)
 		fatalx("--ocsf: %s", cause);
 
+	spare_recover(&bd);	/* first: its tables are not unknown ones */
 	recover_operations(&bd);
 	netop_recover_tables(&bd);
 	index_init(&bd);
@@ -547,6 +549,7 @@ main(int argc, char **argv)
 	    event_add(sigint, NULL) != 0)
 		fatalx("cannot install signal handlers");
 
+	spare_start(&bd);
 	log_info("serving on %s/{boundary,client}.sock, state %s, cgroup %s, instance %s",
 	    runtime_dir, state_root, bd.bd_have_cgroup ? bd.bd_cgroup_mount : "(none)",
 	    bd.bd_instance);
@@ -567,6 +570,7 @@ main(int argc, char **argv)
 	}
 	control_close_all(&bd);
 	operation_free_all(&bd);
+	spare_shutdown(&bd);
 	netop_shutdown(&bd);
 	medtoken_free();
 	/* A last try: what the disk still refuses now is lost with this process. */

@@ -168,6 +168,8 @@ struct operation {
 	int op_root_gone;
 	struct cgroup op_cg;
 	int op_cg_valid;
+	/* The prepared cell's table, until the operation's network state owns it. */
+	char op_spare_table[NFT_TABLE_NAME_MAX];
 	int op_cg_missing; /* adopted with no cgroup left to clean up */
 	enum op_phase op_phase;
 	int64_t op_deadline_ms; /* wall clock; 0: no timeout */
@@ -412,10 +414,26 @@ void operation_finish(struct operation *op, const char *state, const char *reaso
 void operation_terminate(struct operation *op, const char *state, const char *reason,
     int64_t grace_s);
 int operation_count(struct boundaryd *bd);
+/* Make MOUNT/BASE again if someone removed it (root-owned 0755). */
+int op_ensure_base(struct boundaryd *bd, char **cause);
+
+/* spare.c: one prepared cell (id, empty cgroup, deny-all table) for the next create */
+void spare_recover(struct boundaryd *bd);
+void spare_start(struct boundaryd *bd);
+int spare_fits(const struct netop_spec *s);
+const char *spare_id(void);
+void spare_take(struct cgroup *cg);
+void spare_idle(void);
+struct json_object *spare_status(void);
+void spare_shutdown(struct boundaryd *bd);
 void operation_free_all(struct boundaryd *bd);
 
 /* netop.c: the network boundary of an operation */
+/* An operation's cgroup depth below the v2 root (BASE/op_<id>), which its table matches. */
+#define NETOP_CGROUP_LEVEL 2
 int netop_init(struct boundaryd *bd, char **cause);
+/* The table of operation id: a keyed hash, not guessable from outside. */
+void netop_table_name(struct boundaryd *bd, const char *id, char out[NFT_TABLE_NAME_MAX]);
 void netop_shutdown(struct boundaryd *bd);
 int netop_spec_from_params(struct json_object *net, struct netop_spec *s, char **cause);
 int netop_spec_from_file(const char *path, struct netop_spec *s, char **cause,

@@ -160,7 +160,15 @@ netop_shutdown(struct boundaryd *bd)
  * and not predictable from outside, so no one can pre-create or squat on
  * the table of an operation that is about to start.
  */
-static void
+/* The table a deny-all allowlist operation gets at create: empty sets, no DNS proxy. */
+static int
+netop_spec_denies_all(const struct netop_spec *s)
+{
+	return s->ns_subject == NFT_SUBJECT_CGROUP && s->ns_mode == NFT_MODE_ALLOWLIST &&
+	    s->ns_allow.g_n == 0 && s->ns_deny.g_n == 0 && s->ns_dns == NULL;
+}
+
+void
 netop_table_name(struct boundaryd *bd, const char *id, char out[NFT_TABLE_NAME_MAX])
 {
 	unsigned char h[12];
@@ -438,7 +446,7 @@ netop_fill_policy(struct netop *no, struct nft_policy *p, struct nft_elem *allow
 	p->np_subject = no->no_spec.ns_subject;
 	if (p->np_subject == NFT_SUBJECT_CGROUP) {
 		p->np_cgroup_id = op->op_cg.cg_id;
-		p->np_cgroup_level = 2; /* gensee/op_<id> below the v2 root */
+		p->np_cgroup_level = NETOP_CGROUP_LEVEL;
 	} else {
 		p->np_src_family = no->no_spec.ns_src_family;
 		memcpy(p->np_src_addr, no->no_spec.ns_src_addr, 16);
@@ -926,10 +934,25 @@ netop_attach(struct operation *op, struct netop_spec *s, int defer_envelope, cha
 	}
 	no->no_spec = *s;
 	memset(s, 0, sizeof(*s));
-	if (netop_open_dir(no, cause) != 0 || netop_commit(no, cause) != 0) {
+	if (netop_open_dir(no, cause) != 0) {
 		netop_free(no);
 		return NULL;
 	}
+	/*
+	 * A prepared cell's table is installed: generation 1, deny-all. An
+	 * operation that allows nothing has exactly that; any other gets its
+	 * sets and rules refilled in one batch.
+	 */
+	int spare = op->op_spare_table[0] != '\0' && strcmp(op->op_spare_table, no->no_table) == 0;
+	if (spare)
+		no->no_table_installed = 1;
+	if (spare && netop_spec_denies_all(&no->no_spec)) {
+		no->no_generation = 1;
+	} else if (netop_commit(no, cause) != 0) {
+		netop_free(no);
+		return NULL;
+	}
+	op->op_spare_table[0] = '\0';	/* the table is this netop's now */
 	op->op_net = no;
 	if (!defer_envelope) {
 		netop_publish(no);
@@ -1721,8 +1744,16 @@ netop_recover_tables(struct boundaryd *bd)
 			continue; /* live and restored */
 		if (ids_valid_operation(t[i].nti_owner)) {
 			netop_table_name(bd, t[i].nti_owner, expect);
-			int dfd = strcmp(expect, t[i].nti_name) == 0 ?
-			    safefs_opendir(bd->bd_ops_fd, t[i].nti_owner) : -1;
+			/*
+			 * Named with another key: another instance's (its own
+			 * state root, e.g. its prepared cell), not ours to judge.
+			 */
+			if (strcmp(expect, t[i].nti_name) != 0) {
+				log_debug("recovery: table %s belongs to another instance",
+				    t[i].nti_name);
+				continue;
+			}
+			int dfd = safefs_opendir(bd->bd_ops_fd, t[i].nti_owner);
 			if (dfd >= 0 && op == NULL) {
 				struct json_object *rec = NULL;
 				int valid = oprecord_read(dfd, t[i].nti_owner, &rec, NULL) == 0;

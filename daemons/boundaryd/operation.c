@@ -91,6 +91,14 @@ op_free(struct operation *op)
 		event_free(op->op_create_timer);
 	json_object_put(op->op_create_result);
 	json_object_put(op->op_fanotify);
+	/* A prepared cell's table that no network state took over: it guards nothing now. */
+	if (op->op_spare_table[0] != '\0' && op->op_bd->bd_nft != NULL) {
+		char *cause = NULL;
+		if (nft_table_delete(op->op_bd->bd_nft, op->op_spare_table, &cause) != 0) {
+			log_warnx("%s: delete table %s: %s", op->op_id, op->op_spare_table, cause);
+			free(cause);
+		}
+	}
 	if (op->op_fin_lb != NULL) {
 		lineage_batch_free(op->op_fin_lb);
 		free(op->op_fin_lb);
@@ -810,6 +818,7 @@ op_reap_cb(evutil_socket_t fd, short what, void *arg)
 	op_answer_waiters(op);
 	TAILQ_REMOVE(&bd->bd_ops, op, op_entry);
 	op_free(op);
+	spare_idle();
 }
 
 static void
@@ -1371,7 +1380,7 @@ op_check_fanotify(struct json_object *f, struct schema_error *err)
  * made again (root-owned 0755, checked like at start) instead of every
  * later operation.create failing, and system.status counts it.
  */
-static int
+int
 op_ensure_base(struct boundaryd *bd, char **cause)
 {
 	struct stat st;
@@ -1652,7 +1661,14 @@ operation_create(struct boundaryd *bd, struct conn *conn, const struct peer *p, 
 	op->op_root_pid = c.oc_pid;
 	op->op_root_start = c.oc_start_ticks;
 	int made = 0;
-	if (ids_new("op_", op->op_id, sizeof(op->op_id)) != 0 ||
+	/*
+	 * A network operation whose layout fits takes the prepared cell: its
+	 * id, its empty cgroup and its deny-all table (spare.c).
+	 */
+	int use_spare = want_net && bd->bd_have_cgroup && spare_fits(&spec);
+	if (use_spare)
+		util_strlcpy(op->op_id, spare_id(), sizeof(op->op_id));
+	if ((!use_spare && ids_new("op_", op->op_id, sizeof(op->op_id)) != 0) ||
 	    (made = mkdirat(bd->bd_ops_fd, op->op_id, 0700) == 0) == 0 ||
 	    (op->op_dirfd = safefs_opendir(bd->bd_ops_fd, op->op_id)) < 0) {
 		int e = errno;
@@ -1674,7 +1690,11 @@ operation_create(struct boundaryd *bd, struct conn *conn, const struct peer *p, 
 		return;
 	}
 	snprintf(rel, sizeof(rel), "%s/%s", bd->bd_cgroup_base, op->op_id);
-	if (op_ensure_base(bd, &cause) != 0 ||
+	if (use_spare) {
+		/* Until netop_attach owns it, a failure here deletes the table (op_free). */
+		spare_take(&op->op_cg);
+		netop_table_name(bd, op->op_id, op->op_spare_table);
+	} else if (op_ensure_base(bd, &cause) != 0 ||
 	    cgroup_create(bd->bd_cgroup_mount, rel, &op->op_cg, &cause) != 0) {
 		reply_error(r, PE_CGROUP, "%s", cause);
 		free(cause);

@@ -136,6 +136,17 @@ recover_take_back(struct boundaryd *bd, const char *id, char **cause)
 		}
 		cgroup_close(&cg);
 	}
+	/*
+	 * A prepared cell's table comes with its cgroup (spare.c): it guarded
+	 * only that cgroup, which is gone now. Usually there is none.
+	 */
+	if (bd->bd_nft != NULL) {
+		char table[NFT_TABLE_NAME_MAX], *why = NULL;
+		netop_table_name(bd, id, table);
+		if (nft_table_delete(bd->bd_nft, table, &why) == 0)
+			log_info("recovery: %s: deleted its table %s", id, table);
+		free(why);
+	}
 	if (safefs_remove_dir(bd->bd_ops_fd, id) != 0) {
 		util_cause(cause, "remove operations/%s: %s", id, strerror(errno));
 		return -1;

@@ -393,13 +393,37 @@ class Env:
         reply = self.root_call("operation.list", {"state": "running"})
         return [o["operation_id"] for o in reply["result"]["operations"]]
 
+    def spare_ids(self):
+        """Ids of the prepared cells boundaryd keeps for the next network
+        operation (STATE/spares/ID: an empty cgroup and a deny-all table)."""
+        d = os.path.join(self.state, "spares")
+        return set(os.listdir(d)) if os.path.isdir(d) else set()
+
     def op_cgroups(self):
         base = os.path.join(self.cgmount, self.cgroup_base)
         if not os.path.isdir(base):
             return []
         mine = set(os.listdir(os.path.join(self.state, "operations"))) if os.path.isdir(
             os.path.join(self.state, "operations")) else set()
+        mine |= self.spare_ids()
         return [d for d in os.listdir(base) if d in mine]
+
+    def table_owner(self, name, ns=None):
+        t = subprocess.run(self.ns_prefix(ns) + ["nft", "list", "table", "inet", name],
+                           capture_output=True, text=True)
+        m = re.search(r'owner=(op_[0-9a-f]+)', t.stdout)
+        return m.group(1) if m else None
+
+    def op_tables(self, ns=None):
+        """The gensee_ tables in ns (default: the case's namespace), without
+        the prepared cell's (its owner is a spare id)."""
+        ns = ns or self.netns
+        r = subprocess.run(self.ns_prefix(ns) + ["nft", "list", "tables"], capture_output=True,
+                           text=True)
+        names = [l.split()[-1] for l in r.stdout.splitlines() if "gensee_" in l]
+        spares = self.spare_ids()
+        return [n for n in names if self.table_owner(n, ns) not in spares or
+                self.table_owner(n, ns) is None]
 
     def cleanup(self):
         for p in self.children:
@@ -473,6 +497,7 @@ class Env:
                        capture_output=True)
         opdir = os.path.join(self.state, "operations")
         mine = set(os.listdir(opdir)) if os.path.isdir(opdir) else set()
+        mine |= self.spare_ids()  # a killed boundaryd leaves its prepared cell
         if not mine:
             return
         r = subprocess.run(["nft", "list", "tables", "inet"], capture_output=True, text=True)

@@ -59,22 +59,25 @@ def fill(path):
 def no_debris(env, ops_before, cgs_before, what):
     ops = set(os.listdir(os.path.join(env.state, "operations")))
     check(ops == ops_before, "%s left operation directories: %r" % (what, ops - ops_before))
-    base = os.path.join(env.cgmount, env.cgroup_base)
-    cgs = {d for d in os.listdir(base) if d.startswith("op_")}
+    cgs = op_cgroup_names(env)
     check(cgs == cgs_before, "%s left cgroups: %r" % (what, cgs - cgs_before))
 
 
+def op_cgroup_names(env):
+    """Operations' cgroups in the base; the prepared cell's is not one."""
+    base = os.path.join(env.cgmount, env.cgroup_base)
+    return {d for d in os.listdir(base) if d.startswith("op_")} - env.spare_ids()
+
+
 def nft_tables(env):
-    r = env.ns_run(env.netns, ["nft", "list", "tables", "inet"])
-    return [l.split()[-1] for l in r.stdout.splitlines() if "gensee_" in l]
+    return env.op_tables()
 
 
 def refused_create(env, what, *run_args):
     """A create on the broken disk: refused with the stable code, nothing left
     (no directory, no cgroup, no nftables table)."""
     ops = set(os.listdir(os.path.join(env.state, "operations")))
-    base = os.path.join(env.cgmount, env.cgroup_base)
-    cgs = {d for d in os.listdir(base) if d.startswith("op_")}
+    cgs = op_cgroup_names(env)
     tables = nft_tables(env)
     r = env.gensee("run", *run_args, "--", "/bin/echo", "must-not-run")
     check(nft_tables(env) == tables, "%s left a table: %r" % (what, nft_tables(env)))

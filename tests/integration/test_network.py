@@ -32,8 +32,7 @@ def probe_cmd(env, *targets):
 
 
 def gensee_tables(env, ns=None):
-    r = env.ns_run(ns or env.netns, ["nft", "list", "tables"])
-    return [l.split()[-1] for l in r.stdout.splitlines() if "gensee_" in l]
+    return env.op_tables(ns)
 
 
 def allowlist_tcp_udp_v4_v6(env):
@@ -633,12 +632,82 @@ def hook_anchor_lifecycle(env):
     check(json.loads(lines[0])["tcp,192.0.2.1,8080"] in REFUSED, "%r" % lines)
 
 
+def prepared_cell(env):
+    """boundaryd keeps one prepared cell for the next network operation: an
+    id, its empty cgroup and its deny-all table, made ahead so the table
+    commit is off the launch path (spare.c). It grants nothing, no user can
+    join it, the operation that takes it gets exactly its own policy (refill,
+    or nothing to do for deny-all), a SIGKILLed instance's cell is removed at
+    the next start without a recovery note, and a clean stop removes it."""
+    env.use_netns()
+    env.start()
+    env.serve(env.netns, "tcp,192.0.2.1,8080", "tcp,192.0.2.1,8081")
+    base = os.path.join(env.cgmount, env.cgroup_base)
+
+    def ready(old=()):
+        st = env.root_call("system.status")["result"]["prepared_cell"]
+        ids = env.spare_ids()
+        return ids if st["ready"] and len(ids) == 1 and not ids & set(old) else None
+
+    def spare_tables(spare):
+        r = env.ns_run(env.netns, ["nft", "list", "tables"])
+        return [l.split()[-1] for l in r.stdout.splitlines()
+                if "gensee_" in l and env.table_owner(l.split()[-1]) == spare]
+
+    (spare,) = env.wait_for("a prepared cell", ready)
+    cg = os.path.join(base, spare)
+    check(os.path.isdir(cg) and open(os.path.join(cg, "cgroup.procs")).read() == "",
+          "the prepared cell's cgroup is not there and empty")
+    check(len(spare_tables(spare)) == 1 and env.op_tables() == [],
+          "tables: spare %r, operations %r" % (spare_tables(spare), env.op_tables()))
+    # Attack: a user joins the prepared cell, to be inside an operation's
+    # cgroup before the operation (and its policy) exists.
+    r = subprocess.run(env.user_prefix() + ["sh", "-c", "echo $$ > %s/cgroup.procs" % cg],
+                       capture_output=True, text=True)
+    check(r.returncode != 0, "a user process joined the prepared cell")
+    # Whatever gets in has no network: the cell's table rejects its cgroup.
+    r = env.ns_run(env.netns, ["sh", "-c", "echo $$ > %s/cgroup.procs && exec /usr/bin/python3 %s %s"
+                               % (cg, env.tool("netprobe.py"), "tcp,192.0.2.1,8080")])
+    check(json.loads(r.stdout)["tcp,192.0.2.1,8080"] in REFUSED, "inside the cell: %s" % r.stdout)
+    env.wait_for("the probe gone", lambda: open(os.path.join(cg, "cgroup.procs")).read() == "")
+    # An allowlist operation takes it: its sets and rules are refilled.
+    rc, lines, summary, err = run_sandboxed(env, ["--allow-net", "192.0.2.1,tcp,8080"],
+                                            probe_cmd(env, "tcp,192.0.2.1,8080",
+                                                      "tcp,192.0.2.1,8081"))
+    got = json.loads(lines[0])
+    check(summary["operation_id"] == spare, "%s did not start from the cell %s" % (
+        summary["operation_id"], spare))
+    check(got["tcp,192.0.2.1,8080"] == "ok" and got["tcp,192.0.2.1,8081"] in REFUSED,
+          "refilled cell: %r" % got)
+    check(summary["record"]["envelope"]["generation"] == 1, "%r" % summary["record"]["envelope"])
+    # The next cell; a deny-all operation takes it as it is.
+    (spare2,) = env.wait_for("the next cell", lambda: ready([spare]))
+    rc, lines, summary, err = run_sandboxed(env, ["--deny-all"], probe_cmd(env, "tcp,192.0.2.1,8080"))
+    check(summary["operation_id"] == spare2, "deny-all did not start from the cell")
+    check(json.loads(lines[0])["tcp,192.0.2.1,8080"] in REFUSED, "deny-all cell: %r" % lines)
+    check(env.op_tables() == [], "operation tables left: %r" % env.op_tables())
+    # SIGKILL leaves the cell; the next start removes it, with no recovery note.
+    (spare3,) = env.wait_for("a third cell", lambda: ready([spare, spare2]))
+    env.kill9()
+    check(len(spare_tables(spare3)) == 1 and os.path.isdir(os.path.join(base, spare3)),
+          "the killed instance's cell is not there")
+    env.start()
+    check(spare_tables(spare3) == [] and not os.path.exists(os.path.join(base, spare3)),
+          "the killed instance's cell was not removed")
+    rh = env.root_call("system.status")["result"]["recovery_health"]
+    check(rh["status"] == "ok" and rh["entries"] == [], "%r" % rh)
+    (spare4,) = env.wait_for("a cell after the restart", lambda: ready([spare3]))
+    env.stop()
+    check(env.spare_ids() == set() and spare_tables(spare4) == [] and
+          not os.path.exists(os.path.join(base, spare4)), "a clean stop left the cell")
+
+
 if __name__ == "__main__":
     main({f.__name__: f for f in (allowlist_tcp_udp_v4_v6, grants_are_tuples, first_action_is_held,
                                   lease_then_expiry, fault_denials,
                                   source_address_forward_and_input, atomic_generation_swaps,
                                   sigkill_keeps_denying, restart_reconciles_tables,
-                                  policy_file_and_modes, debug_plan_and_apply,
+                                  policy_file_and_modes, debug_plan_and_apply, prepared_cell,
                                   supervisor_socket_forms, decisions_match_kernel,
                                   broad_grant_never_opens_restricted, monitor_learns_policy,
                                   hook_anchor_lifecycle)})

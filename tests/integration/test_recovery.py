@@ -106,8 +106,7 @@ def invalid_record_is_recovery_health(env):
 
 
 def nft_tables(env):
-    r = env.ns_run(env.netns, ["nft", "list", "tables"])
-    return [l.split()[-1] for l in r.stdout.splitlines() if "gensee_" in l]
+    return env.op_tables()
 
 
 def record_loss_keeps_enforcement(env):
