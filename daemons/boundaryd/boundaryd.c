@@ -38,7 +38,7 @@ usage_to(int help)
 	    " --state-root DIR --runtime-dir DIR [--cgroup-base NAME] [--foreground] [--debug]\n"
 	    "       [--ocsf] [--idle-timeout-seconds N] [--sensor-heartbeat-ms N]\n"
 	    "       [--retain-days N] [--retain-count N] [--mediator-user NAME]\n"
-	    "       [--no-nft-anchor]\n"
+	    "       [--no-nft-anchor] [--no-prepared-cell]\n"
 	    "       " BOUNDARYD_NAME " --help | --version\n");
 	exit(help ? 0 : 2);
 }
@@ -344,6 +344,7 @@ main(int argc, char **argv)
 		{ "retain-count", required_argument, NULL, 'C' },
 		{ "mediator-user", required_argument, NULL, 'M' },
 		{ "no-nft-anchor", no_argument, NULL, 'A' },
+		{ "no-prepared-cell", no_argument, NULL, 'P' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
@@ -351,7 +352,7 @@ main(int argc, char **argv)
 	struct boundaryd bd;
 	const char *state_root = NULL, *runtime_dir = NULL, *cgroup_base = CGROUP_BASE;
 	const char *mediator_user = NULL;
-	int no_anchor = 0;
+	int no_anchor = 0, no_spare = 0;
 	int lock_state, lock_runtime;
 	int foreground = 0, logflags = LOG_F_ASYNC, ch, ready_fd = -1, ocsf = 0;
 	int idle_sec = CONTROL_IDLE_SEC, hb_ms = SENSOR_HEARTBEAT_MS;
@@ -377,6 +378,9 @@ main(int argc, char **argv)
 			break;
 		case 'A':
 			no_anchor = 1;
+			break;
+		case 'P':
+			no_spare = 1;
 			break;
 		case 'b':
 			cgroup_base = optarg;
@@ -549,7 +553,8 @@ main(int argc, char **argv)
 	    event_add(sigint, NULL) != 0)
 		fatalx("cannot install signal handlers");
 
-	spare_start(&bd);
+	if (!no_spare)
+		spare_start(&bd);
 	log_info("serving on %s/{boundary,client}.sock, state %s, cgroup %s, instance %s",
 	    runtime_dir, state_root, bd.bd_have_cgroup ? bd.bd_cgroup_mount : "(none)",
 	    bd.bd_instance);

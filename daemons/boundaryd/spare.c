@@ -292,6 +292,7 @@ spare_status(void)
 {
 	struct json_object *o = json_object_new_object();
 
+	json_object_object_add(o, "enabled", json_object_new_boolean(spare.sp_ev != NULL));
 	json_object_object_add(o, "ready", json_object_new_boolean(spare.sp_ready));
 	json_object_object_add(o, "made", json_object_new_int64((int64_t)spare.sp_made));
 	json_object_object_add(o, "taken", json_object_new_int64((int64_t)spare.sp_taken));

@@ -4,6 +4,7 @@ reports exits, claimed host controls are checked against the kernel, losing
 the launcher ends the operation, and one user cannot starve the others.
 Each case performs the attack and fails without the fix."""
 
+import errno
 import json
 import os
 import signal
@@ -12,7 +13,7 @@ import subprocess
 import tempfile
 import time
 
-from harness import call, check, main, pids_with_cmdline
+from harness import Failure, call, check, main, pids_with_cmdline
 
 # A small client for code that runs as the test user (inside or outside an
 # operation): call(method, params) on one connection, and code(reply).
@@ -407,9 +408,12 @@ def cgroup_base_recreated(env):
     # Issue 9 §7: the cgroup base disappears (another tool removed it while
     # empty). Before: every later operation.create failed. The base is this
     # case's own (--cgroup-base), so no other instance's is touched.
+    # A prepared cell (an empty cgroup in the base) keeps the base from
+    # being removed while boundaryd runs; without one (--no-prepared-cell,
+    # or a host where none could be made) the base can go.
     base = env.use_private_cgroup_base()
     check(not os.path.exists(base), "%s exists already" % base)
-    env.start()
+    env.start(args=["--no-prepared-cell"])
     r = env.gensee("run", "--json", "--", "true")
     check(r.returncode == 0, r.stderr)
     rec = env.record(json.loads(r.stdout)["operation_id"])
@@ -425,6 +429,15 @@ def cgroup_base_recreated(env):
     check(st["base_present"] is True and st["base_recreated"] == 1, "%r" % st)
     b = os.stat(base)
     check(b.st_uid == 0 and (b.st_mode & 0o777) == 0o755, "base mode %o" % b.st_mode)
+    env.stop()
+    env.start()
+    env.wait_for("a prepared cell", lambda: env.root_call("system.status")["result"][
+        "prepared_cell"]["ready"])
+    try:
+        os.rmdir(base)
+        raise Failure("the base was removed under a prepared cell")
+    except OSError as e:
+        check(e.errno == errno.EBUSY, "rmdir of the base: %s" % e)
 
 
 if __name__ == "__main__":
