@@ -902,15 +902,16 @@ netop_connect_token(struct boundaryd *bd, const char *opid, char out[65])
 }
 
 /*
- * What netop_attach left to a deferring caller: the network record and the
- * "installed" effect (operation.create writes them once the launcher has
- * its answer; the envelope copy went into its own update).
+ * What netop_attach left to a deferring caller: the network record, the
+ * "installed" effect and supervisor.sock (operation.create does them once
+ * the launcher has its answer; the envelope copy went into its own update).
  */
 void
 netop_publish_installed(struct netop *no)
 {
 	netop_publish_record_only(no);
 	netop_effect(no, "generation", NULL, "installed", NULL, NULL);
+	netop_listen(no);	/* root's --socket forms: not on the launch path */
 }
 
 struct netop *
@@ -957,8 +958,8 @@ netop_attach(struct operation *op, struct netop_spec *s, int defer_envelope, cha
 	if (!defer_envelope) {
 		netop_publish(no);
 		netop_effect(no, "generation", NULL, "installed", NULL, NULL);
+		netop_listen(no);
 	}
-	netop_listen(no);
 	log_info("%s: network %s installed, table %s, %zu grant(s), %zu deny", op->op_id,
 	    netop_mode_name(no->no_spec.ns_mode), no->no_table, no->no_spec.ns_allow.g_n,
 	    no->no_spec.ns_deny.g_n);
