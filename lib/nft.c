@@ -1827,6 +1827,7 @@ nft_anchor_install(struct nft_ctx *ctx, const char *name, char **cause)
 		{ "input", NF_INET_LOCAL_IN },
 		{ "forward", NF_INET_FORWARD },
 	};
+	static const struct nft_policy pin_policy;	/* the trace rule reads none of it */
 	struct nft_batch b;
 	int rc = -1;
 
@@ -1843,6 +1844,17 @@ nft_anchor_install(struct nft_ctx *ctx, const char *name, char **cause)
 		if (nft_put_chain(&b, NFT_MSG_NEWCHAIN, NLM_F_CREATE, name, hooks[i].name,
 		    hooks[i].hook, NULL, cause) != 0)
 			goto out;
+	/*
+	 * The pin: a regular chain nothing jumps to, with one `meta nftrace
+	 * set 1`. Never evaluated, it only holds the kernel's trace static
+	 * key, which every operation's blocked chain takes: without it the
+	 * first table and the last one's deletion each patch kernel code
+	 * (IPIs to every CPU). Flushed first: a reused anchor keeps one rule.
+	 */
+	if (nft_put_chain(&b, NFT_MSG_NEWCHAIN, NLM_F_CREATE, name, NFT_ANCHOR_PIN, -1, NULL,
+	    cause) != 0 || nft_put_chain_flush(&b, name, NFT_ANCHOR_PIN, cause) != 0 ||
+	    nft_put_rule(&b, name, NFT_ANCHOR_PIN, NFT_R_NFTRACE, &pin_policy, cause) != 0)
+		goto out;
 	if (nft_batch_finish(ctx, &b, cause) == 0 && nft_batch_run(ctx, &b, cause) == 0)
 		rc = 0;
 out:

@@ -178,9 +178,12 @@ int nft_table_delete(struct nft_ctx *ctx, const char *table, char **cause);
  * table costs only its own commit and deletion. An accept in one base
  * chain never decides for another table's: enforcement is unchanged. Not a
  * NFT_TABLE_PREFIX name, so recovery never takes it for an operation's.
- * Install is idempotent (an anchor left by a crash is reused).
+ * It also holds the trace static key (`meta nftrace set 1`, which every
+ * operation's blocked chain has) with one rule in a regular chain nothing
+ * jumps to. Install is idempotent (an anchor left by a crash is reused).
  */
 #define NFT_ANCHOR_PREFIX "gsanchor_"
+#define NFT_ANCHOR_PIN "pin"	/* its chain that keeps the trace key on */
 int nft_anchor_install(struct nft_ctx *ctx, const char *name, char **cause);
 int nft_anchor_remove(struct nft_ctx *ctx, const char *name, char **cause);
 

@@ -590,9 +590,9 @@ def monitor_learns_policy(env):
 
 
 def hook_anchor_lifecycle(env):
-    """boundaryd keeps one empty accept-only anchor table per state root while
-    it runs (it holds the hooks' static keys, so an operation's table commits
-    without code patching): it never weakens a table's verdict, a restart after
+    """boundaryd keeps one accept-only anchor table per state root while it
+    runs (it holds the hooks' and the trace rule's static keys, so an
+    operation's table commits without code patching): it never weakens a table's verdict, a restart after
     SIGKILL reuses it rather than adding another, a clean stop removes it, and
     --no-nft-anchor goes without."""
     env.use_netns()
@@ -611,6 +611,9 @@ def hook_anchor_lifecycle(env):
     check(sorted(chains) == [("forward", "forward", "accept"), ("input", "input", "accept"),
                              ("output", "output", "accept")], "anchor has more than empty "
           "accept chains: %s" % text)
+    # Its one rule: the trace key's pin, in a chain nothing jumps to.
+    check(re.findall(r"chain pin \{\s*meta nftrace set 1\s*\}", text) and "jump" not in text and
+          "goto" not in text and text.count("nftrace") == 1, "anchor rules: %s" % text)
     # Its accept decides nothing for an operation's table: deny-all still refuses.
     rc, lines, summary, err = run_sandboxed(env, ["--deny-all"],
                                             probe_cmd(env, "tcp,192.0.2.1,8080"))
@@ -622,6 +625,8 @@ def hook_anchor_lifecycle(env):
     check(anchors() == [name], "after SIGKILL: %r" % anchors())
     env.start()
     check(anchors() == [name], "after restart: %r" % anchors())
+    text = env.ns_run(env.netns, ["nft", "list", "table", "inet", name]).stdout
+    check(text.count("nftrace") == 1, "a reused anchor has one pin rule: %s" % text)
     env.stop()
     check(anchors() == [], "a clean stop left %r" % anchors())
     env.start(args=["--no-nft-anchor"])
