@@ -133,8 +133,29 @@ START_TEST(test_create_update)
 		ck_assert_int_eq(get_int(out, "n"), i);
 		json_object_put(out);
 	}
-	/* No temporary file is left behind; the lock file is owner-only. */
-	ck_assert_int_eq(fstatat(dfd, NAME ".tmp", &st, AT_SYMLINK_NOFOLLOW), -1);
+	/*
+	 * NAME.tmp keeps the previous version (owner-only): the two inodes
+	 * are swapped on every update, none is made or freed any more.
+	 */
+	struct stat rs, ts;
+	ck_assert_int_eq(fstatat(dfd, NAME ".tmp", &ts, AT_SYMLINK_NOFOLLOW), 0);
+	ck_assert(S_ISREG(ts.st_mode));
+	ck_assert_int_eq(ts.st_mode & 077, 0);
+	ck_assert_int_eq(fstatat(dfd, NAME, &rs, AT_SYMLINK_NOFOLLOW), 0);
+	ck_assert_int_eq(record_read(dfd, NAME ".tmp", "A", simple_validate, &out, &cause), 0);
+	ck_assert_int_eq(get_int(out, "revision"), 5);
+	json_object_put(out);
+	ck_assert_int_eq(record_update(dfd, NAME, "A", simple_validate, mut_incr, NULL, NULL,
+	    &cause), 0);
+	ck_assert_int_eq(fstatat(dfd, NAME, &st, AT_SYMLINK_NOFOLLOW), 0);
+	ck_assert_uint_eq(st.st_ino, ts.st_ino);
+	ck_assert_int_eq(fstatat(dfd, NAME ".tmp", &st, AT_SYMLINK_NOFOLLOW), 0);
+	ck_assert_uint_eq(st.st_ino, rs.st_ino);
+	/* A shorter version leaves no tail of the longer one behind. */
+	ck_assert_int_eq(record_read(dfd, NAME, "A", simple_validate, &out, &cause), 0);
+	ck_assert_int_eq(get_int(out, "revision"), 7);
+	json_object_put(out);
+	/* The lock file is owner-only. */
 	ck_assert_int_eq(fstatat(dfd, NAME ".lock", &st, AT_SYMLINK_NOFOLLOW), 0);
 	ck_assert_int_eq(st.st_mode & 077, 0);
 	/* result may be NULL. */
@@ -322,6 +343,17 @@ START_TEST(test_tmp_and_lock_symlinks)
 	ck_assert_mem_eq(after, before, lb);
 	free(after);
 	ck_assert_int_eq(unlinkat(dfd, NAME ".tmp", 0), 0);
+
+	/* A planted hard link as NAME.tmp is not rewritten in place: it is replaced. */
+	ck_assert_int_eq(linkat(AT_FDCWD, target, dfd, NAME ".tmp", 0), 0);
+	ck_assert_int_eq(record_update(dfd, NAME, "A", simple_validate, mut_incr, NULL, NULL,
+	    &cause), 0);
+	s = unit_read_file(AT_FDCWD, target, &len);
+	ck_assert_uint_eq(len, 8);
+	ck_assert_mem_eq(s, "precious", 8);
+	free(s);
+	free(before);
+	before = unit_read_file(dfd, NAME, &lb);
 
 	/* Nor a planted NAME.lock symlink (O_CREAT through it would create a file). */
 	ck_assert_int_eq(unlinkat(dfd, NAME ".lock", 0), 0);
