@@ -19,6 +19,7 @@ cgroups of this case's own), the DESTDIR and the results directory.
 
 import json
 import os
+import pwd
 import shutil
 import signal
 import subprocess
@@ -30,7 +31,7 @@ from test_install import Installed
 
 # The units this boot starts (the HTTP mediator's is verified by test_install,
 # not booted here yet).
-DAEMONS = ("gensee-boundaryd", "gensee-sensord")
+DAEMONS = ("gensee-boundaryd", "gensee-sensord", "gensee-tcloned")
 
 BOOT_TIMEOUT = 420  # the whole boot, check and poweroff; it takes well under a minute idle
 
@@ -78,10 +79,16 @@ def user_tree(path, files):
 
 try:
     res["cgroup"] = open("/proc/self/mountinfo").read()
+    # The container's / is an overlayfs, which cannot be an overlay's upper
+    # layer: tcloned's authority root gets a tmpfs (on a host it is a real
+    # filesystem). The unit itself makes the directory (StateDirectory=).
+    os.makedirs("/var/lib/gensee-boundary", mode=0o700, exist_ok=True)
+    run("auth_tmpfs", ["mount", "-t", "tmpfs", "-o", "mode=0700,nosuid,nodev",
+                       "gensee-it-auth", "/var/lib/gensee-boundary"])
     run("verify", ["systemd-analyze", "verify", "gensee-boundaryd.service",
-                   "gensee-sensord.service"])
+                   "gensee-sensord.service", "gensee-tcloned.service"])
     run("enable", ["systemctl", "enable", "--now", "gensee-boundaryd.service",
-                   "gensee-sensord.service"])
+                   "gensee-sensord.service", "gensee-tcloned.service"])
     # Wait (bounded) until boundaryd answers and sensord has registered.
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
@@ -94,9 +101,9 @@ try:
             pass
         time.sleep(0.2)
     run("is_enabled", ["systemctl", "is-enabled", "gensee-boundaryd.service",
-                       "gensee-sensord.service"])
+                       "gensee-sensord.service", "gensee-tcloned.service"])
     props = "Id,ActiveState,SubState,MainPID,NRestarts,FragmentPath"
-    for d in ("gensee-boundaryd", "gensee-sensord"):
+    for d in ("gensee-boundaryd", "gensee-sensord", "gensee-tcloned"):
         r = run("show_" + d, ["systemctl", "show", "-p", props, d + ".service"])
         pid = dict(l.split("=", 1) for l in r["out"].splitlines() if "=" in l).get("MainPID")
         if pid and pid != "0":
@@ -129,11 +136,51 @@ try:
         as_user(name, ["gensee", "run", "--sandbox", "linux", "--deny-all", "--linux-fanotify",
                        "--json", "--", "cat", os.path.join(ws, f)], cwd=ws, env=env)
 
-    run("stop", ["systemctl", "stop", "gensee-sensord.service", "gensee-boundaryd.service"])
+    # tcloned under its unit: a tclone source as the user, on a snapshot of
+    # a workspace, in its tmux session; list, diff, exec, delete.
+    tws = "/var/tmp/gensee-it-tcws"
+    user_tree(tws, {"shared.txt": "base\n", "agent.sh":
+                    "id -u > uid.txt; hostname > host.txt; echo ok > started.txt\n"
+                    "exec sleep 600\n"})
+    tenv = {"HOME": "/nonexistent", "TERM": "dumb"}
+    src = as_user("tc_start", ["gensee", "run", "--runtime", "tclone", "--json", "--", "sh",
+                               "agent.sh"], cwd=tws, env=tenv)
+    try:
+        rid = json.loads(src["out"])["run_id"]
+    except (ValueError, KeyError):
+        rid = None
+    if rid:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            r = as_user("tc_diff", ["gensee", "run", "diff", rid, "--json"], cwd=tws, env=tenv)
+            if r["rc"] == 0 and "started.txt" in r["out"]:
+                break
+            time.sleep(0.2)
+        as_user("tc_list", ["gensee", "run", "list", "--json"], cwd=tws, env=tenv)
+        as_user("tc_exec", ["gensee", "run", "exec", rid, "--", "cat", "started.txt", "uid.txt",
+                            "host.txt"], cwd=tws, env=tenv)
+        # The agent's own confinement under the unit: /var/tmp is writable
+        # to the user (1777) but not to the agent (Landlock: the workspace,
+        # its private /tmp and its run directory only).
+        as_user("tc_landlock", ["gensee", "run", "exec", rid, "--", "sh", "-c",
+                                "echo x > /var/tmp/gensee-it-agent-wrote && echo wrote || "
+                                "echo denied; grep -E '^(NoNewPrivs|Seccomp):' /proc/self/status"],
+                cwd=tws, env=tenv)
+        as_user("tc_fork", ["gensee", "run", "fork", rid, "--json"], cwd=tws, env=tenv)
+        res["tc_ws_untouched"] = {"rc": 0 if not os.path.exists(
+            os.path.join(tws, "started.txt")) else 1, "out": "", "err": ""}
+        as_user("tc_delete", ["gensee", "run", "delete", "--all"], cwd=tws, env=tenv)
+        as_user("tc_list_after", ["gensee", "run", "list", "--json"], cwd=tws, env=tenv)
+    run("tc_status", ["gensee", "status", "--json"])
+
+    run("stop", ["systemctl", "stop", "gensee-tcloned.service", "gensee-sensord.service",
+                 "gensee-boundaryd.service"])
     run("after_stop", ["systemctl", "show", "-p", "Id,ActiveState,Result",
-                       "gensee-boundaryd.service", "gensee-sensord.service"])
+                       "gensee-boundaryd.service", "gensee-sensord.service",
+                       "gensee-tcloned.service"])
     run("journal", ["journalctl", "--no-pager", "-o", "short-monotonic", "-u",
-                    "gensee-boundaryd.service", "-u", "gensee-sensord.service"])
+                    "gensee-boundaryd.service", "-u", "gensee-sensord.service",
+                    "-u", "gensee-tcloned.service"])
 finally:
     with open(OUT + ".tmp", "w") as f:
         json.dump(res, f)
@@ -270,7 +317,8 @@ def units_run_under_systemd(env):
             "--console=pipe",
             # nspawn's own filter refuses these to a container; the unit's
             # filter is what this case is about, so let them through to it.
-            "--system-call-filter=fanotify_init fanotify_mark open_by_handle_at"] + binds + [
+            "--system-call-filter=fanotify_init fanotify_mark open_by_handle_at "
+            "landlock_create_ruleset landlock_add_rule landlock_restrict_self"] + binds + [
             "systemd.unit=gensee-it-check.service", "systemd.firstboot=off",
             "systemd.show_status=false"]
     log_path = os.path.join(work, "nspawn.log")
@@ -326,7 +374,7 @@ def units_run_under_systemd(env):
     check(not [l for l in (verify["out"] + verify["err"]).splitlines() if "gensee" in l],
           "systemd-analyze verify inside: %s%s" % (verify["out"], verify["err"]))
     ok("enable")
-    check(step("is_enabled")["out"].split() == ["enabled", "enabled"],
+    check(step("is_enabled")["out"].split() == ["enabled"] * len(DAEMONS),
           "is-enabled: %r" % res["is_enabled"]["out"])
     for n in DAEMONS:
         show = dict(l.split("=", 1) for l in ok("show_" + n)["out"].splitlines() if "=" in l)
@@ -376,9 +424,38 @@ def units_run_under_systemd(env):
     check("Permission denied" in denied["err"] or "Operation not permitted" in denied["err"],
           "cat's error: %r" % denied["err"])
     check("hello" in ok("fan_allowed")["err"], "notes.txt: %r" % res["fan_allowed"])
+    # tcloned: its socket answers the user, a tclone source runs under it.
+    journal = res.get("journal", {}).get("out", "")
+    tc = json.loads(ok("tc_status")["out"])["daemons"]["gensee-tcloned"]
+    check(tc.get("answering") is True, "tcloned under its unit: %r\n%s" % (tc, journal))
+    src = json.loads(ok("tc_start")["out"])
+    rid = src["run_id"]
+    check(src["role"] == "source" and src["operation_id"].startswith("op_"),
+          "tclone source: %r" % src)
+    check(isinstance(src.get("confinement", {}).get("landlock"), int),
+          "Landlock is not applied to the agent under the unit: %r" % src.get("confinement"))
+    check('"started.txt"' in ok("tc_diff")["out"], "the agent did not run: %r\n%s" % (
+        res["tc_diff"], journal))
+    runs = json.loads(ok("tc_list")["out"])["runs"]
+    check([r["run_id"] for r in runs] == [rid] and runs[0]["state"] == "running",
+          "run list --json: %r" % runs)
+    uid = pwd.getpwnam(TEST_USER).pw_uid
+    check(ok("tc_exec")["out"].split() == ["ok", str(uid), "gensee-tclone"],
+          "run exec: %r" % res["tc_exec"])
+    ll = ok("tc_landlock")["out"].split()
+    check(ll == ["denied", "NoNewPrivs:", "1", "Seccomp:", "2"], "the agent's confinement: %r" %
+          res["tc_landlock"])
+    fk = json.loads(ok("tc_fork")["out"])
+    check(fk["source_run_id"] == rid and len(fk["forks"]) == 1 and
+          fk["forks"][0]["operation_id"] != src["operation_id"], "fork under systemd: %r" % fk)
+    ok("tc_ws_untouched")
+    ok("tc_delete")
+    check(json.loads(ok("tc_list_after")["out"])["runs"] == [], "runs after delete: %r" %
+          res["tc_list_after"])
     ok("stop")
     after = res["after_stop"]["out"]
-    check(after.count("ActiveState=inactive") == 2 and "Result=success" in after and after.count("Result=success") == 2,
+    n = len(DAEMONS)
+    check(after.count("ActiveState=inactive") == n and after.count("Result=success") == n,
           "after stop: %r" % after)
 
 
