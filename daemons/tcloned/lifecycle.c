@@ -224,6 +224,26 @@ run_json(struct tcloned *t, const struct trun *r)
 	struct json_object *cf = schema_child(r->tr_rec, "confinement");
 	if (cf != NULL)
 		json_object_object_add(o, "confinement", json_object_get(cf));
+	if (strcmp(r->tr_backend, "btrfs") == 0 && has_snapshot(r)) {
+		/* The kernel's subvolume ids (BTRFS_IOC_INO_LOOKUP): distinct per snapshot. */
+		struct json_object *b = json_object_new_object();
+		const char *leaves[] = { "ws", "base" };
+		for (size_t i = 0; i < nitems(leaves); i++) {
+			char rel[128], key[32];
+			uint64_t id;
+			int fd;
+			snprintf(rel, sizeof(rel), "runs/%s/%s", r->tr_id, leaves[i]);
+			snprintf(key, sizeof(key), "%s_subvolume_id", leaves[i]);
+			fd = safefs_opendir(t->td_tc_fd, rel);
+			if (fd >= 0 && gbtrfs_is_subvol(fd) && gbtrfs_subvol_id(fd, &id, NULL) == 0)
+				json_object_object_add(b, key, json_object_new_int64((int64_t)id));
+			else
+				json_object_object_add(b, key, NULL);
+			if (fd >= 0)
+				close(fd);
+		}
+		json_object_object_add(o, "btrfs", b);
+	}
 	return o;
 }
 

@@ -923,6 +923,11 @@ def btrfs_backend(env):
                   "fork ws %r" % fw)
             check(fw["Subvolume ID"] not in (fb["Subvolume ID"], sws["Subvolume ID"]),
                   "fork ws shares a subvolume id")
+            # tcloned's own view (BTRFS_IOC_INO_LOOKUP) agrees with btrfs-progs.
+            fj = [x for x in fk["forks"] if x["run_id"] == f][0]
+            check(fj["btrfs"] == {"ws_subvolume_id": int(fw["Subvolume ID"]),
+                                  "base_subvolume_id": int(fb["Subvolume ID"])},
+                  "fork btrfs ids %r vs %r %r" % (fj.get("btrfs"), fw, fb))
             a = os.lstat(os.path.join(t.root, "tclone", "runs", sid, "ws", "src", "keep.c"))
             b = os.lstat(os.path.join(t.root, "tclone", "runs", f, "ws", "src", "keep.c"))
             check(a.st_ino == b.st_ino and a.st_dev != b.st_dev, "inodes %r %r" % (a, b))
