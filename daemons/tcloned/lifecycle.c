@@ -500,10 +500,7 @@ btrfs_source(int rfd, int wsfd, const struct snapshot_creds *user, struct snapsh
 		return -1;
 	}
 	rv = snapshot_copy(wsfd, rfd, "ws", SNAPSHOT_F_INTO, user, NULL, ss, cause);
-	if (rv == 0 && syncfs(vfd) != 0) {
-		util_cause(cause, "ws: syncfs: %s", strerror(errno));
-		rv = -1;
-	}
+	/* The snapshot ioctl writes the subvolume's dirty data out first. */
 	if (rv == 0)
 		rv = gbtrfs_snapshot(vfd, rfd, "base", 1, cause);
 	close(vfd);
