@@ -437,11 +437,11 @@ EOF
 """
 
 
-def fork_boundaries(env):
+def fork_boundaries(env, make=None):
     ns = env.use_netns()
     env.start()
     env.serve(ns, "tcp,198.51.100.1,8470", "tcp,192.0.2.1,8471")
-    with tclone(env) as t:
+    with (make or tclone)(env) as t:
         # Two directories the user may write (DAC): Landlock keeps the agent
         # out of the first; the second is given with --linux-landlock-rw.
         opened, extra = [tempfile.mkdtemp(prefix="gensee-it-open.", dir="/var/tmp")
@@ -972,6 +972,12 @@ def btrfs_backend(env):
         check(t.mounts() == [], "mounts left: %r" % t.mounts())
 
 
+def btrfs_fork_boundaries(env):
+    """fork_boundaries with the btrfs backend: the same network, file,
+    namespace and socket boundaries for a source and its snapshot fork."""
+    fork_boundaries(env, btrfs_tclone)
+
+
 def btrfs_crash_mid_merge(env):
     """A crash of tcloned in the middle of a merge into a btrfs source leaves
     the source whole once it restarts."""
@@ -1054,4 +1060,5 @@ if __name__ == "__main__":
     main({f.__name__: f for f in (lifecycle, switch_and_choose, crash_mid_merge, fork_boundaries,
                                   attacker_merge, refusals, exec_and_send, git_merge,
                                   stalled_clients, workspace_in_tmp, copy_backend,
-                                  btrfs_backend, btrfs_crash_mid_merge, btrfs_fails_closed)})
+                                  btrfs_backend, btrfs_crash_mid_merge, btrfs_fails_closed,
+                                  btrfs_fork_boundaries)})
