@@ -171,6 +171,14 @@ try:
             os.path.join(tws, "started.txt")) else 1, "out": "", "err": ""}
         as_user("tc_delete", ["gensee", "run", "delete", "--all"], cwd=tws, env=tenv)
         as_user("tc_list_after", ["gensee", "run", "list", "--json"], cwd=tws, env=tenv)
+    # On a terminal the CLI attaches to the agent's tmux session; script(1)
+    # gives it one. The agent prints a mark and ends, which ends the attach.
+    as_user("tc_attach", ["timeout", "60", "script", "-qec",
+                          "gensee run --runtime tclone -- sh -c "
+                          "'echo TC-ATTACHED-$((6*7)); sleep 6'", "/dev/null"],
+            cwd=tws, env={"HOME": "/nonexistent", "TERM": "xterm"})
+    as_user("tc_attach_list", ["gensee", "run", "list", "--json"], cwd=tws, env=tenv)
+    as_user("tc_delete_attach", ["gensee", "run", "delete", "--all"], cwd=tws, env=tenv)
     run("tc_status", ["gensee", "status", "--json"])
 
     run("stop", ["systemctl", "stop", "gensee-tcloned.service", "gensee-sensord.service",
@@ -452,6 +460,12 @@ def units_run_under_systemd(env):
     ok("tc_delete")
     check(json.loads(ok("tc_list_after")["out"])["runs"] == [], "runs after delete: %r" %
           res["tc_list_after"])
+    # The interactive form: attached through a pty, the agent's output came
+    # through tmux, and the run ended when the agent did.
+    check("TC-ATTACHED-42" in ok("tc_attach")["out"], "attach: %r" % res["tc_attach"])
+    att = json.loads(ok("tc_attach_list")["out"])["runs"]
+    check(len(att) == 1 and att[0]["state"] == "exited", "the attached run: %r" % att)
+    ok("tc_delete_attach")
     ok("stop")
     after = res["after_stop"]["out"]
     n = len(DAEMONS)
