@@ -44,9 +44,11 @@ res = {}
 
 
 def run(name, argv, timeout=120, **kw):
+    t0 = time.monotonic()
     try:
         r = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, **kw)
-        res[name] = {"rc": r.returncode, "out": r.stdout, "err": r.stderr}
+        res[name] = {"rc": r.returncode, "out": r.stdout, "err": r.stderr,
+                     "ms": int((time.monotonic() - t0) * 1000)}
     except Exception as e:
         res[name] = {"rc": None, "out": "", "err": repr(e)}
     return res[name]
@@ -175,7 +177,7 @@ try:
     # gives it one. The agent prints a mark and ends, which ends the attach.
     as_user("tc_attach", ["timeout", "60", "script", "-qec",
                           "gensee run --runtime tclone -- sh -c "
-                          "'echo TC-ATTACHED-$((6*7)); sleep 6'", "/dev/null"],
+                          "'echo TC-ATTACHED-$((6*7)); sleep 1'", "/dev/null"],
             cwd=tws, env={"HOME": "/nonexistent", "TERM": "xterm"})
     as_user("tc_attach_list", ["gensee", "run", "list", "--json"], cwd=tws, env=tenv)
     as_user("tc_delete_attach", ["gensee", "run", "delete", "--all"], cwd=tws, env=tenv)
@@ -361,7 +363,8 @@ def units_run_under_systemd(env):
 
     for name, r in sorted(res.items()):
         if isinstance(r, dict):
-            print("inside: %-16s rc %r  %s" % (name, r["rc"], (r["out"] + r["err"]).strip()
+            print("inside: %-16s rc %r %s ms  %s" % (name, r["rc"], r.get("ms"),
+                                                     (r["out"] + r["err"]).strip()
                                                  .replace("\n", " | ")[:300]))
 
     def step(name):

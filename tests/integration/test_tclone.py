@@ -972,6 +972,24 @@ def btrfs_backend(env):
         check(t.mounts() == [], "mounts left: %r" % t.mounts())
 
 
+def session_at_answer(env):
+    """tclone.start answers once the agent's tmux session exists: a client
+    that attaches right after the answer (the CLI on a terminal does) finds
+    it, even for an agent that ends within a second."""
+    env.start()
+    with tclone(env) as t:
+        t.workspace({"shared.txt": "base\n"})
+        for i in range(5):
+            src = t.g("run", "--runtime", "tclone", "--json", "--", "sleep", "1", json_out=True)
+            r = subprocess.run(env.user_prefix() + ["tmux", "-S", src["tmux_socket"],
+                                                    "has-session", "-t", src["tmux_session"]],
+                               capture_output=True, text=True, timeout=30,
+                               env={"PATH": "/usr/bin:/bin", "HOME": "/nonexistent"})
+            check(r.returncode == 0, "round %d: no session right after the answer: %s" % (
+                i, r.stderr))
+        t.g("run", "delete", "--all")
+
+
 def btrfs_fork_boundaries(env):
     """fork_boundaries with the btrfs backend: the same network, file,
     namespace and socket boundaries for a source and its snapshot fork."""
@@ -1061,4 +1079,4 @@ if __name__ == "__main__":
                                   attacker_merge, refusals, exec_and_send, git_merge,
                                   stalled_clients, workspace_in_tmp, copy_backend,
                                   btrfs_backend, btrfs_crash_mid_merge, btrfs_fails_closed,
-                                  btrfs_fork_boundaries)})
+                                  btrfs_fork_boundaries, session_at_answer)})
