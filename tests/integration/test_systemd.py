@@ -17,6 +17,7 @@ Everything the case makes is removed even when it fails: the container
 cgroups of this case's own), the DESTDIR and the results directory.
 """
 
+import contextlib
 import json
 import os
 import pwd
@@ -28,6 +29,7 @@ import time
 
 from harness import SOURCE, TEST_USER, Failure, check, main
 from test_install import Installed
+from test_tclone import loop_btrfs
 
 # The units this boot starts (the HTTP mediator's is verified by test_install,
 # not booted here yet).
@@ -183,6 +185,42 @@ try:
     as_user("tc_delete_attach", ["gensee", "run", "delete", "--all"], cwd=tws, env=tenv)
     run("tc_status", ["gensee", "status", "--json"])
 
+    # The btrfs backend under the unit: the authority root on a btrfs the
+    # host made (a loop file, bound in at /gensee-btrfs; the container gets
+    # no loop devices), so forks are subvolume snapshots made through the
+    # unit's sandbox.
+    run("tcb_stop", ["systemctl", "stop", "gensee-tcloned.service"])
+    run("tcb_umount", ["umount", "/var/lib/gensee-boundary"])
+    run("tcb_mount", ["mount", "--bind", "/gensee-btrfs", "/var/lib/gensee-boundary"])
+    os.chmod("/var/lib/gensee-boundary", 0o700)
+    run("tcb_unit", ["systemctl", "start", "gensee-tcloned.service"])
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        r = run("tcb_status", ["gensee", "status", "--json"])
+        try:
+            if json.loads(r["out"])["daemons"]["gensee-tcloned"].get("answering"):
+                break
+        except (ValueError, KeyError):
+            pass
+        time.sleep(0.2)
+    src = as_user("tcb_start", ["gensee", "run", "--runtime", "tclone", "--json", "--", "sh",
+                                "agent.sh"], cwd=tws, env=tenv)
+    try:
+        rid = json.loads(src["out"])["run_id"]
+    except (ValueError, KeyError):
+        rid = None
+    if rid:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            r = as_user("tcb_diff", ["gensee", "run", "diff", rid, "--json"], cwd=tws, env=tenv)
+            if r["rc"] == 0 and "started.txt" in r["out"]:
+                break
+            time.sleep(0.2)
+        as_user("tcb_fork", ["gensee", "run", "fork", rid, "--json"], cwd=tws, env=tenv)
+        run("tcb_subvols", ["btrfs", "subvolume", "list", "/var/lib/gensee-boundary"])
+        as_user("tcb_delete", ["gensee", "run", "delete", "--all"], cwd=tws, env=tenv)
+        run("tcb_subvols_after", ["btrfs", "subvolume", "list", "/var/lib/gensee-boundary"])
+
     run("stop", ["systemctl", "stop", "gensee-tcloned.service", "gensee-sensord.service",
                  "gensee-boundaryd.service"])
     run("after_stop", ["systemctl", "show", "-p", "Id,ActiveState,Result",
@@ -295,6 +333,10 @@ def units_run_under_systemd(env):
     binds.append("--bind-ro=%s:/etc/systemd/system/gensee-it-check.service" % os.path.join(
         work, "gensee-it-check.service"))
     binds.append("--bind=%s:/gensee-it" % work)
+    # tcloned's btrfs backend inside: a btrfs the host mounts (below), bound in.
+    btrfs_dir = os.path.join(work, "btrfs")
+    os.mkdir(btrfs_dir)
+    binds.append("--bind=%s:/gensee-btrfs" % btrfs_dir)
     # A sanitizer build: LeakSanitizer stops the world with ptrace at exit,
     # which the units' filter (~@debug) refuses by design, so the daemons
     # would fail their clean stop. Leak checking is left to the other suites
@@ -333,7 +375,9 @@ def units_run_under_systemd(env):
             "systemd.show_status=false"]
     log_path = os.path.join(work, "nspawn.log")
     cg = CgroupPair(env)
+    stack = contextlib.ExitStack()
     try:
+        stack.enter_context(loop_btrfs(btrfs_dir))
         with open(log_path, "w") as log:
             p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log,
                                  stderr=subprocess.STDOUT, preexec_fn=cg.enter,
@@ -352,6 +396,7 @@ def units_run_under_systemd(env):
                     BOOT_TIMEOUT, open(log_path).read()[-6000:]))
     finally:
         left = cg.remove()
+        stack.close()
         if left:
             print("cleanup: could not remove %s" % left)
     check(not left, "the container's cgroups are left: %r" % left)
@@ -469,6 +514,24 @@ def units_run_under_systemd(env):
     att = json.loads(ok("tc_attach_list")["out"])["runs"]
     check(len(att) == 1 and att[0]["state"] == "exited", "the attached run: %r" % att)
     ok("tc_delete_attach")
+    # The btrfs backend under the unit: source and fork are subvolumes, gone after delete.
+    tcb = json.loads(ok("tcb_status")["out"])["daemons"]["gensee-tcloned"]
+    check(tcb.get("answering") is True, "tcloned on btrfs: %r\n%s" % (tcb, journal))
+    bsrc = json.loads(ok("tcb_start")["out"])
+    check(bsrc["backend"] == "btrfs", "source backend under the unit: %r" % bsrc)
+    check('"started.txt"' in ok("tcb_diff")["out"], "the btrfs agent did not run: %r" %
+          res["tcb_diff"])
+    bfk = json.loads(ok("tcb_fork")["out"])["forks"][0]
+    ids = [bsrc["btrfs"]["ws_subvolume_id"], bfk["btrfs"]["ws_subvolume_id"],
+           bfk["btrfs"]["base_subvolume_id"]]
+    check(all(isinstance(i, int) for i in ids) and len(set(ids)) == 3,
+          "subvolume ids %r" % ids)
+    listed = ok("tcb_subvols")["out"]
+    check(listed.count(" path ") == 4 and bfk["run_id"] + "/ws" in listed,
+          "subvolumes under the unit: %r" % listed)
+    ok("tcb_delete")
+    check(ok("tcb_subvols_after")["out"].strip() == "", "subvolumes left: %r" %
+          res["tcb_subvols_after"])
     ok("stop")
     after = res["after_stop"]["out"]
     n = len(DAEMONS)
