@@ -1209,7 +1209,7 @@ hostcaps_speculation(struct hostcaps_ctx *hc)
 	hostcaps_add(e, "overlayfs", json_object_new_boolean(ovl));
 	hostcaps_add(e, "copy", json_object_new_boolean(1));
 	hostcaps_set(e, 1, "%s%scopy (kernel support from /proc/filesystems%s; btrfs "
-	    "snapshots also need the workspace on btrfs)", btrfs ? "btrfs, " : "",
+	    "snapshots also need gensee-tcloned's authority root on btrfs)", btrfs ? "btrfs, " : "",
 	    ovl ? "overlayfs, " : "", hc->hc_filesystems == NULL ? ", which is unreadable" :
 	    ", which omits modules not loaded yet");
 	return e;

@@ -77,11 +77,23 @@ landlock_abi(const char **why)
 
 	if (abi > 0)
 		return abi > INT_MAX ? INT_MAX : (int)abi;
-	if (errno == EOPNOTSUPP)
+	if (errno == EOPNOTSUPP) {
 		*why = "the kernel has Landlock but it is disabled at boot (not in lsm=)";
-	else
+		return 0;
+	}
+	if (errno == ENOSYS) {
 		*why = "the kernel has no Landlock";
-	return 0;
+		return 0;
+	}
+	/*
+	 * Anything else (EPERM from a seccomp filter around us, e.g. a
+	 * systemd unit's SystemCallFilter=) says nothing about the kernel.
+	 * Threat: reading it as "no Landlock" would run agents unconfined
+	 * where Landlock is required by default; -1 keeps it required, so
+	 * the plan fails closed.
+	 */
+	*why = "landlock_create_ruleset was refused (a seccomp filter around this process?)";
+	return -1;
 }
 
 /* The filesystem rights this code knows at ABI abi. */
@@ -289,7 +301,7 @@ landlock_plan_build(struct json_object *policy, const struct landlock_opts *o, i
 		goto fail;
 	/* On by default: required where the kernel has it, best effort where not. */
 	if (lp->lp_mode_default)
-		lp->lp_mode = abi > 0 ? LANDLOCK_PLAN_REQUIRED : LANDLOCK_PLAN_BEST_EFFORT;
+		lp->lp_mode = abi != 0 ? LANDLOCK_PLAN_REQUIRED : LANDLOCK_PLAN_BEST_EFFORT;
 	/* Paths on the command line ask for Landlock, even over mode "off". */
 	if (o != NULL && (o->lo_nro > 0 || o->lo_nrw > 0) &&
 	    lp->lp_mode != LANDLOCK_PLAN_BEST_EFFORT) {

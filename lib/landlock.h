@@ -62,7 +62,9 @@ struct landlock_plan {
 
 /*
  * The highest Landlock ABI of the running kernel, or 0 with *why set to a
- * static reason ("the kernel has no Landlock", ...).
+ * static reason ("the kernel has no Landlock", ...), or -1 with *why when
+ * the call was refused for another reason (a seccomp filter): unknown,
+ * so a default plan stays required and fails closed.
  */
 int landlock_abi(const char **why);
 /* Every filesystem access right that ABI abi knows (handled_access_fs). */

@@ -22,6 +22,7 @@
 #include <json-c/json.h>
 
 #include "safefs.h"
+#include "btrfs.h"
 #include "snapshot.h"
 #include "util.h"
 
@@ -318,7 +319,7 @@ copy_dir(struct copyctx *c, int sfd, int dparent, const char *name, const struct
 		util_cause(c->cc_cause, "cannot take the caller's filesystem identity");
 		return -1;
 	}
-	if (mkdirat(dparent, name, 0700) != 0) {
+	if (!(depth == 0 && (c->cc_flags & SNAPSHOT_F_INTO)) && mkdirat(dparent, name, 0700) != 0) {
 		creds_leave(c->cc_dst);
 		util_cause(c->cc_cause, "%s: mkdir: %s", name, strerror(errno));
 		return -1;
@@ -407,6 +408,16 @@ remove_at(int parent, const char *name, int depth, char **cause)
 	if (fd < 0) {
 		util_cause(cause, "%s: %s", name, strerror(errno));
 		return -1;
+	}
+	/*
+	 * A btrfs subvolume (a tcloned snapshot, or one an agent made in its
+	 * workspace): destroyed whole when the ioctl allows it; a writable one
+	 * holding subvolumes of its own is emptied below instead (rmdir
+	 * removes an empty subvolume).
+	 */
+	if (gbtrfs_is_subvol(fd) && gbtrfs_subvol_destroy(parent, name, NULL) == 0) {
+		close(fd);
+		return 0;
 	}
 	DIR *d = fdopendir(fd);
 	if (d == NULL) {

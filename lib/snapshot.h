@@ -31,6 +31,7 @@ struct snapshot_creds {
 };
 
 #define SNAPSHOT_F_OVERLAY 0x01	/* copying an overlayfs upper: keep whiteouts and trusted.overlay.* */
+#define SNAPSHOT_F_INTO 0x02	/* dstname exists (an empty directory, e.g. a new subvolume): fill it */
 
 struct snapshot_stats {
 	uint64_t ss_files;
@@ -50,7 +51,11 @@ int snapshot_copy(int srcdir, int dstparent, const char *dstname, int flags,
     const struct snapshot_creds *src_as, const struct snapshot_creds *dst_as,
     struct snapshot_stats *st, char **cause);
 
-/* Remove the tree name beneath parent without following symlinks. */
+/*
+ * Remove the tree name beneath parent without following symlinks. A btrfs
+ * subvolume root in it is destroyed with BTRFS_IOC_SNAP_DESTROY (a
+ * read-only snapshot cannot be emptied entry by entry).
+ */
 int snapshot_remove(int parent, const char *name, char **cause);
 
 /*

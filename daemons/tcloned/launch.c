@@ -464,28 +464,39 @@ launch_child(struct tcloned *t, struct trun *r, int go, int st, struct seccomp_p
 	}
 	if (chdir(r->tr_workspace) != 0)
 		child_fail(st, "chdir ", r->tr_workspace);
-	close(st);
 	prctl(PR_SET_PDEATHSIG, 0);
 	pid_t tm = fork();
 	if (tm < 0)
-		_exit(LAUNCH_EXIT_SETUP);
+		child_fail(st, "fork", "");
 	if (tm == 0) {
 		execve("/usr/bin/tmux", argv, env);
 		_exit(127);
 	}
-	/* pid 1 of the namespace: reap until the session (the tmux server) is gone. */
-	int status, rc = 0;
-	for (;;) {
-		pid_t w = waitpid(-1, &status, 0);
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			break;
-		}
-		if (w == tm && (!WIFEXITED(status) || WEXITSTATUS(status) != 0))
-			rc = WIFEXITED(status) ? WEXITSTATUS(status) : LAUNCH_EXIT_SETUP;
+	/*
+	 * The start is answered once the session exists: `tmux new-session -d`
+	 * exits after making it. Before, a CLI attaching right after the
+	 * answer could find "no sessions"; a tmux that fails now fails the
+	 * start instead of leaving a run without an agent.
+	 */
+	int status;
+	while (waitpid(tm, &status, 0) < 0)
+		if (errno != EINTR)
+			child_fail(st, "waiting for tmux", "");
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+		char why[96];
+		int n = snprintf(why, sizeof(why), "tmux new-session failed (wait status 0x%x)",
+		    (unsigned)status);
+		if (write(st, why, (size_t)n) < 0)
+			_exit(LAUNCH_EXIT_SETUP);
+		_exit(LAUNCH_EXIT_SETUP);
 	}
-	_exit(rc);
+	close(st);
+	/* pid 1 of the namespace: reap until the session (the tmux server) is gone. */
+	for (;;) {
+		if (waitpid(-1, &status, 0) < 0 && errno != EINTR)
+			break;
+	}
+	_exit(0);
 }
 
 int

@@ -31,6 +31,7 @@
 #include "proto.h"
 #include "safefs.h"
 #include "schema.h"
+#include "btrfs.h"
 #include "snapshot.h"
 #include "tcloned.h"
 #include "util.h"
@@ -223,6 +224,26 @@ run_json(struct tcloned *t, const struct trun *r)
 	struct json_object *cf = schema_child(r->tr_rec, "confinement");
 	if (cf != NULL)
 		json_object_object_add(o, "confinement", json_object_get(cf));
+	if (strcmp(r->tr_backend, "btrfs") == 0 && has_snapshot(r)) {
+		/* The kernel's subvolume ids (BTRFS_IOC_INO_LOOKUP): distinct per snapshot. */
+		struct json_object *b = json_object_new_object();
+		const char *leaves[] = { "ws", "base" };
+		for (size_t i = 0; i < nitems(leaves); i++) {
+			char rel[128], key[32];
+			uint64_t id;
+			int fd;
+			snprintf(rel, sizeof(rel), "runs/%s/%s", r->tr_id, leaves[i]);
+			snprintf(key, sizeof(key), "%s_subvolume_id", leaves[i]);
+			fd = safefs_opendir(t->td_tc_fd, rel);
+			if (fd >= 0 && gbtrfs_is_subvol(fd) && gbtrfs_subvol_id(fd, &id, NULL) == 0)
+				json_object_object_add(b, key, json_object_new_int64((int64_t)id));
+			else
+				json_object_object_add(b, key, NULL);
+			if (fd >= 0)
+				close(fd);
+		}
+		json_object_object_add(o, "btrfs", b);
+	}
 	return o;
 }
 
@@ -378,8 +399,9 @@ m_status(struct req *q)
 	json_object_object_add(o, "authority_root", json_object_new_string(t->td_root));
 	json_object_object_add(o, "backends", b);
 	json_object_object_add(o, "backend", json_object_new_string(t->td_backend));
-	json_object_object_add(o, "btrfs", json_object_new_string(strstr(t->td_backends, "btrfs") ?
-	    "available (not used by this version)" : "absent: the authority root is not on btrfs"));
+	json_object_object_add(o, "btrfs", json_object_new_string(!strstr(t->td_backends, "btrfs") ?
+	    "absent: the authority root is not on btrfs" : strcmp(t->td_backend, "btrfs") == 0 ?
+	    "in use (subvolume snapshots)" : "available (not selected)"));
 	struct json_object *lc = json_object_new_object();
 	json_object_object_add(lc, "available", json_object_new_boolean(0));
 	json_object_object_add(lc, "reason", json_object_new_string(t->td_criu));
@@ -457,6 +479,53 @@ overlay_dirs(struct tcloned *t, struct trun *r, const struct stat *rootst, char 
 		return -1;
 	}
 	return 0;
+}
+
+/*
+ * btrfs: a source's workspace is copied (as the user reads it) into a new
+ * subvolume ws/, and base/ is a read-only snapshot of it: the merge base,
+ * as the overlay's lower layer is. Read-only so that nothing, tcloned
+ * included, changes the base a later diff or merge is judged against.
+ */
+static int
+btrfs_source(int rfd, int wsfd, const struct snapshot_creds *user, struct snapshot_stats *ss,
+    char **cause)
+{
+	int vfd, rv;
+
+	if (gbtrfs_subvol_create(rfd, "ws", cause) != 0)
+		return -1;
+	if ((vfd = safefs_opendir(rfd, "ws")) < 0) {
+		util_cause(cause, "ws: %s", strerror(errno));
+		return -1;
+	}
+	rv = snapshot_copy(wsfd, rfd, "ws", SNAPSHOT_F_INTO, user, NULL, ss, cause);
+	/* The snapshot ioctl writes the subvolume's dirty data out first. */
+	if (rv == 0)
+		rv = gbtrfs_snapshot(vfd, rfd, "base", 1, cause);
+	close(vfd);
+	return rv;
+}
+
+/*
+ * btrfs: a fork's base/ is a read-only snapshot of the source's ws/ as it
+ * is now, and its ws/ a writable snapshot of that base: both the same
+ * instant, whatever the source's agent writes meanwhile.
+ */
+static int
+btrfs_fork(int srcws, int rfd, char **cause)
+{
+	int bfd, rv;
+
+	if (gbtrfs_snapshot(srcws, rfd, "base", 1, cause) != 0)
+		return -1;
+	if ((bfd = safefs_opendir(rfd, "base")) < 0) {
+		util_cause(cause, "base: %s", strerror(errno));
+		return -1;
+	}
+	rv = gbtrfs_snapshot(bfd, rfd, "ws", 0, cause);
+	close(bfd);
+	return rv;
 }
 
 /* Undo a run that never started: mounts, trees, record, runtime dir. */
@@ -542,6 +611,9 @@ m_start(struct req *q)
 		int rv = snapshot_copy(wsfd, lfd, r->tr_layers[0], 0, &user, NULL, &ss, &cause);
 		close(lfd);
 		if (rv != 0 || overlay_dirs(t, r, &rootst, &cause) != 0 || launch_mount(t, r, &cause) != 0)
+			goto fail;
+	} else if (strcmp(r->tr_backend, "btrfs") == 0) {
+		if (btrfs_source(rfd, wsfd, &user, &ss, &cause) != 0)
 			goto fail;
 	} else {
 		int bfd;
@@ -788,6 +860,14 @@ m_fork(struct req *q)
 				rv = overlay_dirs(t, f, &rootst, &cause);
 			if (rv == 0)
 				rv = launch_mount(t, f, &cause);
+		} else if (strcmp(f->tr_backend, "btrfs") == 0) {
+			int sw = open_ws(t, src);
+			memset(&ss, 0, sizeof(ss));
+			rv = sw < 0 ? -1 : btrfs_fork(sw, rfd, &cause);
+			if (sw < 0)
+				util_cause(&cause, "%s: %s", src->tr_id, strerror(errno));
+			else
+				close(sw);
 		} else {
 			int sw = open_ws(t, src), bfd;
 			rv = sw < 0 ? -1 : snapshot_copy(sw, rfd, "base", 0, NULL, NULL, &ss, &cause);

@@ -50,7 +50,7 @@ usage_to(int help)
 {
 	fprintf(help ? stdout : stderr, "usage: " TCLONED_NAME
 	    " [--authority-root DIR] [--runtime-dir DIR] [--cgroup-base NAME]\n"
-	    "       [--backend overlay|copy] [--debug] [--foreground]\n"
+	    "       [--backend btrfs|overlay|copy] [--debug] [--foreground]\n"
 	    "       " TCLONED_NAME " --help | --version\n");
 	exit(help ? 0 : 2);
 }
@@ -335,7 +335,8 @@ load_run(struct tcloned *t, const char *id)
 	if (strcmp(r->tr_id, id) != 0 || !ids_valid("run_", r->tr_id) ||
 	    (strcmp(r->tr_role, "source") != 0 && strcmp(r->tr_role, "fork") != 0) ||
 	    r->tr_argv == NULL || r->tr_workspace[0] != '/' ||
-	    (strcmp(r->tr_backend, "overlay") != 0 && strcmp(r->tr_backend, "copy") != 0)) {
+	    (strcmp(r->tr_backend, "overlay") != 0 && strcmp(r->tr_backend, "copy") != 0 &&
+	    strcmp(r->tr_backend, "btrfs") != 0)) {
 		log_warnx("run %s: invalid record; left alone", id);
 		trun_free(r);
 		return NULL;
@@ -402,12 +403,14 @@ detect_backends(struct tcloned *t, const char *want)
 	snprintf(t->td_backends, sizeof(t->td_backends), "%s%scopy", btrfs ? "btrfs," : "",
 	    overlay ? "overlay," : "");
 	if (want != NULL) {
-		if (strcmp(want, "copy") != 0 && (strcmp(want, "overlay") != 0 || !overlay))
+		if (strcmp(want, "copy") != 0 && (strcmp(want, "overlay") != 0 || !overlay) &&
+		    (strcmp(want, "btrfs") != 0 || !btrfs))
 			fatalx("--backend %s: not available here (have %s)", want, t->td_backends);
 		util_strlcpy(t->td_backend, want, sizeof(t->td_backend));
 	} else {
-		/* btrfs snapshots are reported when present but not used by this version. */
-		util_strlcpy(t->td_backend, overlay ? "overlay" : "copy", sizeof(t->td_backend));
+		/* Best first: subvolume snapshots cost nothing per file. */
+		util_strlcpy(t->td_backend, btrfs ? "btrfs" : overlay ? "overlay" : "copy",
+		    sizeof(t->td_backend));
 	}
 }
 

@@ -17,8 +17,10 @@ Everything the case makes is removed even when it fails: the container
 cgroups of this case's own), the DESTDIR and the results directory.
 """
 
+import contextlib
 import json
 import os
+import pwd
 import shutil
 import signal
 import subprocess
@@ -27,10 +29,11 @@ import time
 
 from harness import SOURCE, TEST_USER, Failure, check, main
 from test_install import Installed
+from test_tclone import loop_btrfs
 
 # The units this boot starts (the HTTP mediator's is verified by test_install,
 # not booted here yet).
-DAEMONS = ("gensee-boundaryd", "gensee-sensord")
+DAEMONS = ("gensee-boundaryd", "gensee-sensord", "gensee-tcloned")
 
 BOOT_TIMEOUT = 420  # the whole boot, check and poweroff; it takes well under a minute idle
 
@@ -43,9 +46,11 @@ res = {}
 
 
 def run(name, argv, timeout=120, **kw):
+    t0 = time.monotonic()
     try:
         r = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, **kw)
-        res[name] = {"rc": r.returncode, "out": r.stdout, "err": r.stderr}
+        res[name] = {"rc": r.returncode, "out": r.stdout, "err": r.stderr,
+                     "ms": int((time.monotonic() - t0) * 1000)}
     except Exception as e:
         res[name] = {"rc": None, "out": "", "err": repr(e)}
     return res[name]
@@ -78,10 +83,16 @@ def user_tree(path, files):
 
 try:
     res["cgroup"] = open("/proc/self/mountinfo").read()
+    # The container's / is an overlayfs, which cannot be an overlay's upper
+    # layer: tcloned's authority root gets a tmpfs (on a host it is a real
+    # filesystem). The unit itself makes the directory (StateDirectory=).
+    os.makedirs("/var/lib/gensee-boundary", mode=0o700, exist_ok=True)
+    run("auth_tmpfs", ["mount", "-t", "tmpfs", "-o", "mode=0700,nosuid,nodev",
+                       "gensee-it-auth", "/var/lib/gensee-boundary"])
     run("verify", ["systemd-analyze", "verify", "gensee-boundaryd.service",
-                   "gensee-sensord.service"])
+                   "gensee-sensord.service", "gensee-tcloned.service"])
     run("enable", ["systemctl", "enable", "--now", "gensee-boundaryd.service",
-                   "gensee-sensord.service"])
+                   "gensee-sensord.service", "gensee-tcloned.service"])
     # Wait (bounded) until boundaryd answers and sensord has registered.
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
@@ -94,9 +105,9 @@ try:
             pass
         time.sleep(0.2)
     run("is_enabled", ["systemctl", "is-enabled", "gensee-boundaryd.service",
-                       "gensee-sensord.service"])
+                       "gensee-sensord.service", "gensee-tcloned.service"])
     props = "Id,ActiveState,SubState,MainPID,NRestarts,FragmentPath"
-    for d in ("gensee-boundaryd", "gensee-sensord"):
+    for d in ("gensee-boundaryd", "gensee-sensord", "gensee-tcloned"):
         r = run("show_" + d, ["systemctl", "show", "-p", props, d + ".service"])
         pid = dict(l.split("=", 1) for l in r["out"].splitlines() if "=" in l).get("MainPID")
         if pid and pid != "0":
@@ -129,11 +140,95 @@ try:
         as_user(name, ["gensee", "run", "--sandbox", "linux", "--deny-all", "--linux-fanotify",
                        "--json", "--", "cat", os.path.join(ws, f)], cwd=ws, env=env)
 
-    run("stop", ["systemctl", "stop", "gensee-sensord.service", "gensee-boundaryd.service"])
+    # tcloned under its unit: a tclone source as the user, on a snapshot of
+    # a workspace, in its tmux session; list, diff, exec, delete.
+    tws = "/var/tmp/gensee-it-tcws"
+    user_tree(tws, {"shared.txt": "base\n", "agent.sh":
+                    "id -u > uid.txt; hostname > host.txt; echo ok > started.txt\n"
+                    "exec sleep 600\n"})
+    tenv = {"HOME": "/nonexistent", "TERM": "dumb"}
+    src = as_user("tc_start", ["gensee", "run", "--runtime", "tclone", "--json", "--", "sh",
+                               "agent.sh"], cwd=tws, env=tenv)
+    try:
+        rid = json.loads(src["out"])["run_id"]
+    except (ValueError, KeyError):
+        rid = None
+    if rid:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            r = as_user("tc_diff", ["gensee", "run", "diff", rid, "--json"], cwd=tws, env=tenv)
+            if r["rc"] == 0 and "started.txt" in r["out"]:
+                break
+            time.sleep(0.2)
+        as_user("tc_list", ["gensee", "run", "list", "--json"], cwd=tws, env=tenv)
+        as_user("tc_exec", ["gensee", "run", "exec", rid, "--", "cat", "started.txt", "uid.txt",
+                            "host.txt"], cwd=tws, env=tenv)
+        # The agent's own confinement under the unit: /var/tmp is writable
+        # to the user (1777) but not to the agent (Landlock: the workspace,
+        # its private /tmp and its run directory only).
+        as_user("tc_landlock", ["gensee", "run", "exec", rid, "--", "sh", "-c",
+                                "echo x > /var/tmp/gensee-it-agent-wrote && echo wrote || "
+                                "echo denied; grep -E '^(NoNewPrivs|Seccomp):' /proc/self/status"],
+                cwd=tws, env=tenv)
+        as_user("tc_fork", ["gensee", "run", "fork", rid, "--json"], cwd=tws, env=tenv)
+        res["tc_ws_untouched"] = {"rc": 0 if not os.path.exists(
+            os.path.join(tws, "started.txt")) else 1, "out": "", "err": ""}
+        as_user("tc_delete", ["gensee", "run", "delete", "--all"], cwd=tws, env=tenv)
+        as_user("tc_list_after", ["gensee", "run", "list", "--json"], cwd=tws, env=tenv)
+    # On a terminal the CLI attaches to the agent's tmux session; script(1)
+    # gives it one. The agent prints a mark and ends, which ends the attach.
+    as_user("tc_attach", ["timeout", "60", "script", "-qec",
+                          "gensee run --runtime tclone -- sh -c "
+                          "'echo TC-ATTACHED-$((6*7)); sleep 1'", "/dev/null"],
+            cwd=tws, env={"HOME": "/nonexistent", "TERM": "xterm"})
+    as_user("tc_attach_list", ["gensee", "run", "list", "--json"], cwd=tws, env=tenv)
+    as_user("tc_delete_attach", ["gensee", "run", "delete", "--all"], cwd=tws, env=tenv)
+    run("tc_status", ["gensee", "status", "--json"])
+
+    # The btrfs backend under the unit: the authority root on a btrfs the
+    # host made (a loop file, bound in at /gensee-btrfs; the container gets
+    # no loop devices), so forks are subvolume snapshots made through the
+    # unit's sandbox.
+    run("tcb_stop", ["systemctl", "stop", "gensee-tcloned.service"])
+    run("tcb_umount", ["umount", "/var/lib/gensee-boundary"])
+    run("tcb_mount", ["mount", "--bind", "/gensee-btrfs", "/var/lib/gensee-boundary"])
+    os.chmod("/var/lib/gensee-boundary", 0o700)
+    run("tcb_unit", ["systemctl", "start", "gensee-tcloned.service"])
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        r = run("tcb_status", ["gensee", "status", "--json"])
+        try:
+            if json.loads(r["out"])["daemons"]["gensee-tcloned"].get("answering"):
+                break
+        except (ValueError, KeyError):
+            pass
+        time.sleep(0.2)
+    src = as_user("tcb_start", ["gensee", "run", "--runtime", "tclone", "--json", "--", "sh",
+                                "agent.sh"], cwd=tws, env=tenv)
+    try:
+        rid = json.loads(src["out"])["run_id"]
+    except (ValueError, KeyError):
+        rid = None
+    if rid:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            r = as_user("tcb_diff", ["gensee", "run", "diff", rid, "--json"], cwd=tws, env=tenv)
+            if r["rc"] == 0 and "started.txt" in r["out"]:
+                break
+            time.sleep(0.2)
+        as_user("tcb_fork", ["gensee", "run", "fork", rid, "--json"], cwd=tws, env=tenv)
+        run("tcb_subvols", ["btrfs", "subvolume", "list", "/var/lib/gensee-boundary"])
+        as_user("tcb_delete", ["gensee", "run", "delete", "--all"], cwd=tws, env=tenv)
+        run("tcb_subvols_after", ["btrfs", "subvolume", "list", "/var/lib/gensee-boundary"])
+
+    run("stop", ["systemctl", "stop", "gensee-tcloned.service", "gensee-sensord.service",
+                 "gensee-boundaryd.service"])
     run("after_stop", ["systemctl", "show", "-p", "Id,ActiveState,Result",
-                       "gensee-boundaryd.service", "gensee-sensord.service"])
+                       "gensee-boundaryd.service", "gensee-sensord.service",
+                       "gensee-tcloned.service"])
     run("journal", ["journalctl", "--no-pager", "-o", "short-monotonic", "-u",
-                    "gensee-boundaryd.service", "-u", "gensee-sensord.service"])
+                    "gensee-boundaryd.service", "-u", "gensee-sensord.service",
+                    "-u", "gensee-tcloned.service"])
 finally:
     with open(OUT + ".tmp", "w") as f:
         json.dump(res, f)
@@ -238,6 +333,10 @@ def units_run_under_systemd(env):
     binds.append("--bind-ro=%s:/etc/systemd/system/gensee-it-check.service" % os.path.join(
         work, "gensee-it-check.service"))
     binds.append("--bind=%s:/gensee-it" % work)
+    # tcloned's btrfs backend inside: a btrfs the host mounts (below), bound in.
+    btrfs_dir = os.path.join(work, "btrfs")
+    os.mkdir(btrfs_dir)
+    binds.append("--bind=%s:/gensee-btrfs" % btrfs_dir)
     # A sanitizer build: LeakSanitizer stops the world with ptrace at exit,
     # which the units' filter (~@debug) refuses by design, so the daemons
     # would fail their clean stop. Leak checking is left to the other suites
@@ -270,12 +369,15 @@ def units_run_under_systemd(env):
             "--console=pipe",
             # nspawn's own filter refuses these to a container; the unit's
             # filter is what this case is about, so let them through to it.
-            "--system-call-filter=fanotify_init fanotify_mark open_by_handle_at"] + binds + [
+            "--system-call-filter=fanotify_init fanotify_mark open_by_handle_at "
+            "landlock_create_ruleset landlock_add_rule landlock_restrict_self"] + binds + [
             "systemd.unit=gensee-it-check.service", "systemd.firstboot=off",
             "systemd.show_status=false"]
     log_path = os.path.join(work, "nspawn.log")
     cg = CgroupPair(env)
+    stack = contextlib.ExitStack()
     try:
+        stack.enter_context(loop_btrfs(btrfs_dir))
         with open(log_path, "w") as log:
             p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log,
                                  stderr=subprocess.STDOUT, preexec_fn=cg.enter,
@@ -294,6 +396,7 @@ def units_run_under_systemd(env):
                     BOOT_TIMEOUT, open(log_path).read()[-6000:]))
     finally:
         left = cg.remove()
+        stack.close()
         if left:
             print("cleanup: could not remove %s" % left)
     check(not left, "the container's cgroups are left: %r" % left)
@@ -305,7 +408,8 @@ def units_run_under_systemd(env):
 
     for name, r in sorted(res.items()):
         if isinstance(r, dict):
-            print("inside: %-16s rc %r  %s" % (name, r["rc"], (r["out"] + r["err"]).strip()
+            print("inside: %-16s rc %r %s ms  %s" % (name, r["rc"], r.get("ms"),
+                                                     (r["out"] + r["err"]).strip()
                                                  .replace("\n", " | ")[:300]))
 
     def step(name):
@@ -326,7 +430,7 @@ def units_run_under_systemd(env):
     check(not [l for l in (verify["out"] + verify["err"]).splitlines() if "gensee" in l],
           "systemd-analyze verify inside: %s%s" % (verify["out"], verify["err"]))
     ok("enable")
-    check(step("is_enabled")["out"].split() == ["enabled", "enabled"],
+    check(step("is_enabled")["out"].split() == ["enabled"] * len(DAEMONS),
           "is-enabled: %r" % res["is_enabled"]["out"])
     for n in DAEMONS:
         show = dict(l.split("=", 1) for l in ok("show_" + n)["out"].splitlines() if "=" in l)
@@ -376,9 +480,62 @@ def units_run_under_systemd(env):
     check("Permission denied" in denied["err"] or "Operation not permitted" in denied["err"],
           "cat's error: %r" % denied["err"])
     check("hello" in ok("fan_allowed")["err"], "notes.txt: %r" % res["fan_allowed"])
+    # tcloned: its socket answers the user, a tclone source runs under it.
+    journal = res.get("journal", {}).get("out", "")
+    tc = json.loads(ok("tc_status")["out"])["daemons"]["gensee-tcloned"]
+    check(tc.get("answering") is True, "tcloned under its unit: %r\n%s" % (tc, journal))
+    src = json.loads(ok("tc_start")["out"])
+    rid = src["run_id"]
+    check(src["role"] == "source" and src["operation_id"].startswith("op_"),
+          "tclone source: %r" % src)
+    check(isinstance(src.get("confinement", {}).get("landlock"), int),
+          "Landlock is not applied to the agent under the unit: %r" % src.get("confinement"))
+    check('"started.txt"' in ok("tc_diff")["out"], "the agent did not run: %r\n%s" % (
+        res["tc_diff"], journal))
+    runs = json.loads(ok("tc_list")["out"])["runs"]
+    check([r["run_id"] for r in runs] == [rid] and runs[0]["state"] == "running",
+          "run list --json: %r" % runs)
+    uid = pwd.getpwnam(TEST_USER).pw_uid
+    check(ok("tc_exec")["out"].split() == ["ok", str(uid), "gensee-tclone"],
+          "run exec: %r" % res["tc_exec"])
+    ll = ok("tc_landlock")["out"].split()
+    check(ll == ["denied", "NoNewPrivs:", "1", "Seccomp:", "2"], "the agent's confinement: %r" %
+          res["tc_landlock"])
+    fk = json.loads(ok("tc_fork")["out"])
+    check(fk["source_run_id"] == rid and len(fk["forks"]) == 1 and
+          fk["forks"][0]["operation_id"] != src["operation_id"], "fork under systemd: %r" % fk)
+    ok("tc_ws_untouched")
+    ok("tc_delete")
+    check(json.loads(ok("tc_list_after")["out"])["runs"] == [], "runs after delete: %r" %
+          res["tc_list_after"])
+    # The interactive form: attached through a pty, the agent's output came
+    # through tmux, and the run ended when the agent did.
+    check("TC-ATTACHED-42" in ok("tc_attach")["out"], "attach: %r" % res["tc_attach"])
+    att = json.loads(ok("tc_attach_list")["out"])["runs"]
+    check(len(att) == 1 and att[0]["state"] == "exited", "the attached run: %r" % att)
+    ok("tc_delete_attach")
+    # The btrfs backend under the unit: source and fork are subvolumes, gone after delete.
+    tcb = json.loads(ok("tcb_status")["out"])["daemons"]["gensee-tcloned"]
+    check(tcb.get("answering") is True, "tcloned on btrfs: %r\n%s" % (tcb, journal))
+    bsrc = json.loads(ok("tcb_start")["out"])
+    check(bsrc["backend"] == "btrfs", "source backend under the unit: %r" % bsrc)
+    check('"started.txt"' in ok("tcb_diff")["out"], "the btrfs agent did not run: %r" %
+          res["tcb_diff"])
+    bfk = json.loads(ok("tcb_fork")["out"])["forks"][0]
+    ids = [bsrc["btrfs"]["ws_subvolume_id"], bfk["btrfs"]["ws_subvolume_id"],
+           bfk["btrfs"]["base_subvolume_id"]]
+    check(all(isinstance(i, int) for i in ids) and len(set(ids)) == 3,
+          "subvolume ids %r" % ids)
+    listed = ok("tcb_subvols")["out"]
+    check(listed.count(" path ") == 4 and bfk["run_id"] + "/ws" in listed,
+          "subvolumes under the unit: %r" % listed)
+    ok("tcb_delete")
+    check(ok("tcb_subvols_after")["out"].strip() == "", "subvolumes left: %r" %
+          res["tcb_subvols_after"])
     ok("stop")
     after = res["after_stop"]["out"]
-    check(after.count("ActiveState=inactive") == 2 and "Result=success" in after and after.count("Result=success") == 2,
+    n = len(DAEMONS)
+    check(after.count("ActiveState=inactive") == n and after.count("Result=success") == n,
           "after stop: %r" % after)
 
 

@@ -340,38 +340,42 @@ def switch_and_choose(env):
 def crash_mid_merge(env):
     env.start()
     with tclone(env, ["--debug-apply-pause-ms", "150"]) as t:
-        t.workspace({"shared.txt": "base\n", "gone.txt": "x\n"})
-        sid = t.source()["run_id"]
-        t.wait_done(sid)
-        f0 = t.g("run", "fork", sid, "--approach", "many", "--json",
-                 json_out=True)["forks"][0]["run_id"]
-        t.wait_done(f0)
-        before = t.keep(sid)
-        p = env.gensee_bg("run", "merge", f0, "--into", sid, "--filesystem", "--json")
+        crash_mid_merge_on(env, t)
 
-        def midway():
-            for prog in glob.glob(os.path.join(t.root, "tclone", "txn", "*", "progress")):
-                with open(prog, "rb") as f:
-                    b = f.read()
-                if len(b) == 8 and int.from_bytes(b, "little", signed=True) >= 3:
-                    return True
-            return False
-        env.wait_for("the merge to be midway", midway, timeout=30)
-        t.kill9()
-        env.finish(p)
-        t.start()
-        # The source is whole again: exactly what it was before the merge.
-        check(t.keep(sid) == before, "source after a crash mid-merge differs")
-        failed = [h for h in t.history() if h["action"] == "merge" and h["outcome"] == "failed"]
-        check(failed and failed[-1]["detail"]["rolled_back"] is True, "history %r" % failed)
-        check(os.listdir(os.path.join(t.root, "tclone", "txn")) == [], "journal left")
-        runs = {r["run_id"]: r for r in t.g("run", "list", "--json", json_out=True)["runs"]}
-        check(runs[sid]["state"] == "lost", "source state after restart %r" % runs[sid])
-        # And a merge after the restart works.
-        m = t.g("run", "merge", f0, "--into", sid, "--filesystem", "--json", json_out=True)
-        check(m["status"] == "merged", "merge after restart %r" % m)
-        check(t.keep(sid).get("many-29.txt") == "m29\n", "merge after restart incomplete")
-        t.g("run", "delete", "--all")
+
+def crash_mid_merge_on(env, t):
+    t.workspace({"shared.txt": "base\n", "gone.txt": "x\n"})
+    sid = t.source()["run_id"]
+    t.wait_done(sid)
+    f0 = t.g("run", "fork", sid, "--approach", "many", "--json",
+             json_out=True)["forks"][0]["run_id"]
+    t.wait_done(f0)
+    before = t.keep(sid)
+    p = env.gensee_bg("run", "merge", f0, "--into", sid, "--filesystem", "--json")
+
+    def midway():
+        for prog in glob.glob(os.path.join(t.root, "tclone", "txn", "*", "progress")):
+            with open(prog, "rb") as f:
+                b = f.read()
+            if len(b) == 8 and int.from_bytes(b, "little", signed=True) >= 3:
+                return True
+        return False
+    env.wait_for("the merge to be midway", midway, timeout=30)
+    t.kill9()
+    env.finish(p)
+    t.start()
+    # The source is whole again: exactly what it was before the merge.
+    check(t.keep(sid) == before, "source after a crash mid-merge differs")
+    failed = [h for h in t.history() if h["action"] == "merge" and h["outcome"] == "failed"]
+    check(failed and failed[-1]["detail"]["rolled_back"] is True, "history %r" % failed)
+    check(os.listdir(os.path.join(t.root, "tclone", "txn")) == [], "journal left")
+    runs = {r["run_id"]: r for r in t.g("run", "list", "--json", json_out=True)["runs"]}
+    check(runs[sid]["state"] == "lost", "source state after restart %r" % runs[sid])
+    # And a merge after the restart works.
+    m = t.g("run", "merge", f0, "--into", sid, "--filesystem", "--json", json_out=True)
+    check(m["status"] == "merged", "merge after restart %r" % m)
+    check(t.keep(sid).get("many-29.txt") == "m29\n", "merge after restart incomplete")
+    t.g("run", "delete", "--all")
 
 
 PROBE = r"""
@@ -433,11 +437,11 @@ EOF
 """
 
 
-def fork_boundaries(env):
+def fork_boundaries(env, make=None):
     ns = env.use_netns()
     env.start()
     env.serve(ns, "tcp,198.51.100.1,8470", "tcp,192.0.2.1,8471")
-    with tclone(env) as t:
+    with (make or tclone)(env) as t:
         # Two directories the user may write (DAC): Landlock keeps the agent
         # out of the first; the second is given with --linux-landlock-rw.
         opened, extra = [tempfile.mkdtemp(prefix="gensee-it-open.", dir="/var/tmp")
@@ -805,7 +809,274 @@ def git_merge(env):
         t.g("run", "delete", "--all")
 
 
+# -- btrfs: subvolume snapshots on a loop-file filesystem this case makes --
+
+class BtrfsTclone(Tclone):
+    """A tcloned whose authority root is the top of a fresh btrfs on a loop
+    device (300M sparse file); cleanup unmounts and detaches it, even after
+    a failure."""
+
+    def __init__(self, env, args=()):
+        super().__init__(env, args)
+        self.img = os.path.join("/var/tmp", "gensee-it-btrfs.%d.%s.img" % (
+            os.getpid(), os.path.basename(self.root)))
+        self.loop = None
+        self.mounted = False
+        with open(self.img, "wb") as f:
+            f.truncate(300 * 1024 * 1024)
+        call_ok(["mkfs.btrfs", "-q", "-f", self.img])
+        self.loop = call_ok(["losetup", "--find", "--show", self.img]).strip()
+        call_ok(["mount", "-t", "btrfs", "-o", "nosuid,nodev", self.loop, self.root])
+        self.mounted = True
+        os.chmod(self.root, 0o700)
+
+    def cleanup(self):
+        self.stop()
+        for m in sorted(self.mounts(), key=len, reverse=True):
+            subprocess.run(["umount", "-l", m], check=False)
+        if self.mounted:
+            subprocess.run(["umount", self.root], check=False, capture_output=True)
+            if subprocess.run(["mountpoint", "-q", self.root]).returncode == 0:
+                subprocess.run(["umount", "-l", self.root], check=False)
+        if self.loop:
+            subprocess.run(["losetup", "-d", self.loop], check=False)
+        if os.path.exists(self.img):
+            os.unlink(self.img)
+        for d in [self.root, self.ws] + self.outside:
+            if os.path.isfile(d):
+                os.unlink(d)
+            else:
+                shutil.rmtree(d, ignore_errors=True)
+
+    def subvol(self, rel):
+        """`btrfs subvolume show` of ROOT/tclone/REL as a dict (test side only)."""
+        out = call_ok(["btrfs", "subvolume", "show", os.path.join(self.root, "tclone", rel)])
+        info = {}
+        for line in out.splitlines()[1:]:
+            k, _, v = line.strip().partition(":")
+            info[k.strip()] = v.strip()
+        return info
+
+    def subvols(self):
+        out = call_ok(["btrfs", "subvolume", "list", "-a", self.root])
+        return [line.split(" path ")[-1] for line in out.splitlines() if " path " in line]
+
+
+def call_ok(argv):
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    if r.returncode != 0:
+        raise Failure("%s: %d %s" % (" ".join(argv), r.returncode, r.stderr))
+    return r.stdout
+
+
+@contextlib.contextmanager
+def btrfs_tclone(env, args=()):
+    t = None
+    try:
+        t = BtrfsTclone(env, args)
+        t.start()
+        yield t
+    finally:
+        if t is not None:
+            t.cleanup()
+
+
+def btrfs_backend(env):
+    """On btrfs: sources are subvolumes, forks are BTRFS_IOC_SNAP_CREATE_V2
+    snapshots (read-only base, writable ws), and the whole lifecycle works."""
+    env.start()
+    with btrfs_tclone(env) as t:
+        st = call(os.path.join(env.runtime, "tclone.sock"), "tclone.status")["result"]
+        check(st["backend"] == "btrfs" and st["backends"][0] == "btrfs" and
+              st["btrfs"].startswith("in use"), "status %r" % st)
+        r = env.gensee("status")
+        check("tcloned" in r.stdout and "(using btrfs)" in r.stdout, "gensee status: %s" % r.stdout)
+        t.workspace({"shared.txt": "base\n", "gone.txt": "old\n", "src/keep.c": "int x;\n"})
+        src = t.source()
+        sid = src["run_id"]
+        check(src["backend"] == "btrfs", "source backend %r" % src["backend"])
+        t.wait_done(sid)
+        check(not os.path.exists(os.path.join(t.ws, "started.txt")), "the workspace was written")
+        check(t.diff(sid).get("started.txt") == "added", "source diff %r" % t.diff(sid))
+        sws, sbase = t.subvol("runs/%s/ws" % sid), t.subvol("runs/%s/base" % sid)
+        check("readonly" in sbase["Flags"] and "readonly" not in sws["Flags"],
+              "source flags %r %r" % (sbase, sws))
+        check(sbase["Parent UUID"] == sws["UUID"], "the source base is not a snapshot of ws")
+        # A read-only base: not even root writes it.
+        try:
+            open(os.path.join(t.root, "tclone", "runs", sid, "base", "x"), "w").close()
+            raise Failure("root wrote into the read-only base")
+        except OSError as e:
+            check(e.errno == 30, "writing the base: %r" % e)
+
+        fk = t.g("run", "fork", sid, "--copies", "2", "--approach", "alpha", "--approach", "beta",
+                 "--json", json_out=True)
+        f0, f1 = [f["run_id"] for f in fk["forks"]]
+        check(all(f["backend"] == "btrfs" for f in fk["forks"]), "fork backends %r" % fk)
+        for f in (f0, f1):
+            fb, fw = t.subvol("runs/%s/base" % f), t.subvol("runs/%s/ws" % f)
+            # Proof of snapshots: each is a child of the source's ws by UUID,
+            # a new subvolume id, and files keep their inode numbers.
+            check(fb["Parent UUID"] == sws["UUID"] and "readonly" in fb["Flags"],
+                  "fork base %r vs source ws %r" % (fb, sws))
+            check(fw["Parent UUID"] == fb["UUID"] and "readonly" not in fw["Flags"],
+                  "fork ws %r" % fw)
+            check(fw["Subvolume ID"] not in (fb["Subvolume ID"], sws["Subvolume ID"]),
+                  "fork ws shares a subvolume id")
+            # tcloned's own view (BTRFS_IOC_INO_LOOKUP) agrees with btrfs-progs.
+            fj = [x for x in fk["forks"] if x["run_id"] == f][0]
+            check(fj["btrfs"] == {"ws_subvolume_id": int(fw["Subvolume ID"]),
+                                  "base_subvolume_id": int(fb["Subvolume ID"])},
+                  "fork btrfs ids %r vs %r %r" % (fj.get("btrfs"), fw, fb))
+            a = os.lstat(os.path.join(t.root, "tclone", "runs", sid, "ws", "src", "keep.c"))
+            b = os.lstat(os.path.join(t.root, "tclone", "runs", f, "ws", "src", "keep.c"))
+            check(a.st_ino == b.st_ino and a.st_dev != b.st_dev, "inodes %r %r" % (a, b))
+        t.wait_done(f0)
+        t.wait_done(f1)
+        d0, d1 = t.diff(f0), t.diff(f1)
+        check(d0.get("alpha.txt") == "added" and d0.get("shared.txt") == "modified" and
+              d0.get("gone.txt") == "deleted" and "started.txt" not in d0, "fork0 diff %r" % d0)
+        check(d1.get("beta.txt") == "added" and "alpha.txt" not in d1, "fork1 diff %r" % d1)
+        cmp_ = t.g("run", "compare", f0, "--json", json_out=True)
+        check(len(cmp_["forks"]) == 2, "compare %r" % cmp_)
+
+        m = t.g("run", "merge", f0, "--into", sid, "--filesystem", "--json", json_out=True)
+        check(m["status"] == "merged", "merge %r" % m)
+        after = t.keep(sid)
+        check(after.get("alpha.txt") == "alpha\n" and after.get("shared.txt") == "alpha\n" and
+              "gone.txt" not in after and after.get("started.txt") == "source\n",
+              "merged source %r" % after)
+        r = t.g("run", "merge", f1, "--into", sid, "--filesystem", "--json", ok=False)
+        c = json.loads(r.stdout)
+        check(r.returncode == 1 and [x["path"] for x in c["conflicts"]] == ["shared.txt"],
+              "conflict %r" % c)
+        check(t.keep(sid) == after, "a conflicting merge changed the source")
+
+        # The agent makes a subvolume of its own in its workspace (any user
+        # may): discard and delete still remove everything.
+        out = t.g("run", "exec", f1, "--", "sh", "-c",
+                  "btrfs subvolume create nested >/dev/null && echo n > nested/f && "
+                  "btrfs subvolume delete ../ 2>&1; echo rc=$?").stdout
+        check("rc=0" not in out, "the agent destroyed a subvolume: %r" % out)
+        check(os.path.exists(os.path.join(t.root, "tclone", "runs", f1, "ws", "nested", "f")),
+              "the agent's nested subvolume was not made: %r" % out)
+        d = t.g("run", "discard", f1, "--json", json_out=True)
+        check(d["state"] == "discarded", "discard %r" % d)
+        left = [p for p in t.subvols() if f1 in p]
+        check(left == [], "subvolumes of a discarded fork left: %r" % left)
+        check(not os.path.exists(os.path.join(t.root, "tclone", "runs", f1, "ws")), "ws left")
+        t.g("run", "delete", "--all")
+        check(t.g("run", "list", "--json", json_out=True)["runs"] == [], "runs left")
+        check(t.subvols() == [], "subvolumes left: %r" % t.subvols())
+        check(os.listdir(os.path.join(t.root, "tclone", "runs")) == [], "runs dirs left")
+        check(t.mounts() == [], "mounts left: %r" % t.mounts())
+
+
+def session_at_answer(env):
+    """tclone.start answers once the agent's tmux session exists: a client
+    that attaches right after the answer (the CLI on a terminal does) finds
+    it, even for an agent that ends within a second."""
+    env.start()
+    with tclone(env) as t:
+        t.workspace({"shared.txt": "base\n"})
+        for i in range(5):
+            src = t.g("run", "--runtime", "tclone", "--json", "--", "sleep", "1", json_out=True)
+            r = subprocess.run(env.user_prefix() + ["tmux", "-S", src["tmux_socket"],
+                                                    "has-session", "-t", src["tmux_session"]],
+                               capture_output=True, text=True, timeout=30,
+                               env={"PATH": "/usr/bin:/bin", "HOME": "/nonexistent"})
+            check(r.returncode == 0, "round %d: no session right after the answer: %s" % (
+                i, r.stderr))
+        t.g("run", "delete", "--all")
+
+
+def btrfs_fork_boundaries(env):
+    """fork_boundaries with the btrfs backend: the same network, file,
+    namespace and socket boundaries for a source and its snapshot fork."""
+    fork_boundaries(env, btrfs_tclone)
+
+
+def btrfs_crash_mid_merge(env):
+    """A crash of tcloned in the middle of a merge into a btrfs source leaves
+    the source whole once it restarts."""
+    env.start()
+    with btrfs_tclone(env, ["--debug-apply-pause-ms", "150"]) as t:
+        crash_mid_merge_on(env, t)
+        check(t.subvols() == [], "subvolumes left: %r" % t.subvols())
+
+
+@contextlib.contextmanager
+def loop_btrfs(mnt, size_mb=128):
+    """A fresh btrfs on a loop device mounted at mnt; unmounted, detached and
+    removed on the way out, whatever happened."""
+    img = "/var/tmp/gensee-it-btrfs2.%d.%s.img" % (os.getpid(), os.path.basename(
+        os.path.dirname(mnt)) + os.path.basename(mnt))
+    loop, mounted = None, False
+    try:
+        with open(img, "wb") as f:
+            f.truncate(size_mb * 1024 * 1024)
+        call_ok(["mkfs.btrfs", "-q", "-f", img])
+        loop = call_ok(["losetup", "--find", "--show", img]).strip()
+        call_ok(["mount", "-t", "btrfs", "-o", "nosuid,nodev", loop, mnt])
+        mounted = True
+        yield mnt
+    finally:
+        if mounted:
+            if subprocess.run(["umount", mnt], capture_output=True).returncode != 0:
+                subprocess.run(["umount", "-l", mnt], check=False)
+        if loop:
+            subprocess.run(["losetup", "-d", loop], check=False)
+        if os.path.exists(img):
+            os.unlink(img)
+
+
+def btrfs_fails_closed(env):
+    """A btrfs ioctl that fails fails the fork with a clear error and leaves
+    no fork, no operation and no subvolume behind. Made to fail here: the
+    source's ws is covered by another btrfs filesystem's root, so
+    BTRFS_IOC_SNAP_CREATE_V2 answers EXDEV. --backend btrfs is refused on a
+    root that is not btrfs."""
+    env.start()
+    with btrfs_tclone(env) as t:
+        t.workspace({"shared.txt": "base\n"})
+        sid = t.source()["run_id"]
+        t.wait_done(sid)
+        before = sorted(t.subvols())
+        opsdir = os.path.join(env.state, "operations")
+        ops_before = set(os.listdir(opsdir))
+        with loop_btrfs(os.path.join(t.root, "tclone", "runs", sid, "ws")):
+            r = t.g("run", "fork", sid, "--json", ok=False)
+        check(r.returncode == 125 and "snapshot_failed" in r.stderr and
+              "btrfs: snapshot base: Invalid cross-device link" in r.stderr,
+              "fork with a failing snapshot ioctl: %d %s" % (r.returncode, r.stderr))
+        runs = t.g("run", "list", "--json", json_out=True)["runs"]
+        check([x["run_id"] for x in runs] == [sid], "runs after a failed fork %r" % runs)
+        check(sorted(t.subvols()) == before, "subvolumes %r, were %r" % (t.subvols(), before))
+        check(set(os.listdir(opsdir)) == ops_before, "an operation was made")
+        check(sorted(os.listdir(os.path.join(t.root, "tclone", "runs"))) == [sid],
+              "run dirs after a failed fork: %r" % os.listdir(os.path.join(t.root, "tclone",
+                                                                            "runs")))
+        failed = [h for h in t.history() if h["action"] == "fork" and h["outcome"] == "failed"]
+        check(failed and "Invalid cross-device link" in failed[-1]["detail"]["reason"],
+              "history %r" % failed)
+        # The source is untouched and still forks once the cover is gone.
+        fk = t.g("run", "fork", sid, "--json", json_out=True)
+        check(len(fk["forks"]) == 1, "fork after %r" % fk)
+        t.g("run", "delete", "--all")
+        check(t.subvols() == [], "subvolumes left: %r" % t.subvols())
+    # Not on btrfs: the backend cannot be asked for.
+    t = Tclone(env, ["--backend", "btrfs"])
+    try:
+        rc = t.start(expect_fail=True)
+        check(rc != 0 and "--backend btrfs: not available" in t.logtext(),
+              "--backend btrfs on a non-btrfs root: %d %s" % (rc, t.logtext()))
+    finally:
+        t.cleanup()
+
+
 if __name__ == "__main__":
     main({f.__name__: f for f in (lifecycle, switch_and_choose, crash_mid_merge, fork_boundaries,
                                   attacker_merge, refusals, exec_and_send, git_merge,
-                                  stalled_clients, workspace_in_tmp, copy_backend)})
+                                  stalled_clients, workspace_in_tmp, copy_backend,
+                                  btrfs_backend, btrfs_crash_mid_merge, btrfs_fails_closed,
+                                  btrfs_fork_boundaries, session_at_answer)})

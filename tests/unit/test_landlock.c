@@ -14,6 +14,7 @@
 #include <linux/landlock.h>
 
 #include <json-c/json.h>
+#include <seccomp.h>
 
 #include "landlock.h"
 #include "unit.h"
@@ -617,6 +618,39 @@ START_TEST(test_abi_matches_kernel)
 }
 END_TEST
 
+/*
+ * Under a seccomp filter that refuses landlock_create_ruleset with EPERM
+ * (a systemd unit's SystemCallFilter= without the landlock calls), the
+ * kernel's answer is unknown: the default plan stays required and fails
+ * closed instead of running the agent without Landlock.
+ */
+START_TEST(test_abi_refused_by_seccomp_fails_closed)
+{
+	const char *why = NULL;
+	char *cause = NULL;
+	struct landlock_plan lp;
+	struct landlock_opts o;
+	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
+
+	ck_assert_ptr_nonnull(ctx);
+	ck_assert_int_eq(seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM),
+	    SCMP_SYS(landlock_create_ruleset), 0), 0);
+	ck_assert_int_eq(seccomp_attr_set(ctx, SCMP_FLTATR_CTL_NNP, 1), 0);
+	ck_assert_int_eq(seccomp_load(ctx), 0);	/* this forked test process only */
+	seccomp_release(ctx);
+	int abi = landlock_abi(&why);
+	ck_assert_int_eq(abi, -1);
+	ck_assert_ptr_nonnull(strstr(why, "refused"));
+	memset(&o, 0, sizeof(o));
+	o.lo_workspace = "/tmp";
+	o.lo_tmpdir = "/tmp";
+	ck_assert_int_eq(landlock_plan_build(NULL, &o, abi, why, &lp, &cause), -1);
+	ck_assert_ptr_nonnull(strstr(cause, "landlock: required but landlock_create_ruleset was "
+	    "refused"));
+	free(cause);
+}
+END_TEST
+
 static Suite *
 landlock_suite(void)
 {
@@ -638,6 +672,7 @@ landlock_suite(void)
 	tcase_add_test(tc, test_enforced);
 	tcase_add_test(tc, test_defaults_enforced);
 	tcase_add_test(tc, test_prepare_path_gone);
+	tcase_add_test(tc, test_abi_refused_by_seccomp_fails_closed);
 	suite_add_tcase(s, tc);
 	return s;
 }
