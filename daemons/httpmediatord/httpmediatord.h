@@ -48,6 +48,18 @@ struct ssl_ctx_st;
 /* A config asking for more is not served (boundaryd bounds the hops too). */
 #define MEDIATORD_MAX_REDIRECTS 20
 
+/*
+ * One accepted client connection of a proxy. evhttp owns the connection;
+ * we hold a reference on its bufferevent (made by proxy_conn_new), so the
+ * pointer stays valid after evhttp frees the connection, and a freed one
+ * is recognized by its cleared callbacks (proxy_conn_live).
+ */
+struct medconn {
+	TAILQ_ENTRY(medconn) mc_entry;
+	struct bufferevent *mc_bev;
+};
+TAILQ_HEAD(medconn_list, medconn);
+
 /* One operation's proxy, as boundaryd configured it. */
 struct medop {
 	TAILQ_ENTRY(medop) mo_entry;
@@ -68,6 +80,8 @@ struct medop {
 	int mo_gone;		/* no longer configured: freed with its last request */
 	int mo_inflight;	/* requests not yet answered */
 	int mo_txn;		/* proxy.transaction: a name is resolved only once it is in scope */
+	struct medconn_list mo_conns;	/* accepted client connections (and freed ones not yet swept) */
+	size_t mo_nconns;
 };
 TAILQ_HEAD(medop_list, medop);
 
@@ -165,5 +179,7 @@ void connect_channel_lost(struct mediatord *md);
 void connect_free_all(struct mediatord *md);
 /* boundaryd's event: the operation's transaction closed (revoked, ended, expired). */
 void proxy_transaction_closed(struct mediatord *md, struct json_object *params);
+/* boundaryd's event: one of the operation's mediator leases was revoked or expired. */
+void proxy_lease_closed(struct mediatord *md, struct json_object *params);
 
 #endif
