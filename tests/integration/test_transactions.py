@@ -551,10 +551,81 @@ def transaction_scope_before_dns(env):
     check(requests_seen(t) == [], "upstream: %r" % requests_seen(t))
 
 
+
+def closed(h, what, seconds=10):
+    """h's connection ended (EOF or reset) within seconds, with nothing sent to it."""
+    w = h.wait_closed(seconds)
+    check(w["closed"] in ("eof", "reset") and w["data"] == "",
+          "%s: not shut down: %r" % (what, w))
+
+
+def transaction_revoke_closes_connections(env):
+    """Revocation shuts down every accepted client connection of the
+    operation at once: idle (connected, nothing sent), mid-request (headers
+    still being read), and one accepted before the revoke that sends its
+    request right after (refused: never 200, nothing upstream). A request
+    written afterwards never reaches the upstream. Another operation's
+    proxy connection stays open and keeps serving."""
+    t = setup(env)
+    tm.start_other_op(env, t)
+    begin_active(env, "http_tx_c")
+    r = tm.get(env, t, "http://up.test:8080/v1/data/before")
+    check(r["status"] == 200, "while active: %r" % r)
+    idle = tm.Held(env, t)
+    half = tm.Held(env, t)
+    check(half.send("GET http://up.test:8080/v1/data/half HTTP/1.1\r\nHost: up.test:8080\r\n")
+          ["sent"], "half request")
+    late = tm.Held(env, t)
+    theirs = tm.Held(env, t, source="198.51.100.13", port=3129)
+    ok(txcli(env, "revoke", "http_tx_c"), "revoke")
+    # The attacker's angle: the request races the shutdown; it loses either way.
+    late.send(tm.raw_get("http://up.test:8080/v1/data/late"))
+    got = late.read(10)
+    check(got["closed"] in ("eof", "reset") and tm.status_of(got["data"]) in (None, 403) and
+          "hello" not in got["data"], "late request on an accepted connection: %r" % got)
+    closed(idle, "idle connection")
+    closed(half, "half-read request")
+    idle.send(tm.raw_get("http://up.test:8080/v1/data/after"))
+    got = idle.read(3)
+    check(tm.status_of(got["data"]) is None, "a request after the shutdown answered: %r" % got)
+    check(requests_seen(t) == ["/v1/data/before"], "upstream: %r" % requests_seen(t))
+    log = open(t.medlog).read()
+    check("transaction http_tx_c revoked: closing its requests" in log and
+          "transaction_closed:" in log, "mediator did not act on the event:\n" + log)
+    # The other operation's connection was not touched: it still serves.
+    check(theirs.send(tm.raw_get("http://up.test:8080/other/ok"))["sent"], "other op send")
+    got = theirs.read(10)
+    check(tm.status_of(got["data"]) == 200 and "hello from 192.0.2.10" in got["data"],
+          "the other operation's connection: %r" % got)
+    check(requests_seen(t) == ["/v1/data/before", "/other/ok"], "upstream: %r" % requests_seen(t))
+    for h in (idle, half, late, theirs):
+        h.close()
+
+
+def transaction_expiry_closes_connections(env):
+    """TTL expiry shuts down an idle accepted connection without any call;
+    a request written on it afterwards never reaches the upstream."""
+    t = setup(env)
+    ok(txcli(env, "begin", "http_tx_x", OP, None, "--ttl-seconds", "3"), "begin")
+    ok(txcli(env, "activate", "http_tx_x"), "activate")
+    idle = tm.Held(env, t)
+    closed(idle, "idle connection at expiry", 15)
+    check(any(e["type"] == "http_transaction_expired" and e["transaction_id"] == "http_tx_x"
+              for e in jsonl(env, "http-transactions.jsonl")), "no expiry evidence")
+    idle.send(tm.raw_get("http://up.test:8080/v1/data/after"))
+    got = idle.read(3)
+    check(tm.status_of(got["data"]) is None, "a request after expiry answered: %r" % got)
+    check(requests_seen(t) == [], "upstream: %r" % requests_seen(t))
+    check("transaction http_tx_x expired: closing its requests" in open(t.medlog).read(),
+          "mediator did not act on the expiry:\n" + open(t.medlog).read())
+    idle.close()
+
 if __name__ == "__main__":
     main({f.__name__: f for f in (transaction_lifecycle, transaction_control_is_root_only,
                                   transaction_topology, transaction_budgets,
                                   transaction_ttl_expiry, transaction_revoke_cuts_inflight,
+                                  transaction_revoke_closes_connections,
+                                  transaction_expiry_closes_connections,
                                   transaction_crash_keeps_reservation,
                                   transaction_state_tampered_denies,
                                   transaction_evidence_loss_marked,
