@@ -229,6 +229,12 @@ def evidence(env):
 
 
 
+# evhttp closes a connection idle for io_timeout_seconds by itself: the
+# cases that prove the mediator shuts connections down set it far beyond
+# every wait, so only the shutdown can explain a close.
+LONG_IDLE = {"io_timeout_seconds": 300}
+
+
 class Held:
     """One TCP connection a client in ctr holds open to a proxy
     (holdclient.py), for the cases that prove the mediator shuts accepted
@@ -299,7 +305,7 @@ def start_other_op(env, t, op_id="op_med_other", port=3129, client="198.51.100.1
     """A second operation with its own proxy on 198.51.100.1:port for the
     other ctr address, granted the upstream directly (no transaction)."""
     proxy = {"listen": "198.51.100.1:%d" % port, "client_address": client,
-             "connect_timeout_seconds": 5, "io_timeout_seconds": 10}
+             "connect_timeout_seconds": 5, "io_timeout_seconds": 300}
     proxy.update(proxy_extra or {})
     cfg = os.path.join(t.dir, op_id + ".json")
     with open(cfg, "w") as f:

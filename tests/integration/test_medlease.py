@@ -20,7 +20,7 @@ from harness import check, main
 OP = tm.OP
 
 
-def setup(env, policy_extra=None):
+def setup(env, policy_extra=None, proxy_more=None):
     secret = "Bearer gensee-it-secret-%d" % os.getpid()
     # A root-owned owner-only file in a directory of its own; only its path is configured.
     d = tempfile.mkdtemp(prefix="gensee-it-cred.")
@@ -32,7 +32,8 @@ def setup(env, policy_extra=None):
     os.chmod(cred, 0o600)
     t = tm.setup(env, proxy_extra={"credentials": [
         {"handle_id": "cred_api", "url_prefix": "http://up.test:8080/private/",
-         "header": "Authorization", "file": cred}]}, policy_extra=policy_extra)
+         "header": "Authorization", "file": cred}], **(proxy_more or {})},
+        policy_extra=policy_extra)
     t.secret = secret
     t.credfile = cred
     t.sup = os.path.join(env.state, "network-operations", OP, "supervisor.sock")
@@ -376,7 +377,8 @@ def medlease_end_closes_connections(env):
     connection never reaches the upstream, while a new connection still
     serves GET (which needs no lease): it was the connection that was cut.
     Another operation's proxy connection is not touched."""
-    t = setup(env, policy_extra={"http_gateway_methods": ["GET", "HEAD", "POST"]})
+    t = setup(env, policy_extra={"http_gateway_methods": ["GET", "HEAD", "POST"]},
+              proxy_more=tm.LONG_IDLE)
     time.sleep(1.1)  # tokens issued in boundaryd's first second count as stale
     tm.start_other_op(env, t)
     g = grant(env, t, "--ttl-seconds", "30")

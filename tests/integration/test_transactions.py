@@ -29,10 +29,11 @@ TX = {"effect": "external_http_read",
       "max_response_bytes": 1048576}
 
 
-def setup(env, tx=None, before_mediator=None):
+def setup(env, tx=None, before_mediator=None, proxy_more=None):
     # Seed 001's envelope: the mediated client may reach the mediator and
     # nothing else; the transaction's scope is the upstream's authority.
-    t = tm.setup(env, proxy_extra={"transaction": dict(TX, **(tx or {}))},
+    t = tm.setup(env, proxy_extra=dict({"transaction": dict(TX, **(tx or {}))},
+                                       **(proxy_more or {})),
                  grants=[{"destination": "198.51.100.1", "protocol": "tcp", "ports": [3128]}],
                  before_mediator=before_mediator)
     t.sup = os.path.join(env.state, "network-operations", OP, "supervisor.sock")
@@ -566,7 +567,7 @@ def transaction_revoke_closes_connections(env):
     request right after (refused: never 200, nothing upstream). A request
     written afterwards never reaches the upstream. Another operation's
     proxy connection stays open and keeps serving."""
-    t = setup(env)
+    t = setup(env, proxy_more=tm.LONG_IDLE)
     tm.start_other_op(env, t)
     begin_active(env, "http_tx_c")
     r = tm.get(env, t, "http://up.test:8080/v1/data/before")
@@ -605,7 +606,7 @@ def transaction_revoke_closes_connections(env):
 def transaction_expiry_closes_connections(env):
     """TTL expiry shuts down an idle accepted connection without any call;
     a request written on it afterwards never reaches the upstream."""
-    t = setup(env)
+    t = setup(env, proxy_more=tm.LONG_IDLE)
     ok(txcli(env, "begin", "http_tx_x", OP, None, "--ttl-seconds", "3"), "begin")
     ok(txcli(env, "activate", "http_tx_x"), "activate")
     idle = tm.Held(env, t)
