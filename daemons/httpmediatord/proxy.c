@@ -113,7 +113,7 @@ proxy_method_cmd(const char *m)
  */
 static void
 proxy_release_reservation(struct mediatord *md, const char *op, const char *txid,
-    int64_t reservation)
+    int64_t reservation, const char *decision_id)
 {
 	struct json_object *params = json_object_new_object();
 	int64_t id;
@@ -124,6 +124,8 @@ proxy_release_reservation(struct mediatord *md, const char *op, const char *txid
 	json_object_object_add(params, "response_bytes", json_object_new_int64(0));
 	json_object_object_add(params, "upstream_error", json_object_new_boolean(1));
 	json_object_object_add(params, "status", json_object_new_int(0));
+	if (decision_id != NULL && decision_id[0] != '\0')
+		json_object_object_add(params, "decision_id", json_object_new_string(decision_id));
 	if (mediatord_send(md, "mediator.complete", params, &id) != 0)
 		log_warnx("%s: reservation %lld of %s not handed back: no channel", op,
 		    (long long)reservation, txid);
@@ -226,7 +228,8 @@ proxy_answer_usable(struct mreq *mr, struct json_object *result, const char *err
 		    schema_string(result, "transaction_id") != NULL)
 			proxy_release_reservation(mr->mr_md, mr->mr_op,
 			    schema_string(result, "transaction_id"),
-			    schema_int(result, "reservation", 0));
+			    schema_int(result, "reservation", 0),
+			    schema_string(result, "decision_id"));
 		proxy_mreq_free(mr);
 		return 0;
 	}
@@ -1285,7 +1288,7 @@ proxy_close_operation(struct mediatord *md, const char *op, const char *code, in
 			evhttp_cancel_request(up);
 			if (release && mr->mr_reservation > 0)
 				proxy_release_reservation(md, mr->mr_op, mr->mr_txid,
-				    mr->mr_reservation);
+				    mr->mr_reservation, mr->mr_decision);
 			proxy_mreq_free(mr);
 		}
 	}

@@ -621,12 +621,45 @@ def transaction_expiry_closes_connections(env):
           "mediator did not act on the expiry:\n" + open(t.medlog).read())
     idle.close()
 
+
+def transaction_lease_end_releases_reservation(env):
+    """A mediator lease revoked while a transactional request is upstream:
+    the request is cut at once (403 mediator_lease_closed, the pinned
+    socket closed) and its reservation handed back, so the still-active
+    transaction serves the next request instead of refusing every one
+    (reservation_in_flight) until it ends."""
+    t = setup(env, proxy_more=tm.LONG_IDLE)
+    begin_active(env, "http_tx_l")
+    g = env.gensee("run", "network", "grant-http", "--socket", t.sup, "--ttl-seconds", "30",
+                   as_root=True)
+    ok(g, "grant-http")
+    lease = json.loads(g.stdout)["lease_id"]
+    out = []
+    th = threading.Thread(target=slow_get, args=(env, t, out))
+    th.start()
+    env.wait_for("the slow request upstream", lambda: "/v1/data/slow" in requests_seen(t))
+    ok(env.gensee("run", "network", "revoke-http", "--socket", t.sup, "--lease", lease,
+                  as_root=True), "revoke-http")
+    th.join(timeout=30)
+    check(not th.is_alive() and out, "client still waiting")
+    r = out[0]
+    check(r.get("status") == 403 and refusal(r) == "mediator_lease_closed" and
+          "hello" not in r.get("body", ""), "in-flight client after the lease ended: %r" % r)
+    r = tm.get(env, t, "http://up.test:8080/v1/data/next")
+    check(r["status"] == 200, "the transaction after the lease ended: %r" % r)
+    eff = [e for e in jsonl(env, "effects.jsonl") if e.get("kind") == "http_transaction_effect"]
+    # The cut exchange is accounted as an upstream failure of its own decision: no bytes.
+    check(len(eff) == 2 and eff[0]["status"] == 0 and eff[0]["response_bytes"] == 0 and
+          eff[0]["decision_id"] is not None and eff[1]["status"] == 200 and
+          eff[1]["decision_id"] != eff[0]["decision_id"], "effects: %r" % eff)
+
 if __name__ == "__main__":
     main({f.__name__: f for f in (transaction_lifecycle, transaction_control_is_root_only,
                                   transaction_topology, transaction_budgets,
                                   transaction_ttl_expiry, transaction_revoke_cuts_inflight,
                                   transaction_revoke_closes_connections,
                                   transaction_expiry_closes_connections,
+                                  transaction_lease_end_releases_reservation,
                                   transaction_crash_keeps_reservation,
                                   transaction_state_tampered_denies,
                                   transaction_evidence_loss_marked,
