@@ -82,6 +82,7 @@ struct medop {
 	int mo_txn;		/* proxy.transaction: a name is resolved only once it is in scope */
 	struct medconn_list mo_conns;	/* accepted client connections (and freed ones not yet swept) */
 	size_t mo_nconns;
+	size_t mo_sweep_at;	/* sweep at accept once mo_nconns reaches this (amortized) */
 };
 TAILQ_HEAD(medop_list, medop);
 

@@ -866,7 +866,11 @@ proxy_conn_drop(struct medop *mo, struct medconn *mc)
 	free(mc);
 }
 
-/* Forget the connections evhttp has closed since the last sweep. */
+/*
+ * Forget the connections evhttp has closed since the last sweep. At accept
+ * it runs only once the list has doubled since (amortized O(1) per accept);
+ * the config refresh runs it every MEDIATORD_REFRESH_MS as well.
+ */
 static void
 proxy_conns_sweep(struct medop *mo)
 {
@@ -877,6 +881,7 @@ proxy_conns_sweep(struct medop *mo)
 		if (proxy_conn_live(mc) == NULL)
 			proxy_conn_drop(mo, mc);
 	}
+	mo->mo_sweep_at = mo->mo_nconns < 32 ? 64 : 2 * mo->mo_nconns;
 }
 
 /*
@@ -896,7 +901,8 @@ proxy_conn_new(struct event_base *base, void *arg)
 	struct bufferevent *bev;
 	struct medconn *mc;
 
-	proxy_conns_sweep(mo);
+	if (mo->mo_nconns >= mo->mo_sweep_at)
+		proxy_conns_sweep(mo);
 	if ((bev = bufferevent_socket_new(base, -1, 0)) == NULL ||
 	    (mc = calloc(1, sizeof(*mc))) == NULL)
 		fatalx("%s: out of memory for a client connection: exiting rather than serving "

@@ -561,7 +561,7 @@ def closed(h, what, seconds=10):
 
 
 def transaction_revoke_closes_connections(env):
-    """Revocation shuts down every accepted client connection of the
+    """Revocation (and end) shuts down every accepted client connection of the
     operation at once: idle (connected, nothing sent), mid-request (headers
     still being read), and one accepted before the revoke that sends its
     request right after (refused: never 200, nothing upstream). A request
@@ -599,7 +599,14 @@ def transaction_revoke_closes_connections(env):
     check(tm.status_of(got["data"]) == 200 and "hello from 192.0.2.10" in got["data"],
           "the other operation's connection: %r" % got)
     check(requests_seen(t) == ["/v1/data/before", "/other/ok"], "upstream: %r" % requests_seen(t))
-    for h in (idle, half, late, theirs):
+    # Ending a transaction (success) shuts its connections down the same way.
+    begin_active(env, "http_tx_c2")
+    idle2 = tm.Held(env, t)
+    ok(txcli(env, "end", "http_tx_c2"), "end")
+    closed(idle2, "idle connection at end")
+    check("transaction http_tx_c2 ended: closing its requests" in open(t.medlog).read(),
+          "mediator did not act on the end")
+    for h in (idle, half, late, theirs, idle2):
         h.close()
 
 
