@@ -49,14 +49,18 @@ struct ssl_ctx_st;
 #define MEDIATORD_MAX_REDIRECTS 20
 
 /*
- * One accepted client connection of a proxy. evhttp owns the connection;
- * we hold a reference on its bufferevent (made by proxy_conn_new), so the
- * pointer stays valid after evhttp frees the connection, and a freed one
- * is recognized by its cleared callbacks (proxy_conn_live).
+ * One accepted client connection of a proxy. evhttp owns the connection.
+ * proxy_conn_new makes its bufferevent and holds a reference on it until
+ * proxy_conns_attach (the next loop turn, or sooner) finds the
+ * evhttp_connection behind it and sets its close callback; from then on
+ * the close callback, which evhttp runs exactly once however the
+ * connection ends, removes it here.
  */
 struct medconn {
 	TAILQ_ENTRY(medconn) mc_entry;
-	struct bufferevent *mc_bev;
+	struct medop *mc_mo;
+	struct bufferevent *mc_bev;		/* until attached (our reference) */
+	struct evhttp_connection *mc_evcon;	/* once attached */
 };
 TAILQ_HEAD(medconn_list, medconn);
 
@@ -80,9 +84,9 @@ struct medop {
 	int mo_gone;		/* no longer configured: freed with its last request */
 	int mo_inflight;	/* requests not yet answered */
 	int mo_txn;		/* proxy.transaction: a name is resolved only once it is in scope */
-	struct medconn_list mo_conns;	/* accepted client connections (and freed ones not yet swept) */
+	struct medconn_list mo_conns;	/* every accepted client connection still open */
 	size_t mo_nconns;
-	size_t mo_sweep_at;	/* sweep at accept once mo_nconns reaches this (amortized) */
+	struct event *mo_attach;	/* proxy_conns_attach, made active at each accept */
 };
 TAILQ_HEAD(medop_list, medop);
 

@@ -840,59 +840,72 @@ proxy_resolve_checked(struct mreq *mr, struct json_object *result, const char *e
 	proxy_resolve(mr);
 }
 
-/*
- * The connection of mc, or NULL once evhttp has freed it: bufferevent_free
- * clears every callback and the argument (our reference keeps the memory),
- * and while evhttp owns it the event callback and its argument, the
- * evhttp_connection, are always set.
- */
-static struct evhttp_connection *
-proxy_conn_live(const struct medconn *mc)
-{
-	bufferevent_data_cb rcb, wcb;
-	bufferevent_event_cb ecb;
-	void *arg;
-
-	bufferevent_getcb(mc->mc_bev, &rcb, &wcb, &ecb, &arg);
-	return ecb != NULL ? arg : NULL;
-}
-
 static void
 proxy_conn_drop(struct medop *mo, struct medconn *mc)
 {
 	TAILQ_REMOVE(&mo->mo_conns, mc, mc_entry);
 	mo->mo_nconns--;
-	bufferevent_decref(mc->mc_bev);
+	if (mc->mc_bev != NULL)
+		bufferevent_decref(mc->mc_bev);
 	free(mc);
 }
 
+/* evhttp is closing the connection (any path, exactly once): forget it. */
+static void
+proxy_conn_closed(struct evhttp_connection *evcon, void *arg)
+{
+	struct medconn *mc = arg;
+	(void)evcon;
+	proxy_conn_drop(mc->mc_mo, mc);
+}
+
 /*
- * Forget the connections evhttp has closed since the last sweep. At accept
- * it runs only once the list has doubled since (amortized O(1) per accept);
- * the config refresh runs it every MEDIATORD_REFRESH_MS as well.
+ * Find the evhttp_connection of each new connection and set its close
+ * callback. evhttp sets the bufferevent's callbacks, with the connection
+ * as their argument, right after proxy_conn_new returns; bufferevent_free
+ * clears them (our reference keeps the memory readable), so cleared
+ * callbacks mean evhttp already let the connection go.
  */
 static void
-proxy_conns_sweep(struct medop *mo)
+proxy_conns_attach(struct medop *mo)
 {
 	struct medconn *mc, *next;
 
 	for (mc = TAILQ_FIRST(&mo->mo_conns); mc != NULL; mc = next) {
+		bufferevent_data_cb rcb, wcb;
+		bufferevent_event_cb ecb;
+		void *evcon;
+
 		next = TAILQ_NEXT(mc, mc_entry);
-		if (proxy_conn_live(mc) == NULL)
+		if (mc->mc_evcon != NULL)
+			continue;
+		bufferevent_getcb(mc->mc_bev, &rcb, &wcb, &ecb, &evcon);
+		if (ecb == NULL || evcon == NULL) {
 			proxy_conn_drop(mo, mc);
+			continue;
+		}
+		mc->mc_evcon = evcon;
+		evhttp_connection_set_closecb(mc->mc_evcon, proxy_conn_closed, mc);
+		bufferevent_decref(mc->mc_bev);
+		mc->mc_bev = NULL;
 	}
-	mo->mo_sweep_at = mo->mo_nconns < 32 ? 64 : 2 * mo->mo_nconns;
+}
+
+static void
+proxy_conns_attach_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	proxy_conns_attach(arg);
 }
 
 /*
  * evhttp's bufferevent callback: every connection the proxy accepts is
- * made here, so every one is known and can be shut down when authority
- * ends (proxy_close_operation). The bufferevent does not close its fd
- * (evhttp does, when it frees the connection), so our reference keeps
- * memory only, never a socket. Threat: an accepted connection that
- * outlives a revocation is a channel nobody tracks; if one cannot be
- * tracked the mediator exits (every connection closes with it) rather
- * than serve it untracked.
+ * made here (as evhttp would make it), so every one is known and can be
+ * shut down when authority ends (proxy_close_operation). Threat: an
+ * accepted connection that outlives a revocation is a channel nobody
+ * tracks; if one cannot be tracked the mediator exits (every connection
+ * closes with it) rather than serve it untracked.
  */
 static struct bufferevent *
 proxy_conn_new(struct event_base *base, void *arg)
@@ -901,16 +914,16 @@ proxy_conn_new(struct event_base *base, void *arg)
 	struct bufferevent *bev;
 	struct medconn *mc;
 
-	if (mo->mo_nconns >= mo->mo_sweep_at)
-		proxy_conns_sweep(mo);
-	if ((bev = bufferevent_socket_new(base, -1, 0)) == NULL ||
+	if ((bev = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE)) == NULL ||
 	    (mc = calloc(1, sizeof(*mc))) == NULL)
 		fatalx("%s: out of memory for a client connection: exiting rather than serving "
 		    "it untracked", mo->mo_id);
 	bufferevent_incref(bev);
+	mc->mc_mo = mo;
 	mc->mc_bev = bev;
 	TAILQ_INSERT_TAIL(&mo->mo_conns, mc, mc_entry);
 	mo->mo_nconns++;
+	event_active(mo->mo_attach, EV_TIMEOUT, 0);
 	return bev;
 }
 
@@ -919,11 +932,14 @@ proxy_medop_free(struct medop *mo)
 {
 	struct medconn *mc;
 
-	/* evhttp_free closes every connection; then our references go. */
+	/* evhttp_free closes every connection (each close callback forgets one). */
+	proxy_conns_attach(mo);
 	if (mo->mo_http != NULL)
 		evhttp_free(mo->mo_http);
 	while ((mc = TAILQ_FIRST(&mo->mo_conns)) != NULL)
 		proxy_conn_drop(mo, mc);
+	if (mo->mo_attach != NULL)
+		event_free(mo->mo_attach);
 	free(mo);
 }
 
@@ -1003,6 +1019,9 @@ proxy_medop_listen(struct mediatord *md, struct medop *mo)
 {
 	int fd;
 
+	if (mo->mo_attach == NULL &&
+	    (mo->mo_attach = event_new(md->md_base, -1, 0, proxy_conns_attach_cb, mo)) == NULL)
+		return -1;
 	if ((fd = proxy_listen_socket(mo->mo_listen)) < 0)
 		return -1;
 	if ((mo->mo_http = evhttp_new(md->md_base)) == NULL) {
@@ -1050,7 +1069,6 @@ proxy_apply_config(struct mediatord *md, struct json_object *ops)
 				break;
 		if (mo != NULL) {
 			mo->mo_seen = 1;
-			proxy_conns_sweep(mo);
 			continue;
 		}
 		if (md->md_nops >= MEDIATORD_MAX_OPS || (mo = calloc(1, sizeof(*mo))) == NULL)
@@ -1065,6 +1083,8 @@ proxy_apply_config(struct mediatord *md, struct json_object *ops)
 		}
 		if (proxy_medop_listen(md, mo) != 0) {
 			log_warnx("%s: cannot listen on %s: %s", id, mo->mo_listen, strerror(errno));
+			if (mo->mo_attach != NULL)
+				event_free(mo->mo_attach);
 			free(mo);
 			continue;
 		}
@@ -1249,6 +1269,8 @@ proxy_close_operation(struct mediatord *md, const char *op, const char *code, in
 	TAILQ_FOREACH(mo, &md->md_ops, mo_entry)
 		if (strcmp(mo->mo_id, op) == 0)
 			break;
+	if (mo != NULL)
+		proxy_conns_attach(mo);	/* one accepted this loop turn is closed too */
 	/* The connections a refusal goes out on are closed by evhttp after it. */
 	TAILQ_FOREACH(mr, &md->md_all, mr_all)
 		if (strcmp(mr->mr_op, op) == 0 && mr->mr_client != NULL)
@@ -1261,20 +1283,17 @@ proxy_close_operation(struct mediatord *md, const char *op, const char *code, in
 		if (strcmp(mr->mr_op, op) == 0 && mr->mr_client != NULL)
 			busy[nbusy++] = evhttp_request_get_connection(mr->mr_client);
 	for (mc = mo != NULL ? TAILQ_FIRST(&mo->mo_conns) : NULL; mc != NULL; mc = mcnext) {
-		struct evhttp_connection *evcon = proxy_conn_live(mc);
 		size_t i;
 
 		mcnext = TAILQ_NEXT(mc, mc_entry);
-		for (i = 0; evcon != NULL && i < nbusy; i++)
-			if (busy[i] == evcon)
+		for (i = 0; i < nbusy; i++)
+			if (busy[i] == mc->mc_evcon)
 				break;
-		if (evcon != NULL && i < nbusy)
+		if (i < nbusy)
 			continue;
-		if (evcon != NULL) {
-			evhttp_connection_free(evcon);
-			nconn++;
-		}
-		proxy_conn_drop(mo, mc);
+		/* Its close callback (proxy_conn_closed) frees mc, and only mc. */
+		evhttp_connection_free(mc->mc_evcon);
+		nconn++;
 	}
 	free(busy);
 	for (mr = TAILQ_FIRST(&md->md_all); mr != NULL; mr = next) {

@@ -327,6 +327,11 @@ def start_other_op(env, t, op_id="op_med_other", port=3129, client="198.51.100.1
     return op_id
 
 
+def mediator_fds(t):
+    """The mediator's open file descriptors (root reads its /proc entry)."""
+    return len(os.listdir("/proc/%d/fd" % t.med.pid))
+
+
 def status_of(data):
     """The status code of the first response in raw bytes, or None."""
     if not data.startswith("HTTP/1."):

@@ -15,6 +15,7 @@ upstream having seen nothing.
 
 import json
 import os
+import re
 import subprocess
 import threading
 import time
@@ -572,6 +573,7 @@ def transaction_revoke_closes_connections(env):
     begin_active(env, "http_tx_c")
     r = tm.get(env, t, "http://up.test:8080/v1/data/before")
     check(r["status"] == 200, "while active: %r" % r)
+    fds = tm.mediator_fds(t)
     idle = tm.Held(env, t)
     half = tm.Held(env, t)
     check(half.send("GET http://up.test:8080/v1/data/half HTTP/1.1\r\nHost: up.test:8080\r\n")
@@ -606,6 +608,12 @@ def transaction_revoke_closes_connections(env):
     closed(idle2, "idle connection at end")
     check("transaction http_tx_c2 ended: closing its requests" in open(t.medlog).read(),
           "mediator did not act on the end")
+    # The revoke closed idle and half (late may have been refused first) on the mediator's side.
+    m = re.search(r"transaction_closed: (\d+) requests refused, (\d+) other client "
+                  r"connections closed", open(t.medlog).read())
+    check(m and int(m.group(2)) >= 2, "shutdown count: %r" % (m and m.group(0)))
+    # Every socket the shutdowns closed is gone from the mediator, not merely half-closed.
+    env.wait_for("the mediator's sockets to close", lambda: tm.mediator_fds(t) <= fds, timeout=10)
     for h in (idle, half, late, theirs, idle2):
         h.close()
 
