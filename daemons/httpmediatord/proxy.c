@@ -27,9 +27,11 @@
  * agrees, followed instead of delivered: the next hop names the
  * transaction and its hop number, is scope-checked before its name is
  * resolved and consumes a request of its own (redirect.c).
- * boundaryd's transaction.closed event cancels the operation's upstream
- * requests at once (their sockets close) and answers their clients with a
- * refusal and Connection: close.
+ * boundaryd's transaction.closed and mediator_lease.closed events shut
+ * down every accepted client connection of the operation at once: upstream
+ * requests are cancelled (their sockets close), held requests are refused
+ * with Connection: close, and every other connection (idle, or a request
+ * still being read) is closed (proxy_close_operation).
  */
 #include <arpa/inet.h>
 #include <errno.h>
