@@ -14,6 +14,7 @@ int cmd_run_network(int argc, char **argv);
 int cmd_run_fault(int argc, char **argv);
 int cmd_run_transaction(int argc, char **argv);
 int cmd_run_transaction_execute(int argc, char **argv);
+int cmd_run_commit_token(int argc, char **argv);
 /* tclone.c: the tclone runtime (gensee-tcloned) */
 int cmd_tclone(int argc, char **argv);
 int cmd_tclone_sub(int argc, char **argv);

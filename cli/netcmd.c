@@ -1,5 +1,6 @@
 /*
- * netcmd.c: `gensee run network inspect|event|revoke` and `gensee run fault`.
+ * netcmd.c: `gensee run network inspect|event|revoke|grant-http|revoke-http` and
+ * `gensee run fault` (commit-token: tokencmd.c; transaction-*: txncmd.c).
  *
  * Each takes either --socket PATH (an operation's supervisor.sock, root
  * only) or --operation ID (through client.sock, for the operation's owner).
@@ -152,6 +153,8 @@ static const char netcmd_usage_text[] =
     "       gensee run network revoke (--socket PATH | --operation ID) --lease ID\n"
     "       gensee run network grant-http (--socket PATH | --operation ID) [--ttl-seconds N]\n"
     "       gensee run network revoke-http (--socket PATH | --operation ID) --lease ID\n"
+    "       gensee run network commit-token --socket PATH --operation OP --method METHOD\n"
+    "           --url URL (--body-file FILE | --body-sha256 HEX) [--ttl-seconds N] [--json]\n"
     "       gensee run fault (--socket PATH | --operation ID) --fault FILE\n"
     "       gensee run network transaction-begin|transaction-activate|transaction-end|\n"
     "           transaction-revoke --socket PATH --transaction ID --operation OP\n"
@@ -169,6 +172,8 @@ cmd_run_network(int argc, char **argv)
 		return cmd_run_transaction_execute(argc - 1, argv + 1);
 	if (strncmp(sub, "transaction-", 12) == 0)
 		return cmd_run_transaction(argc - 1, argv + 1);
+	if (strcmp(sub, "commit-token") == 0)
+		return cmd_run_commit_token(argc - 1, argv + 1);
 	if (cli_help_asked(argc, argv))
 		return cli_usage(1, netcmd_usage_text);
 	if (strcmp(sub, "inspect") == 0) {

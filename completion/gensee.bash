@@ -74,7 +74,7 @@ _gensee()
 		return 0
 		;;
 	--network-config | --linux-landlock-ro | --linux-landlock-rw | --allow-unix | --fault | \
-	--event | --socket | --config | --request)
+	--event | --socket | --config | --request | --body-file)
 		COMPREPLY=($(compgen -f -- "$cur"))
 		return 0
 		;;
@@ -84,7 +84,8 @@ _gensee()
 		;;
 	--timeout | --kill-grace | --grace | --allow-net | --deny-net | --lease-scope | --max-lease-ttl | \
 	--duration-seconds | --operation | --session-id | --allow | --deny | --seconds | \
-	--events | --lease | --older-than | --keep | --transaction | --effect | --ttl-seconds)
+	--events | --lease | --older-than | --keep | --transaction | --effect | --ttl-seconds | \
+	--method | --url | --body-sha256)
 		return 0
 		;;
 	esac
@@ -97,10 +98,10 @@ _gensee()
 	run)
 		case $sub in
 		network)
-			words_list='inspect event revoke grant-http revoke-http transaction-begin transaction-activate
-				transaction-end transaction-revoke transaction-execute --socket --operation
-				--event --lease --transaction --effect --ttl-seconds --config --request
-				--json --help'
+			words_list='inspect event revoke grant-http revoke-http commit-token transaction-begin
+				transaction-activate transaction-end transaction-revoke transaction-execute
+				--socket --operation --event --lease --transaction --effect --ttl-seconds
+				--config --request --method --url --body-file --body-sha256 --json --help'
 			;;
 		fault) words_list='--socket --operation --fault --json --help' ;;
 		list | diff | summary | compare | switch | keep | discard | send | exec | shell)

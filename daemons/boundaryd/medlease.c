@@ -80,6 +80,23 @@ medlease_evidence(struct netop *no, const char *kind, const char *id, const char
 	netop_append(no, "effects.jsonl", o);
 }
 
+/*
+ * A lease ended (revoked or expired): tell every mediator channel, so the
+ * mediator shuts down the operation's client connections and upstream
+ * sockets at once (mediator_lease.closed, protocol.md). Only a signal to
+ * narrow: every authorization checks the leases itself either way.
+ */
+static void
+medlease_notify_closed(struct medlease *l, const char *state)
+{
+	struct json_object *p = json_object_new_object();
+
+	json_object_object_add(p, "operation_id", json_object_new_string(l->ml_no->no_op->op_id));
+	json_object_object_add(p, "lease_id", json_object_new_string(l->ml_id));
+	json_object_object_add(p, "state", json_object_new_string(state));
+	control_mediator_notify(l->ml_no->no_bd, "mediator_lease.closed", p);
+}
+
 static void
 medlease_remove(struct medlease *l, const char *why)
 {
@@ -88,6 +105,8 @@ medlease_remove(struct medlease *l, const char *why)
 	TAILQ_REMOVE(&s->mls_list, l, ml_entry);
 	s->mls_n--;
 	medlease_evidence(l->ml_no, why, l->ml_id, why, 0);
+	medlease_notify_closed(l, strcmp(why, "mediator_lease_expired") == 0 ? "expired" :
+	    "revoked");
 	if (l->ml_ev != NULL)
 		event_free(l->ml_ev);
 	free(l);

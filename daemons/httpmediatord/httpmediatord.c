@@ -137,10 +137,13 @@ mediatord_dispatch(struct json_object *msg)
 	struct json_object *err = schema_child(msg, "error");
 	int64_t id;
 
-	/* boundaryd's events: a transaction closed (revoked, ended, expired). */
+	/* boundaryd's events: a transaction or a mediator lease closed, the config changed. */
 	if (idj == NULL && schema_string(msg, "event") != NULL) {
 		if (strcmp(schema_string(msg, "event"), "transaction.closed") == 0)
 			proxy_transaction_closed(&md, schema_child(msg, "params"));
+		/* A mediator lease was revoked or expired: the same, for its operation. */
+		else if (strcmp(schema_string(msg, "event"), "mediator_lease.closed") == 0)
+			proxy_lease_closed(&md, schema_child(msg, "params"));
 		/*
 		 * An operation that needs us was made: ask for the config now
 		 * rather than at the next refresh (its launcher waits for our

@@ -48,6 +48,22 @@ struct ssl_ctx_st;
 /* A config asking for more is not served (boundaryd bounds the hops too). */
 #define MEDIATORD_MAX_REDIRECTS 20
 
+/*
+ * One accepted client connection of a proxy. evhttp owns the connection.
+ * proxy_conn_new makes its bufferevent and holds a reference on it until
+ * proxy_conns_attach (the next loop turn, or sooner) finds the
+ * evhttp_connection behind it and sets its close callback; from then on
+ * the close callback, which evhttp runs exactly once however the
+ * connection ends, removes it here.
+ */
+struct medconn {
+	TAILQ_ENTRY(medconn) mc_entry;
+	struct medop *mc_mo;
+	struct bufferevent *mc_bev;		/* until attached (our reference) */
+	struct evhttp_connection *mc_evcon;	/* once attached */
+};
+TAILQ_HEAD(medconn_list, medconn);
+
 /* One operation's proxy, as boundaryd configured it. */
 struct medop {
 	TAILQ_ENTRY(medop) mo_entry;
@@ -68,6 +84,9 @@ struct medop {
 	int mo_gone;		/* no longer configured: freed with its last request */
 	int mo_inflight;	/* requests not yet answered */
 	int mo_txn;		/* proxy.transaction: a name is resolved only once it is in scope */
+	struct medconn_list mo_conns;	/* every accepted client connection still open */
+	size_t mo_nconns;
+	struct event *mo_attach;	/* proxy_conns_attach, made active at each accept */
 };
 TAILQ_HEAD(medop_list, medop);
 
@@ -165,5 +184,7 @@ void connect_channel_lost(struct mediatord *md);
 void connect_free_all(struct mediatord *md);
 /* boundaryd's event: the operation's transaction closed (revoked, ended, expired). */
 void proxy_transaction_closed(struct mediatord *md, struct json_object *params);
+/* boundaryd's event: one of the operation's mediator leases was revoked or expired. */
+void proxy_lease_closed(struct mediatord *md, struct json_object *params);
 
 #endif

@@ -27,9 +27,11 @@
  * agrees, followed instead of delivered: the next hop names the
  * transaction and its hop number, is scope-checked before its name is
  * resolved and consumes a request of its own (redirect.c).
- * boundaryd's transaction.closed event cancels the operation's upstream
- * requests at once (their sockets close) and answers their clients with a
- * refusal and Connection: close.
+ * boundaryd's transaction.closed and mediator_lease.closed events shut
+ * down every accepted client connection of the operation at once: upstream
+ * requests are cancelled (their sockets close), held requests are refused
+ * with Connection: close, and every other connection (idle, or a request
+ * still being read) is closed (proxy_close_operation).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -104,6 +106,31 @@ proxy_method_cmd(const char *m)
 		if (strcmp(map[i].n, m) == 0)
 			return (int)map[i].t;
 	return -1;
+}
+
+/*
+ * Hand a transaction's reservation back unused: mediator.complete with no
+ * response (counted as an upstream error, nothing delivered). The answer is
+ * not waited for: no request is left to deliver.
+ */
+static void
+proxy_release_reservation(struct mediatord *md, const char *op, const char *txid,
+    int64_t reservation, const char *decision_id)
+{
+	struct json_object *params = json_object_new_object();
+	int64_t id;
+
+	json_object_object_add(params, "operation_id", json_object_new_string(op));
+	json_object_object_add(params, "transaction_id", json_object_new_string(txid));
+	json_object_object_add(params, "reservation", json_object_new_int64(reservation));
+	json_object_object_add(params, "response_bytes", json_object_new_int64(0));
+	json_object_object_add(params, "upstream_error", json_object_new_boolean(1));
+	json_object_object_add(params, "status", json_object_new_int(0));
+	if (decision_id != NULL && decision_id[0] != '\0')
+		json_object_object_add(params, "decision_id", json_object_new_string(decision_id));
+	if (mediatord_send(md, "mediator.complete", params, &id) != 0)
+		log_warnx("%s: reservation %lld of %s not handed back: no channel", op,
+		    (long long)reservation, txid);
 }
 
 /* A refusal to the client: a stable code as the body, and the status. */
@@ -194,6 +221,17 @@ static int
 proxy_answer_usable(struct mreq *mr, struct json_object *result, const char *error_code)
 {
 	if (mr->mr_client == NULL) {
+		/*
+		 * The client was shut down (or left) while boundaryd decided: an
+		 * allow's reservation is handed back at once, or the transaction
+		 * would refuse every request (reservation_in_flight) until it ends.
+		 */
+		if (result != NULL && schema_int(result, "reservation", 0) > 0 &&
+		    schema_string(result, "transaction_id") != NULL)
+			proxy_release_reservation(mr->mr_md, mr->mr_op,
+			    schema_string(result, "transaction_id"),
+			    schema_int(result, "reservation", 0),
+			    schema_string(result, "decision_id"));
 		proxy_mreq_free(mr);
 		return 0;
 	}
@@ -805,10 +843,105 @@ proxy_resolve_checked(struct mreq *mr, struct json_object *result, const char *e
 }
 
 static void
+proxy_conn_drop(struct medop *mo, struct medconn *mc)
+{
+	TAILQ_REMOVE(&mo->mo_conns, mc, mc_entry);
+	mo->mo_nconns--;
+	if (mc->mc_bev != NULL)
+		bufferevent_decref(mc->mc_bev);
+	free(mc);
+}
+
+/* evhttp is closing the connection (any path, exactly once): forget it. */
+static void
+proxy_conn_closed(struct evhttp_connection *evcon, void *arg)
+{
+	struct medconn *mc = arg;
+	(void)evcon;
+	proxy_conn_drop(mc->mc_mo, mc);
+}
+
+/*
+ * Find the evhttp_connection of each new connection and set its close
+ * callback. evhttp sets the bufferevent's callbacks, with the connection
+ * as their argument, right after proxy_conn_new returns; bufferevent_free
+ * clears them (our reference keeps the memory readable), so cleared
+ * callbacks mean evhttp already let the connection go.
+ */
+static void
+proxy_conns_attach(struct medop *mo)
+{
+	struct medconn *mc, *next;
+
+	for (mc = TAILQ_FIRST(&mo->mo_conns); mc != NULL; mc = next) {
+		bufferevent_data_cb rcb, wcb;
+		bufferevent_event_cb ecb;
+		void *evcon;
+
+		next = TAILQ_NEXT(mc, mc_entry);
+		if (mc->mc_evcon != NULL)
+			continue;
+		bufferevent_getcb(mc->mc_bev, &rcb, &wcb, &ecb, &evcon);
+		if (ecb == NULL || evcon == NULL) {
+			proxy_conn_drop(mo, mc);
+			continue;
+		}
+		mc->mc_evcon = evcon;
+		evhttp_connection_set_closecb(mc->mc_evcon, proxy_conn_closed, mc);
+		bufferevent_decref(mc->mc_bev);
+		mc->mc_bev = NULL;
+	}
+}
+
+static void
+proxy_conns_attach_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	proxy_conns_attach(arg);
+}
+
+/*
+ * evhttp's bufferevent callback: every connection the proxy accepts is
+ * made here (as evhttp would make it), so every one is known and can be
+ * shut down when authority ends (proxy_close_operation). Threat: an
+ * accepted connection that outlives a revocation is a channel nobody
+ * tracks; if one cannot be tracked the mediator exits (every connection
+ * closes with it) rather than serve it untracked.
+ */
+static struct bufferevent *
+proxy_conn_new(struct event_base *base, void *arg)
+{
+	struct medop *mo = arg;
+	struct bufferevent *bev;
+	struct medconn *mc;
+
+	if ((bev = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE)) == NULL ||
+	    (mc = calloc(1, sizeof(*mc))) == NULL)
+		fatalx("%s: out of memory for a client connection: exiting rather than serving "
+		    "it untracked", mo->mo_id);
+	bufferevent_incref(bev);
+	mc->mc_mo = mo;
+	mc->mc_bev = bev;
+	TAILQ_INSERT_TAIL(&mo->mo_conns, mc, mc_entry);
+	mo->mo_nconns++;
+	event_active(mo->mo_attach, EV_TIMEOUT, 0);
+	return bev;
+}
+
+static void
 proxy_medop_free(struct medop *mo)
 {
+	struct medconn *mc;
+
+	/* evhttp_free closes every connection (each close callback forgets one). */
+	proxy_conns_attach(mo);
 	if (mo->mo_http != NULL)
 		evhttp_free(mo->mo_http);
+	while ((mc = TAILQ_FIRST(&mo->mo_conns)) != NULL)
+		proxy_conn_drop(mo, mc);
+	if (mo->mo_attach != NULL)
+		event_free(mo->mo_attach);
 	free(mo);
 }
 
@@ -888,6 +1021,9 @@ proxy_medop_listen(struct mediatord *md, struct medop *mo)
 {
 	int fd;
 
+	if (mo->mo_attach == NULL &&
+	    (mo->mo_attach = event_new(md->md_base, -1, 0, proxy_conns_attach_cb, mo)) == NULL)
+		return -1;
 	if ((fd = proxy_listen_socket(mo->mo_listen)) < 0)
 		return -1;
 	if ((mo->mo_http = evhttp_new(md->md_base)) == NULL) {
@@ -902,6 +1038,7 @@ proxy_medop_listen(struct mediatord *md, struct medop *mo)
 	evhttp_set_max_headers_size(mo->mo_http, MEDIATORD_MAX_HEADERS_SIZE);
 	evhttp_set_timeout(mo->mo_http, mo->mo_io_timeout);
 	evhttp_set_gencb(mo->mo_http, proxy_request_cb, mo);
+	evhttp_set_bevcb(mo->mo_http, proxy_conn_new, mo);
 	if ((mo->mo_bound = evhttp_accept_socket_with_handle(mo->mo_http, fd)) == NULL) {
 		close(fd);
 		evhttp_free(mo->mo_http);
@@ -939,6 +1076,7 @@ proxy_apply_config(struct mediatord *md, struct json_object *ops)
 		if (md->md_nops >= MEDIATORD_MAX_OPS || (mo = calloc(1, sizeof(*mo))) == NULL)
 			continue;
 		mo->mo_md = md;
+		TAILQ_INIT(&mo->mo_conns);
 		util_strlcpy(mo->mo_id, id, sizeof(mo->mo_id));
 		if (proxy_medop_parse(proxy, mo) != 0) {
 			log_warnx("%s: proxy section not usable", id);
@@ -947,6 +1085,8 @@ proxy_apply_config(struct mediatord *md, struct json_object *ops)
 		}
 		if (proxy_medop_listen(md, mo) != 0) {
 			log_warnx("%s: cannot listen on %s: %s", id, mo->mo_listen, strerror(errno));
+			if (mo->mo_attach != NULL)
+				event_free(mo->mo_attach);
 			free(mo);
 			continue;
 		}
@@ -1102,36 +1242,110 @@ proxy_completed(struct mreq *mr, struct json_object *result)
 }
 
 /*
- * The operation's transaction closed: every request of the operation ends
- * now. An upstream request is cancelled (libevent resets its connection:
- * the pinned socket closes at once, no callback runs); its client gets a
- * refusal with Connection: close. Requests waiting for boundaryd are
- * denied by boundaryd itself.
+ * The operation's authority narrowed (its transaction closed, a mediator
+ * lease was revoked or expired): every client connection of its proxy is
+ * shut down at once, idle or busy. Threat: a connection accepted while
+ * the authority held (idle, between requests, or mid-request) and used
+ * after it ended; boundaryd would refuse its request, but the channel
+ * itself is closed here too, and the pinned upstream sockets with it.
+ *   - an upstream request is cancelled (libevent resets its connection:
+ *     the pinned socket closes at once, no callback runs); with release,
+ *     its reservation is handed back (the transaction is still active);
+ *   - a request the mediator holds (waiting for boundaryd, DNS or the
+ *     upstream) is answered 403 code with Connection: close, so evhttp
+ *     closes that connection after the refusal; the rest of its work ends
+ *     on its own callback, which finds the client gone;
+ *   - every other accepted connection (no request yet, between requests,
+ *     a request still being read, a response still being written) is
+ *     freed: its socket is closed now.
  */
+static void
+proxy_close_operation(struct mediatord *md, const char *op, const char *code, int release)
+{
+	struct evhttp_connection **busy = NULL;
+	size_t nbusy = 0, nreq = 0, nconn = 0;
+	struct medconn *mc, *mcnext;
+	struct medop *mo;
+	struct mreq *mr, *next;
+
+	TAILQ_FOREACH(mo, &md->md_ops, mo_entry)
+		if (strcmp(mo->mo_id, op) == 0)
+			break;
+	if (mo != NULL)
+		proxy_conns_attach(mo);	/* one accepted this loop turn is closed too */
+	/* The connections a refusal goes out on are closed by evhttp after it. */
+	TAILQ_FOREACH(mr, &md->md_all, mr_all)
+		if (strcmp(mr->mr_op, op) == 0 && mr->mr_client != NULL)
+			nbusy++;
+	if (nbusy > 0 && (busy = calloc(nbusy, sizeof(*busy))) == NULL)
+		fatalx("%s: out of memory closing connections: exiting (every connection closes)",
+		    op);
+	nbusy = 0;
+	TAILQ_FOREACH(mr, &md->md_all, mr_all)
+		if (strcmp(mr->mr_op, op) == 0 && mr->mr_client != NULL)
+			busy[nbusy++] = evhttp_request_get_connection(mr->mr_client);
+	for (mc = mo != NULL ? TAILQ_FIRST(&mo->mo_conns) : NULL; mc != NULL; mc = mcnext) {
+		size_t i;
+
+		mcnext = TAILQ_NEXT(mc, mc_entry);
+		for (i = 0; i < nbusy; i++)
+			if (busy[i] == mc->mc_evcon)
+				break;
+		if (i < nbusy)
+			continue;
+		/* Its close callback (proxy_conn_closed) frees mc, and only mc. */
+		evhttp_connection_free(mc->mc_evcon);
+		nconn++;
+	}
+	free(busy);
+	for (mr = TAILQ_FIRST(&md->md_all); mr != NULL; mr = next) {
+		next = TAILQ_NEXT(mr, mr_all);
+		if (strcmp(mr->mr_op, op) != 0)
+			continue;
+		if (mr->mr_client != NULL) {
+			struct evhttp_request *req = mr->mr_client;
+			proxy_log_refusal(mr, code);
+			proxy_detach_client(mr);
+			proxy_refuse(req, 403, "Forbidden", code, 1);
+			nreq++;
+		}
+		if (mr->mr_up != NULL) {
+			struct evhttp_request *up = mr->mr_up;
+			mr->mr_up = NULL;
+			evhttp_cancel_request(up);
+			if (release && mr->mr_reservation > 0)
+				proxy_release_reservation(md, mr->mr_op, mr->mr_txid,
+				    mr->mr_reservation, mr->mr_decision);
+			proxy_mreq_free(mr);
+		}
+	}
+	log_info("%s: %s: %zu requests refused, %zu other client connections closed", op, code,
+	    nreq, nconn);
+}
+
 void
 proxy_transaction_closed(struct mediatord *md, struct json_object *params)
 {
 	const char *op = schema_string(params, "operation_id");
-	struct mreq *mr, *next;
 
 	if (op == NULL)
 		return;
 	log_info("%s: transaction %s %s: closing its requests", op,
 	    schema_string(params, "transaction_id") ? schema_string(params, "transaction_id") : "?",
 	    schema_string(params, "state") ? schema_string(params, "state") : "closed");
-	for (mr = TAILQ_FIRST(&md->md_all); mr != NULL; mr = next) {
-		next = TAILQ_NEXT(mr, mr_all);
-		if (strcmp(mr->mr_op, op) != 0 || mr->mr_up == NULL)
-			continue;
-		struct evhttp_request *up = mr->mr_up;
-		mr->mr_up = NULL;
-		evhttp_cancel_request(up);
-		if (mr->mr_client != NULL) {
-			struct evhttp_request *req = mr->mr_client;
-			proxy_log_refusal(mr, "transaction_closed");
-			proxy_detach_client(mr);
-			proxy_refuse(req, 403, "Forbidden", "transaction_closed", 1);
-		}
-		proxy_mreq_free(mr);
-	}
+	/* The transaction is over: boundaryd refuses its responses, nothing to hand back. */
+	proxy_close_operation(md, op, "transaction_closed", 0);
+}
+
+void
+proxy_lease_closed(struct mediatord *md, struct json_object *params)
+{
+	const char *op = schema_string(params, "operation_id");
+
+	if (op == NULL)
+		return;
+	log_info("%s: mediator lease %s %s: closing its connections", op,
+	    schema_string(params, "lease_id") ? schema_string(params, "lease_id") : "?",
+	    schema_string(params, "state") ? schema_string(params, "state") : "closed");
+	proxy_close_operation(md, op, "mediator_lease_closed", 1);
 }

@@ -16,9 +16,11 @@ having seen nothing, not by a timeout.
 import json
 import os
 import pwd
+import select
 import signal
 import subprocess
 import tempfile
+import time
 
 import harness
 from harness import BUILD, Failure, check, main
@@ -224,6 +226,117 @@ def evidence(env):
         return []
     with open(p) as f:
         return [json.loads(l) for l in f if l.strip()]
+
+
+
+# evhttp closes a connection idle for io_timeout_seconds by itself: the
+# cases that prove the mediator shuts connections down set it far beyond
+# every wait, so only the shutdown can explain a close.
+LONG_IDLE = {"io_timeout_seconds": 300}
+
+
+class Held:
+    """One TCP connection a client in ctr holds open to a proxy
+    (holdclient.py), for the cases that prove the mediator shuts accepted
+    connections down when authority ends. Every step is bounded."""
+
+    def __init__(self, env, t, source=None, port=3128):
+        self.t = t
+        argv = ["/usr/bin/python3", env.tool("holdclient.py")]
+        if source:
+            argv += ["--source", source]
+        self.p = subprocess.Popen(env.ns_prefix(t.ctr) + argv + ["198.51.100.1", str(port)],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True)
+        env.children.append(self.p)
+        first = self._line(15)
+        check(first.get("connected"), "holdclient did not connect: %r" % first)
+        # Connected is not accepted: wait until the mediator has taken it
+        # from the listen queue (ss shows the queue length as Recv-Q).
+        env.wait_for("the mediator to accept on :%d" % port, lambda: accept_queue(env, t, port)
+                     == 0, timeout=10)
+
+    def _line(self, timeout):
+        r, _, _ = select.select([self.p.stdout], [], [], timeout)
+        if not r:
+            raise Failure("holdclient did not answer within %d s" % timeout)
+        line = self.p.stdout.readline()
+        if not line:
+            raise Failure("holdclient exited: %s" % self.p.stderr.read())
+        return json.loads(line)
+
+    def cmd(self, line, seconds=0):
+        self.p.stdin.write(line + "\n")
+        self.p.stdin.flush()
+        return self._line(seconds + 15)
+
+    def wait_closed(self, seconds=10):
+        """The connection's end as the client saw it (eof, reset) within seconds, or None."""
+        return self.cmd("wait %d" % seconds, seconds)
+
+    def send(self, raw):
+        return self.cmd("send " + raw.encode("latin-1").hex())
+
+    def read(self, seconds=5):
+        return self.cmd("read %d" % seconds, seconds)
+
+    def close(self):
+        if self.p.poll() is None:
+            self.p.stdin.write("quit\n")
+            self.p.stdin.flush()
+            self.p.wait(timeout=10)
+
+
+def accept_queue(env, t, port):
+    """Connections waiting in the accept queue of the mediator's listener on port."""
+    r = env.ns_run(t.gw, ["ss", "-Hltn", "sport = :%d" % port])
+    lines = [l.split() for l in r.stdout.splitlines() if l.strip()]
+    check(len(lines) == 1, "no listener on :%d: %r" % (port, r.stdout))
+    return int(lines[0][1])
+
+
+def raw_get(url, host=None):
+    return "GET %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n" % (
+        url, authority(url) if host is None else host)
+
+
+def start_other_op(env, t, op_id="op_med_other", port=3129, client="198.51.100.13",
+                   proxy_extra=None):
+    """A second operation with its own proxy on 198.51.100.1:port for the
+    other ctr address, granted the upstream directly (no transaction)."""
+    proxy = {"listen": "198.51.100.1:%d" % port, "client_address": client,
+             "connect_timeout_seconds": 5, "io_timeout_seconds": 300}
+    proxy.update(proxy_extra or {})
+    cfg = os.path.join(t.dir, op_id + ".json")
+    with open(cfg, "w") as f:
+        json.dump({"schema_version": 3, "operation_id": op_id, "source_run_id": "run_med2",
+                   "source_address": client,
+                   "envelope": {"grants": [
+                       {"destination": "198.51.100.1", "protocol": "tcp", "ports": [port]},
+                       {"destination": "192.0.2.10", "protocol": "tcp", "ports": [8080]}]},
+                   "policy": {"schema_version": 1, "restricted_destinations": [],
+                              "in_place_lease_scopes": [], "max_in_place_lease_ttl_seconds": 60,
+                              "http_gateway_available": True,
+                              "http_gateway_methods": ["GET", "HEAD"]},
+                   "proxy": proxy}, f)
+    os.chmod(cfg, 0o600)
+    r = env.root_call("network.start", {"config_path": cfg})
+    check("result" in r, "network.start of %s: %r" % (op_id, r))
+    env.wait_for("the mediator to listen for %s" % op_id, lambda: "listening on 198.51.100.1:%d"
+                 % port in open(t.medlog).read(), timeout=10)
+    return op_id
+
+
+def mediator_fds(t):
+    """The mediator's open file descriptors (root reads its /proc entry)."""
+    return len(os.listdir("/proc/%d/fd" % t.med.pid))
+
+
+def status_of(data):
+    """The status code of the first response in raw bytes, or None."""
+    if not data.startswith("HTTP/1."):
+        return None
+    return int(data.split(" ", 2)[1])
 
 
 def mediator_get_allowed_and_stripped(env):

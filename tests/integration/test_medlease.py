@@ -20,7 +20,7 @@ from harness import check, main
 OP = tm.OP
 
 
-def setup(env, policy_extra=None):
+def setup(env, policy_extra=None, proxy_more=None):
     secret = "Bearer gensee-it-secret-%d" % os.getpid()
     # A root-owned owner-only file in a directory of its own; only its path is configured.
     d = tempfile.mkdtemp(prefix="gensee-it-cred.")
@@ -32,7 +32,8 @@ def setup(env, policy_extra=None):
     os.chmod(cred, 0o600)
     t = tm.setup(env, proxy_extra={"credentials": [
         {"handle_id": "cred_api", "url_prefix": "http://up.test:8080/private/",
-         "header": "Authorization", "file": cred}]}, policy_extra=policy_extra)
+         "header": "Authorization", "file": cred}], **(proxy_more or {})},
+        policy_extra=policy_extra)
     t.secret = secret
     t.credfile = cred
     t.sup = os.path.join(env.state, "network-operations", OP, "supervisor.sock")
@@ -355,6 +356,179 @@ def medlease_restart_fails_closed(env):
     check(r["status"] == 200, "a new token: %r" % r)
 
 
+
+def raw_post(url, body, token):
+    return ("POST %s HTTP/1.1\r\nHost: %s\r\nContent-Length: %d\r\nConnection: close\r\n"
+            "X-Gensee-Commit-Token: %s\r\n\r\n%s" % (url, tm.authority(url), len(body), token,
+                                                       body))
+
+
+def shut(h, what, seconds=10):
+    w = h.wait_closed(seconds)
+    check(w["closed"] in ("eof", "reset") and w["data"] == "",
+          "%s: not shut down: %r" % (what, w))
+
+
+def medlease_end_closes_connections(env):
+    """Revoking a mediator lease, and its expiry, shut down every accepted
+    client connection of the operation at once. A connection accepted under
+    the lease that sends its effectful request right after the revoke is
+    refused (nothing reaches the upstream); a request written on a shut
+    connection never reaches the upstream, while a new connection still
+    serves GET (which needs no lease): it was the connection that was cut.
+    Another operation's proxy connection is not touched."""
+    t = setup(env, policy_extra={"http_gateway_methods": ["GET", "HEAD", "POST"]},
+              proxy_more=tm.LONG_IDLE)
+    time.sleep(1.1)  # tokens issued in boundaryd's first second count as stale
+    tm.start_other_op(env, t)
+    g = grant(env, t, "--ttl-seconds", "30")
+    check(g.returncode == 0, "grant: %s" % g.stderr)
+    lease = json.loads(g.stdout)["lease_id"]
+    url, body = "http://up.test:8080/submit/held", "payload"
+    tok = commit_token(env, t, "POST", url, body)
+    idle = tm.Held(env, t)
+    late = tm.Held(env, t)
+    theirs = tm.Held(env, t, source="198.51.100.13", port=3129)
+    r = env.gensee("run", "network", "revoke-http", "--socket", t.sup, "--lease", lease,
+                   as_root=True)
+    check(r.returncode == 0, "revoke-http: %s" % r.stderr)
+    late.send(raw_post(url, body, tok))
+    got = late.read(10)
+    check(got["closed"] in ("eof", "reset") and tm.status_of(got["data"]) in (None, 403) and
+          "hello" not in got["data"], "late POST on an accepted connection: %r" % got)
+    shut(idle, "idle connection at revoke")
+    idle.send(tm.raw_get("http://up.test:8080/public/after"))
+    got = idle.read(3)
+    check(tm.status_of(got["data"]) is None, "a request after the shutdown answered: %r" % got)
+    ups = tm.upstream_lines(t.uplog)
+    check([l for l in ups if l["event"] == "body"] == [] and
+          [l for l in ups if l["event"] == "request"] == [], "upstream reached: %r" % ups)
+    r = tm.get(env, t, "http://up.test:8080/public/fresh")
+    check(r["status"] == 200, "a new connection after the revoke: %r" % r)
+    check(theirs.send(tm.raw_get("http://up.test:8080/other/ok"))["sent"], "other op send")
+    got = theirs.read(10)
+    check(tm.status_of(got["data"]) == 200, "the other operation's connection: %r" % got)
+    log = open(t.medlog).read()
+    check("mediator lease %s revoked: closing its connections" % lease in log and
+          "mediator_lease_closed:" in log, "mediator did not act on the revoke:\n" + log)
+    # Expiry, with no call.
+    g = grant(env, t, "--ttl-seconds", "2")
+    check(g.returncode == 0, "grant 2: %s" % g.stderr)
+    lease2 = json.loads(g.stdout)["lease_id"]
+    idle2 = tm.Held(env, t)
+    shut(idle2, "idle connection at expiry", 15)
+    check(any(e["kind"] == "mediator_lease_expired" and e["lease_id"] == lease2
+              for e in tm_effects(env)), "no expiry evidence")
+    idle2.send(tm.raw_get("http://up.test:8080/public/after2"))
+    got = idle2.read(3)
+    check(tm.status_of(got["data"]) is None, "a request after expiry answered: %r" % got)
+    check("mediator lease %s expired: closing its connections" % lease2 in open(t.medlog).read(),
+          "mediator did not act on the expiry")
+    targets = [l["target"] for l in tm.upstream_lines(t.uplog) if l["event"] == "request"]
+    check(targets == ["/public/fresh", "/other/ok"], "upstream: %r" % targets)
+    for h in (idle, late, theirs, idle2):
+        h.close()
+
+
+def medlease_commit_token_cli(env):
+    """`gensee run network commit-token` issues a token boundaryd signs:
+    plain output is the token alone (for $(...)), --json its id and expiry.
+    The token works once through the mediator; replay, another body digest,
+    URL or method are refused; a non-root caller gets none; usage errors
+    exit 125."""
+    t = setup(env, policy_extra={"http_gateway_methods": ["GET", "HEAD", "POST", "PUT"]})
+    time.sleep(1.1)
+    check(grant(env, t).returncode == 0, "grant")
+    url = "http://up.test:8080/submit/cli"
+    body = '{"order": 7}\n'
+    bf = os.path.join(t.dir, "body.json")
+    with open(bf, "w") as f:
+        f.write(body)
+    os.chmod(bf, 0o644)
+    digest = hashlib.sha256(body.encode()).hexdigest()
+
+    def token(*args, as_root=True, sock=None):
+        return env.gensee("run", "network", "commit-token", "--socket", sock or t.sup,
+                          "--operation", OP, *args, as_root=as_root)
+
+    r = token("--method", "POST", "--url", url, "--body-file", bf)
+    check(r.returncode == 0, "commit-token: %s" % r.stderr)
+    lines = r.stdout.split("\n")
+    check(len(lines) == 2 and lines[1] == "" and len(lines[0]) > 40 and " " not in lines[0],
+          "plain output is not the token alone: %r" % r.stdout)
+    tok = lines[0]
+    check(tok not in r.stderr, "the token on stderr")
+    r = post(env, t, url, body, tok)
+    check(r["status"] == 200, "the CLI's token: %r" % r)
+    r = post(env, t, url, body, tok)
+    check(r["status"] == 403 and tm_ref(r) == "commit_token_replayed", "replay: %r" % r)
+    # --body-sha256 binds the digest given (upper case accepted as sha256sum's lower);
+    # --json shows token, token_id and expires_at.
+    r = token("--method", "POST", "--url", url, "--body-sha256", digest.upper(),
+              "--ttl-seconds", "60", "--json")
+    check(r.returncode == 0, "--json: %s" % r.stderr)
+    j = json.loads(r.stdout)
+    check(set(("token", "token_id", "expires_at")) <= set(j) and
+          j["expires_at"] - time.time() <= 61, "--json: %r" % j)
+    ev = [e for e in tm_effects(env) if e.get("kind") == "commit_token_issued"]
+    check(len(ev) == 2 and ev[1]["token_id"] == j["token_id"] and ev[1]["path"] == "/submit/cli",
+          "evidence: %r" % ev)
+    r = post(env, t, url, body, j["token"])
+    check(r["status"] == 200, "--body-sha256 token: %r" % r)
+    # Tokens for another body, URL or method are refused for this request.
+    for what, args, code in (
+            ("another body", ("--method", "POST", "--url", url, "--body-sha256",
+                              hashlib.sha256(b"other").hexdigest()), "commit_token_wrong_body"),
+            ("another URL", ("--method", "POST", "--url", "http://up.test:8080/submit/x",
+                             "--body-file", bf), "commit_token_wrong_url"),
+            ("another method", ("--method", "PUT", "--url", url, "--body-file", bf),
+             "commit_token_wrong_method")):
+        r = token(*args)
+        check(r.returncode == 0, "%s: %s" % (what, r.stderr))
+        r = post(env, t, url, body, r.stdout.strip())
+        check(r["status"] == 403 and tm_ref(r) == code, "%s: %r" % (what, r))
+    check(len([l for l in tm.upstream_lines(t.uplog) if l["event"] == "body"]) == 2,
+          "upstream bodies: %r" % tm.upstream_lines(t.uplog))
+    # Only root: the test user on boundary.sock and on the supervisor socket.
+    for sock in (env.boundary_sock, t.sup):
+        r = token("--method", "POST", "--url", url, "--body-file", bf, as_root=False, sock=sock)
+        # Refused by boundaryd, or unable to reach a root-only socket at all.
+        check(r.returncode == 1 and r.stdout == "" and
+              (": not_authorized:" in r.stderr or (": unavailable:" in r.stderr and
+                                                   "Permission denied" in r.stderr)),
+              "non-root %s: rc %d %s" % (sock, r.returncode, r.stderr))
+    # The wrong operation for the socket fails closed.
+    r = env.gensee("run", "network", "commit-token", "--socket", t.sup, "--operation",
+                   "op_other", "--method", "POST", "--url", url, "--body-file", bf, as_root=True)
+    check(r.returncode == 1 and "not_authorized" in r.stderr, "wrong operation: %s" % r.stderr)
+    # boundaryd's own refusals, with their codes.
+    for args, code in ((("--method", "GET", "--url", url, "--body-file", bf), "method_not_allowed"),
+                       (("--method", "POST", "--url", "http://up.test:8080/a/%2e%2e/b",
+                         "--body-file", bf), "invalid_params")):
+        r = token(*args)
+        check(r.returncode == 1 and code in r.stderr and r.stdout == "", "%r: %s" % (args, r.stderr))
+    # Usage errors: 125, nothing issued.
+    n = len([e for e in tm_effects(env) if e.get("kind") == "commit_token_issued"])
+    for args in ((), ("--method", "POST", "--url", url),
+                 ("--method", "POST", "--url", url, "--body-file", bf, "--body-sha256", digest),
+                 ("--method", "POST", "--url", url, "--body-sha256", "abc"),
+                 ("--method", "POST", "--url", url, "--body-sha256", "g" * 64),
+                 ("--method", "POST", "--url", url, "--body-file", bf, "--ttl-seconds", "0"),
+                 ("--method", "POST", "--url", url, "--body-file", bf, "--ttl-seconds", "3601"),
+                 ("--method", "POST", "--url", url, "--body-file", bf, "extra")):
+        r = token(*args)
+        check(r.returncode == 125 and r.stdout == "", "usage %r: rc %d" % (args, r.returncode))
+    r = env.gensee("run", "network", "commit-token", "--operation", OP, "--method", "POST",
+                   "--url", url, "--body-file", bf, as_root=True)
+    check(r.returncode == 125, "no --socket: rc %d" % r.returncode)
+    r = token("--method", "POST", "--url", url, "--body-file", "/nonexistent/body")
+    check(r.returncode == 1 and "/nonexistent/body" in r.stderr, "missing body file: %s" %
+          r.stderr)
+    check(len([e for e in tm_effects(env) if e.get("kind") == "commit_token_issued"]) == n,
+          "a refused invocation issued a token")
+    r = env.gensee("run", "network", "commit-token", "--help")
+    check(r.returncode == 0 and "--body-sha256" in r.stdout, "--help: %r" % r.stdout)
+
 def tm_ref(r):
     return r["headers"].get("x-gensee-refusal")
 
@@ -363,4 +537,6 @@ if __name__ == "__main__":
     main({f.__name__: f for f in (medlease_credential_injection, medlease_ttl,
                                   medlease_credential_file_checks,
                                   medlease_config_refuses_values, medlease_commit_token,
-                                  medlease_restart_fails_closed)})
+                                  medlease_restart_fails_closed,
+                                  medlease_end_closes_connections,
+                                  medlease_commit_token_cli)})

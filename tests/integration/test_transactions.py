@@ -15,6 +15,8 @@ upstream having seen nothing.
 
 import json
 import os
+import re
+import signal
 import subprocess
 import threading
 import time
@@ -29,10 +31,11 @@ TX = {"effect": "external_http_read",
       "max_response_bytes": 1048576}
 
 
-def setup(env, tx=None, before_mediator=None):
+def setup(env, tx=None, before_mediator=None, proxy_more=None):
     # Seed 001's envelope: the mediated client may reach the mediator and
     # nothing else; the transaction's scope is the upstream's authority.
-    t = tm.setup(env, proxy_extra={"transaction": dict(TX, **(tx or {}))},
+    t = tm.setup(env, proxy_extra=dict({"transaction": dict(TX, **(tx or {}))},
+                                       **(proxy_more or {})),
                  grants=[{"destination": "198.51.100.1", "protocol": "tcp", "ports": [3128]}],
                  before_mediator=before_mediator)
     t.sup = os.path.join(env.state, "network-operations", OP, "supervisor.sock")
@@ -551,10 +554,148 @@ def transaction_scope_before_dns(env):
     check(requests_seen(t) == [], "upstream: %r" % requests_seen(t))
 
 
+
+def sanitized():
+    """Is this the -Dsanitize=true tree?"""
+    p = os.path.join(os.environ["GENSEE_BUILD_ROOT"], "meson-info", "intro-buildoptions.json")
+    with open(p) as f:
+        return any(o["name"] == "sanitize" and o["value"] for o in json.load(f))
+
+
+def closed(h, what, seconds=10):
+    """h's connection ended (EOF or reset) within seconds, with nothing sent to it."""
+    w = h.wait_closed(seconds)
+    check(w["closed"] in ("eof", "reset") and w["data"] == "",
+          "%s: not shut down: %r" % (what, w))
+
+
+def transaction_revoke_closes_connections(env):
+    """Revocation (and end) shuts down every accepted client connection of the
+    operation at once: idle (connected, nothing sent), mid-request (headers
+    still being read), and one accepted before the revoke that sends its
+    request right after (refused: never 200, nothing upstream). A request
+    written afterwards never reaches the upstream. Another operation's
+    proxy connection stays open and keeps serving."""
+    t = setup(env, proxy_more=tm.LONG_IDLE)
+    tm.start_other_op(env, t)
+    begin_active(env, "http_tx_c")
+    r = tm.get(env, t, "http://up.test:8080/v1/data/before")
+    check(r["status"] == 200, "while active: %r" % r)
+    fds = tm.mediator_fds(t)
+    idle = tm.Held(env, t)
+    half = tm.Held(env, t)
+    check(half.send("GET http://up.test:8080/v1/data/half HTTP/1.1\r\nHost: up.test:8080\r\n")
+          ["sent"], "half request")
+    late = tm.Held(env, t)
+    theirs = tm.Held(env, t, source="198.51.100.13", port=3129)
+    ok(txcli(env, "revoke", "http_tx_c"), "revoke")
+    # The attacker's angle: the request races the shutdown; it loses either way.
+    late.send(tm.raw_get("http://up.test:8080/v1/data/late"))
+    got = late.read(10)
+    check(got["closed"] in ("eof", "reset") and tm.status_of(got["data"]) in (None, 403) and
+          "hello" not in got["data"], "late request on an accepted connection: %r" % got)
+    closed(idle, "idle connection")
+    closed(half, "half-read request")
+    idle.send(tm.raw_get("http://up.test:8080/v1/data/after"))
+    got = idle.read(3)
+    check(tm.status_of(got["data"]) is None, "a request after the shutdown answered: %r" % got)
+    check(requests_seen(t) == ["/v1/data/before"], "upstream: %r" % requests_seen(t))
+    log = open(t.medlog).read()
+    check("transaction http_tx_c revoked: closing its requests" in log and
+          "transaction_closed:" in log, "mediator did not act on the event:\n" + log)
+    # The other operation's connection was not touched: it still serves.
+    check(theirs.send(tm.raw_get("http://up.test:8080/other/ok"))["sent"], "other op send")
+    got = theirs.read(10)
+    check(tm.status_of(got["data"]) == 200 and "hello from 192.0.2.10" in got["data"],
+          "the other operation's connection: %r" % got)
+    check(requests_seen(t) == ["/v1/data/before", "/other/ok"], "upstream: %r" % requests_seen(t))
+    # Ending a transaction (success) shuts its connections down the same way.
+    begin_active(env, "http_tx_c2")
+    idle2 = tm.Held(env, t)
+    ok(txcli(env, "end", "http_tx_c2"), "end")
+    closed(idle2, "idle connection at end")
+    check("transaction http_tx_c2 ended: closing its requests" in open(t.medlog).read(),
+          "mediator did not act on the end")
+    # The revoke closed idle and half (late may have been refused first) on the mediator's side.
+    m = re.search(r"transaction_closed: (\d+) requests refused, (\d+) other client "
+                  r"connections closed", open(t.medlog).read())
+    check(m and int(m.group(2)) >= 2, "shutdown count: %r" % (m and m.group(0)))
+    # Every socket the shutdowns closed is gone from the mediator, not merely half-closed.
+    env.wait_for("the mediator's sockets to close", lambda: tm.mediator_fds(t) <= fds, timeout=10)
+    # A clean stop with a tracked connection still open: freed with its proxy
+    # (under the sanitizers, a leak or a bad free fails the exit status).
+    still = tm.Held(env, t, source="198.51.100.13", port=3129)
+    t.med.send_signal(signal.SIGTERM)
+    rc = t.med.wait(timeout=20)
+    # "stopped" is logged after every proxy and connection is freed. In the
+    # sanitizer tree LeakSanitizer's exit-time scan needs system calls the
+    # mediator's seccomp filter refuses (SIGSYS after "stopped"); ASan's own
+    # reports land in the log, which the harness scans.
+    check((rc == 0 or (sanitized() and rc == -signal.SIGSYS)) and
+          "stopped" in open(t.medlog).read(),
+          "mediator stop: rc %d\n%s" % (rc, open(t.medlog).read()[-3000:]))
+    closed(still, "a connection open when the mediator stopped")
+    for h in (idle, half, late, theirs, idle2, still):
+        h.close()
+
+
+def transaction_expiry_closes_connections(env):
+    """TTL expiry shuts down an idle accepted connection without any call;
+    a request written on it afterwards never reaches the upstream."""
+    t = setup(env, proxy_more=tm.LONG_IDLE)
+    ok(txcli(env, "begin", "http_tx_x", OP, None, "--ttl-seconds", "3"), "begin")
+    ok(txcli(env, "activate", "http_tx_x"), "activate")
+    idle = tm.Held(env, t)
+    closed(idle, "idle connection at expiry", 15)
+    check(any(e["type"] == "http_transaction_expired" and e["transaction_id"] == "http_tx_x"
+              for e in jsonl(env, "http-transactions.jsonl")), "no expiry evidence")
+    idle.send(tm.raw_get("http://up.test:8080/v1/data/after"))
+    got = idle.read(3)
+    check(tm.status_of(got["data"]) is None, "a request after expiry answered: %r" % got)
+    check(requests_seen(t) == [], "upstream: %r" % requests_seen(t))
+    check("transaction http_tx_x expired: closing its requests" in open(t.medlog).read(),
+          "mediator did not act on the expiry:\n" + open(t.medlog).read())
+    idle.close()
+
+
+def transaction_lease_end_releases_reservation(env):
+    """A mediator lease revoked while a transactional request is upstream:
+    the request is cut at once (403 mediator_lease_closed, the pinned
+    socket closed) and its reservation handed back, so the still-active
+    transaction serves the next request instead of refusing every one
+    (reservation_in_flight) until it ends."""
+    t = setup(env, proxy_more=tm.LONG_IDLE)
+    begin_active(env, "http_tx_l")
+    g = env.gensee("run", "network", "grant-http", "--socket", t.sup, "--ttl-seconds", "30",
+                   as_root=True)
+    ok(g, "grant-http")
+    lease = json.loads(g.stdout)["lease_id"]
+    out = []
+    th = threading.Thread(target=slow_get, args=(env, t, out))
+    th.start()
+    env.wait_for("the slow request upstream", lambda: "/v1/data/slow" in requests_seen(t))
+    ok(env.gensee("run", "network", "revoke-http", "--socket", t.sup, "--lease", lease,
+                  as_root=True), "revoke-http")
+    th.join(timeout=30)
+    check(not th.is_alive() and out, "client still waiting")
+    r = out[0]
+    check(r.get("status") == 403 and refusal(r) == "mediator_lease_closed" and
+          "hello" not in r.get("body", ""), "in-flight client after the lease ended: %r" % r)
+    r = tm.get(env, t, "http://up.test:8080/v1/data/next")
+    check(r["status"] == 200, "the transaction after the lease ended: %r" % r)
+    eff = [e for e in jsonl(env, "effects.jsonl") if e.get("kind") == "http_transaction_effect"]
+    # The cut exchange is accounted as an upstream failure of its own decision: no bytes.
+    check(len(eff) == 2 and eff[0]["status"] == 0 and eff[0]["response_bytes"] == 0 and
+          eff[0]["decision_id"] is not None and eff[1]["status"] == 200 and
+          eff[1]["decision_id"] != eff[0]["decision_id"], "effects: %r" % eff)
+
 if __name__ == "__main__":
     main({f.__name__: f for f in (transaction_lifecycle, transaction_control_is_root_only,
                                   transaction_topology, transaction_budgets,
                                   transaction_ttl_expiry, transaction_revoke_cuts_inflight,
+                                  transaction_revoke_closes_connections,
+                                  transaction_expiry_closes_connections,
+                                  transaction_lease_end_releases_reservation,
                                   transaction_crash_keeps_reservation,
                                   transaction_state_tampered_denies,
                                   transaction_evidence_loss_marked,
