@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -49,6 +50,7 @@ static const char tclone_usage_text[] =
 	"       gensee run send ID -- TEXT\n"
 	"       gensee run exec ID -- CMD [ARGS...]\n"
 	"       gensee run shell ID\n"
+	"       gensee run approve ID --merge|--promote|--discard   (inside an agent)\n"
 	"A source runs CMD on a snapshot of the current directory, in its own mount, pid,\n"
 	"uts and ipc namespaces, inside a gensee-agent tmux session; forks get their own\n"
 	"snapshot and operation with the source's authority and never more.\n"
@@ -56,7 +58,7 @@ static const char tclone_usage_text[] =
 
 static const char *const tclone_subcommands[] = {
 	"list", "fork", "diff", "summary", "compare", "merge", "choose", "switch", "keep",
-	"discard", "delete", "attach", "send", "shell", "exec",
+	"discard", "delete", "attach", "send", "shell", "exec", "approve",
 };
 
 int
@@ -83,13 +85,38 @@ tclone_wanted(int argc, char **argv)
 	return 0;
 }
 
+/*
+ * Inside a tclone agent: the path of its control bridge (from
+ * GENSEE_TCLONE_BRIDGE, or the socket at its fixed place), else NULL (the
+ * host CLI, which uses tclone.sock). Through the bridge tcloned knows the
+ * run from the socket; nothing this process says changes that.
+ */
+static const char *
+bridge_path(void)
+{
+	static char path[PATH_MAX];
+	const char *e = getenv("GENSEE_TCLONE_BRIDGE");
+	struct stat st;
+
+	if (e != NULL && e[0] == '/')
+		return e;
+	if ((size_t)snprintf(path, sizeof(path), "%s/tclone/control.sock", client_runtime_dir()) <
+	    sizeof(path) && lstat(path, &st) == 0 && S_ISSOCK(st.st_mode))
+		return path;
+	return NULL;
+}
+
 static int
 call(const char *method, struct json_object *params, struct json_object **res)
 {
 	struct client_error err = { NULL, NULL };
+	const char *bridge = bridge_path(), *self = getenv("GENSEE_RUN_ID");
 
 	client_set_timeout_ms(TCLONE_TIMEOUT_MS);
-	if (client_call("tclone.sock", method, params, res, &err) != 0) {
+	/* A hint for tcloned's log only: the socket names the run. */
+	if (bridge != NULL && self != NULL && self[0] != '\0')
+		json_object_object_add(params, "caller_run_id", json_object_new_string(self));
+	if (client_call(bridge != NULL ? bridge : "tclone.sock", method, params, res, &err) != 0) {
 		fprintf(stderr, "gensee run: %s: %s\n", err.ce_code,
 		    err.ce_message ? err.ce_message : "");
 		client_error_clear(&err);
@@ -534,6 +561,7 @@ cmd_tclone_sub(int argc, char **argv)
 		{ "merge", no_argument, NULL, 'M' },
 		{ "promote", no_argument, NULL, 'R' },
 		{ "discard-all", no_argument, NULL, 'X' },
+		{ "discard", no_argument, NULL, 'Y' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -608,9 +636,11 @@ cmd_tclone_sub(int argc, char **argv)
 		case 'M':
 		case 'R':
 		case 'X':
+		case 'Y':
 			if (action != NULL)
 				goto usage;
-			action = ch == 'M' ? "merge" : ch == 'R' ? "promote" : "discard_all";
+			action = ch == 'M' ? "merge" : ch == 'R' ? "promote" :
+			    ch == 'X' ? "discard_all" : "discard";
 			break;
 		case 'h':
 			json_object_put(p);
@@ -647,6 +677,38 @@ cmd_tclone_sub(int argc, char **argv)
 	}
 	if (npos < 1)
 		goto usage;
+	if (bridge_path() != NULL && (strcmp(sub, "shell") == 0 || strcmp(sub, "attach") == 0)) {
+		fprintf(stderr, "gensee run %s: host-only (not through an agent's control bridge)\n",
+		    sub);
+		json_object_put(p);
+		json_object_put(approaches);
+		free(pos);
+		return TCLONE_EXIT_FAIL;
+	}
+	if (strcmp(sub, "approve") == 0) {
+		/*
+		 * The user's choice, recorded by the agent's UserPromptSubmit
+		 * hook through the bridge; a later merge, switch or discard of
+		 * that child through the bridge consumes it.
+		 */
+		if (npos != 1 || action == NULL || strcmp(action, "discard_all") == 0)
+			goto usage;
+		if (bridge_path() == NULL) {
+			fprintf(stderr, "gensee run approve: only inside a tclone agent (its control "
+			    "bridge); at the host, run the command itself\n");
+			json_object_put(p);
+			json_object_put(approaches);
+			free(pos);
+			return TCLONE_EXIT_FAIL;
+		}
+		json_object_object_add(p, "run_id", json_object_new_string(pos[0]));
+		json_object_object_add(p, "action", json_object_new_string(action));
+		if (call("tclone.approve", p, &res) != 0)
+			goto fail_sent;
+		free(pos);
+		json_object_put(approaches);
+		return out_json_or(res, 1, NULL);
+	}
 	if (strcmp(sub, "exec") == 0 || strcmp(sub, "shell") == 0) {
 		if ((strcmp(sub, "exec") == 0) != (npos >= 2))
 			goto usage;
@@ -663,9 +725,6 @@ cmd_tclone_sub(int argc, char **argv)
 	if (strcmp(sub, "send") == 0) {
 		if (npos < 2)
 			goto usage;
-		json_object_object_add(p, "run_id", json_object_new_string(pos[0]));
-		if (call("tclone.attach", p, &res) != 0)
-			goto fail_sent;
 		/* One string of text, then Enter: typed, not a tmux command. */
 		size_t len = 0;
 		for (int i = 1; i < npos; i++)
@@ -676,9 +735,29 @@ cmd_tclone_sub(int argc, char **argv)
 				strcat(text, " ");
 			strcat(text, pos[i]);
 		}
+		json_object_object_add(p, "run_id", json_object_new_string(pos[0]));
+		if (text != NULL && bridge_path() != NULL) {
+			/* An agent sees no other run's tmux: tcloned types it, to a direct child only. */
+			json_object_object_add(p, "text", json_object_new_string(text));
+			free(text);
+			if (call("tclone.send", p, &res) != 0)
+				goto fail_sent;
+			json_object_put(res);
+			free(pos);
+			json_object_put(approaches);
+			return 0;
+		}
+		if (call("tclone.attach", p, &res) != 0) {
+			free(text);
+			goto fail_sent;
+		}
+		/* Out of any mode first: text typed in view mode runs key bindings. */
+		char *t0[] = { "copy-mode", "-q", "-t", "@SESSION@", NULL };
 		char *t1[] = { "send-keys", "-t", "@SESSION@", "-l", "--", text, NULL };
 		char *t2[] = { "send-keys", "-t", "@SESSION@", "Enter", NULL };
-		int rc = text == NULL ? TCLONE_EXIT_FAIL : tmux_exec(res, t1, 0);
+		int rc = text == NULL ? TCLONE_EXIT_FAIL : tmux_exec(res, t0, 0);
+		if (rc == 0)
+			rc = tmux_exec(res, t1, 0);
 		if (rc == 0)
 			rc = tmux_exec(res, t2, 0);
 		free(text);

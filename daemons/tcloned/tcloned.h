@@ -49,6 +49,15 @@ struct json_object;
 #define TE_WORKSPACE "invalid_workspace"
 #define TE_PATH "invalid_path"
 #define TE_OBSERVE_ONLY "observe_only"
+#define TE_NOT_IN_RUN "not_in_run"		/* bridge: the peer is not a process of the run */
+#define TE_BRIDGE_SCOPE "out_of_scope"		/* bridge: not itself / not a direct child */
+#define TE_APPROVAL "approval_required"	/* bridge: no recorded user approval */
+
+/* The agent control bridge (bridge.c), relative to the runtime dir. */
+#define TCLONED_BRIDGE_DIR "tclone/bridge"		/* host side: RUN.sock, root 0711 */
+#define TCLONED_BRIDGE_VIEW "tclone/control.sock"	/* where the agent sees its own */
+#define TCLONED_BRIDGE_CONN_MAX 16
+#define TCLONED_BRIDGE_CONN_PER_RUN 4
 
 /* One source or fork. Its record.json is the truth; this is its cache. */
 struct trun {
@@ -75,6 +84,8 @@ struct trun {
 	struct json_object *tr_network;	/* the network spec of its operations */
 	struct json_object *tr_landlock_rw;	/* extra writable paths (array), or NULL */
 	struct json_object *tr_rec;	/* the whole record */
+	int tr_bridge_fd;		/* its agent's control socket (listening) ... */
+	int tr_bridge_open;		/* ... when this is set */
 };
 
 struct tcloned {
@@ -91,6 +102,8 @@ struct tcloned {
 	char td_criu[200];		/* why live cloning is unavailable ("" if it were) */
 	struct trun *td_runs[TCLONED_MAX_RUNS];
 	int td_nruns;
+	const char *td_origin_run;	/* set while serving a bridge request: history names it */
+	pid_t td_origin_pid;
 };
 
 /* tcloned.c */
@@ -114,6 +127,17 @@ void launch_end(struct tcloned *td, struct trun *r, int kill_now);
 void launch_reaped(struct tcloned *td, pid_t pid, int status);
 int launch_runtime_dir(struct tcloned *td, struct trun *r, char **cause);
 void launch_runtime_remove(struct tcloned *td, struct trun *r);
+
+/* bridge.c */
+void bridge_init(struct tcloned *td);
+int bridge_host_path(struct tcloned *td, const struct trun *r, char *out, size_t len);
+int bridge_open(struct tcloned *td, struct trun *r, char **cause);
+void bridge_close(struct tcloned *td, struct trun *r);
+const char *bridge_admit(struct tcloned *td, const char *run_id, const struct peer *p, char *op,
+    size_t oplen);
+struct json_object *bridge_serve(struct tcloned *td, const struct peer *p, const char *run_id,
+    const char *op, const char *refused, const char *method, struct json_object *params,
+    const char **code, char **message);
 
 /* lifecycle.c */
 struct json_object *lifecycle_dispatch(struct tcloned *td, const struct peer *p,
