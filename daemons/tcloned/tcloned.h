@@ -4,8 +4,11 @@
  * Trust model: tcloned is root and takes requests on tclone.sock from any
  * local user. The kernel tells it who asked (SO_PEERCRED); a user may act
  * on their own runs only (root on all), and a caller inside a supervised
- * operation (an agent, whatever its uid) may do nothing: the lifecycle is
- * the host user's decision, never the agent's. Every tree it copies,
+ * operation (an agent, whatever its uid) may do nothing there. An agent
+ * reaches tcloned only through its own run's control bridge (bridge.c):
+ * the socket names the run, scoped to itself and its direct children, and
+ * merging, promoting or discarding needs the user's recorded approval.
+ * Every tree it copies,
  * diffs or merges is agent-written and handled as hostile (snapshot.h).
  *
  * tcloned holds no authority of its own: each run's agent is an operation
