@@ -50,7 +50,6 @@
 #include "util.h"
 
 #define BRIDGE_SEND_TIMEOUT_MS 5000
-#define BRIDGE_TEXT_MAX 4096
 
 /* Make RUNTIME/tclone/bridge (root, 0711: sockets are reached by name only), emptied. */
 void
@@ -219,44 +218,6 @@ bdeny(struct breq *q, const char *code, const char *fmt, ...)
 	return NULL;
 }
 
-/* The run an id or name means to this user: exactly lifecycle.c's visible(). */
-static struct trun *
-resolve(struct breq *q, const char *id)
-{
-	struct tcloned *t = q->bq_td;
-
-	if (id == NULL)
-		return NULL;
-	for (int i = 0; i < t->td_nruns; i++) {
-		struct trun *r = t->td_runs[i];
-		if (q->bq_peer->pr_uid != 0 && r->tr_uid != q->bq_peer->pr_uid)
-			continue;
-		if (strcmp(r->tr_id, id) == 0 || strcmp(r->tr_name, id) == 0)
-			return r;
-	}
-	return NULL;
-}
-
-static int
-is_child(const struct trun *self, const struct trun *r)
-{
-	return r != NULL && strcmp(r->tr_role, "fork") == 0 &&
-	    strcmp(r->tr_source, self->tr_id) == 0 && r->tr_uid == self->tr_uid;
-}
-
-/* Approvals: one per direct child, in its record (so a restart keeps it). */
-static int
-approval_matches(const struct trun *self, const struct trun *child, const char *action)
-{
-	struct json_object *a = schema_child(child->tr_rec, "approval");
-	const char *act = schema_string(a, "action"), *by = schema_string(a, "by_run");
-
-	/* Only a choice recorded after the child existed, by its source, for this action. */
-	return a != NULL && act != NULL && by != NULL && strcmp(act, action) == 0 &&
-	    strcmp(by, self->tr_id) == 0 &&
-	    schema_int(a, "recorded_ms", 0) >= child->tr_created_ms;
-}
-
 static void
 approval_consume(struct breq *q, struct trun *child, const char *action)
 {
@@ -273,38 +234,17 @@ approval_consume(struct breq *q, struct trun *child, const char *action)
 	    q->bq_peer->pr_uid, d);
 }
 
-static const struct schema_field approve_params[] = {
-	{ "run_id", SCHEMA_STRING, SCHEMA_REQUIRED, 1, TCLONED_NAME_MAX + 32, 0 },
-	{ "action", SCHEMA_STRING, SCHEMA_REQUIRED, 1, 16, 0 },
-};
-static const struct schema_field send_params[] = {
-	{ "run_id", SCHEMA_STRING, SCHEMA_REQUIRED, 1, TCLONED_NAME_MAX + 32, 0 },
-	{ "text", SCHEMA_STRING, SCHEMA_REQUIRED, 1, BRIDGE_TEXT_MAX, 0 },
-};
-
+/* Record the user's choice for a direct child (checked by bridge_scope). */
 static struct json_object *
-b_approve(struct breq *q, struct json_object *params)
+b_approve(struct breq *q, struct trun *child, struct json_object *params)
 {
-	struct schema_error err;
-	struct trun *child;
-	const char *action;
-	char now[40], tx[TCLONED_ID_MAX + 16], *cause = NULL;
+	const char *action = schema_string(params, "action");
+	char now[40], *cause = NULL;
 
-	memset(&err, 0, sizeof(err));
-	if (schema_validate(params, approve_params, nitems(approve_params), &err) != 0)
-		return bdeny(q, PE_INVALID_PARAMS, "%s", err.se_message);
-	action = schema_string(params, "action");
-	if (strcmp(action, "merge") != 0 && strcmp(action, "promote") != 0 &&
-	    strcmp(action, "discard") != 0)
-		return bdeny(q, PE_INVALID_PARAMS, "action: merge, promote or discard");
-	child = resolve(q, schema_string(params, "run_id"));
-	if (!is_child(q->bq_self, child))
-		return bdeny(q, TE_BRIDGE_SCOPE, "approvals are for the caller's direct children");
 	if (strcmp(child->tr_state, "discarded") == 0)
 		return bdeny(q, PE_STATE, "%s is discarded", child->tr_id);
 	struct json_object *a = json_object_new_object();
 	util_now_rfc3339(now, sizeof(now));
-	snprintf(tx, sizeof(tx), "%s-%lld", child->tr_id, (long long)util_now_ms());
 	json_object_object_add(a, "action", json_object_new_string(action));
 	json_object_object_add(a, "by_run", json_object_new_string(q->bq_self->tr_id));
 	json_object_object_add(a, "recorded_ms", json_object_new_int64(util_now_ms()));
@@ -331,27 +271,14 @@ b_approve(struct breq *q, struct json_object *params)
 
 /* Type text and Enter into a direct child's session, as the user (never as root). */
 static struct json_object *
-b_send(struct breq *q, struct json_object *params)
+b_send(struct breq *q, struct trun *child, struct json_object *params)
 {
 	struct tcloned *t = q->bq_td;
-	struct schema_error err;
-	struct trun *child;
-	const char *text;
+	const char *text = schema_string(params, "text");	/* checked by bridge_scope */
 	char sock[PATH_MAX];
 
-	memset(&err, 0, sizeof(err));
-	if (schema_validate(params, send_params, nitems(send_params), &err) != 0)
-		return bdeny(q, PE_INVALID_PARAMS, "%s", err.se_message);
-	child = resolve(q, schema_string(params, "run_id"));
-	if (!is_child(q->bq_self, child))
-		return bdeny(q, TE_BRIDGE_SCOPE, "send goes to the caller's direct children only");
 	if (strcmp(child->tr_state, "running") != 0)
 		return bdeny(q, PE_STATE, "%s is not running (%s)", child->tr_id, child->tr_state);
-	text = schema_string(params, "text");
-	/* A line of text, not key names or a second command: no control characters. */
-	for (const unsigned char *c = (const unsigned char *)text; *c != '\0'; c++)
-		if (*c < 0x20 || *c == 0x7f)
-			return bdeny(q, PE_INVALID_PARAMS, "text: control characters");
 	if ((size_t)snprintf(sock, sizeof(sock), "%s/tclone/%s/tmux.sock", t->td_runtime,
 	    child->tr_id) >= sizeof(sock))
 		return bdeny(q, PE_INTERNAL, "runtime path too long");
@@ -431,7 +358,7 @@ scope_list(struct breq *q, struct json_object *all)
 		struct json_object *e = json_object_array_get_idx(runs, i);
 		const char *id = schema_string(e, "run_id");
 		struct trun *r = id != NULL ? run_by_id(q->bq_td, id) : NULL;
-		if (r != NULL && (r == q->bq_self || is_child(q->bq_self, r)))
+		if (r != NULL && (r == q->bq_self || bridge_is_child(q->bq_self, r)))
 			json_object_array_add(keep, json_object_get(e));
 	}
 	json_object_object_add(all, "runs", keep);
@@ -445,9 +372,10 @@ bridge_serve(struct tcloned *t, const struct peer *p, const char *run_id, const 
 {
 	struct breq q = { t, p, NULL, method, code, message };
 	struct json_object *clean = NULL, *res = NULL, *v;
-	struct trun *self = run_by_id(t, run_id), *a = NULL, *b = NULL;
-	const char *need = NULL, *claimed = NULL;
-	int dry = 0;
+	struct trun *self = run_by_id(t, run_id);
+	struct bridge_plan bp;
+	const char *need = NULL, *claimed = NULL, *scode = NULL;
+	char *why = NULL;
 
 	/* Every record this request makes names the socket it came through and the pid. */
 	t->td_origin_run = run_id;
@@ -480,69 +408,20 @@ bridge_serve(struct tcloned *t, const struct peer *p, const char *run_id, const 
 	json_object_object_foreach(params, k, val)
 		if (strcmp(k, "caller_run_id") != 0)
 			json_object_object_add(clean, k, json_object_get(val));
-	if (strcmp(method, "tclone.approve") == 0) {
-		res = b_approve(&q, clean);
+	if (bridge_scope(t, self, p->pr_uid, method, clean, &bp, &scode, &why) != 0) {
+		bdeny(&q, scode, "%s", why != NULL ? why : scode);
 		goto out;
 	}
-	if (strcmp(method, "tclone.send") == 0) {
-		res = b_send(&q, clean);
+	if (bp.bp_local) {
+		res = strcmp(method, "tclone.approve") == 0 ? b_approve(&q, bp.bp_target, clean) :
+		    b_send(&q, bp.bp_target, clean);
 		goto out;
 	}
-	if (strcmp(method, "tclone.list") == 0) {
-		/* nothing to check: the answer is scoped below */
-	} else if (strcmp(method, "tclone.diff") == 0 || strcmp(method, "tclone.summary") == 0) {
-		a = resolve(&q, schema_string(clean, "run_id"));
-		if (a == NULL || (a != self && !is_child(self, a))) {
-			bdeny(&q, TE_BRIDGE_SCOPE, "%s: the caller and its direct children only",
-			    method);
-			goto out;
-		}
-	} else if (strcmp(method, "tclone.compare") == 0) {
-		a = resolve(&q, schema_string(clean, "run_id"));
-		if (!is_child(self, a)) {
-			bdeny(&q, TE_BRIDGE_SCOPE, "compare: a group of the caller's direct children");
-			goto out;
-		}
-	} else if (strcmp(method, "tclone.fork") == 0 || strcmp(method, "tclone.attach") == 0) {
-		/* fork of itself; attach of itself is how the CLI execs in itself. */
-		a = resolve(&q, schema_string(clean, "run_id"));
-		if (a != self) {
-			bdeny(&q, TE_BRIDGE_SCOPE, "%s: the caller itself only", method);
-			goto out;
-		}
-	} else if (strcmp(method, "tclone.merge") == 0) {
-		a = resolve(&q, schema_string(clean, "fork"));
-		b = resolve(&q, schema_string(clean, "into"));
-		if (b != self || !is_child(self, a)) {
-			bdeny(&q, TE_BRIDGE_SCOPE, "merge: a direct child into the caller only");
-			goto out;
-		}
-		if ((v = schema_child(clean, "force")) != NULL && json_object_get_boolean(v)) {
-			bdeny(&q, PE_NOT_AUTHORIZED, "merge --force is the host user's");
-			goto out;
-		}
-		v = schema_child(clean, "dry_run");
-		dry = v != NULL && json_object_is_type(v, json_type_boolean) &&
-		    json_object_get_boolean(v);
-		/* A dry run changes nothing: it needs no approval and consumes none. */
-		need = dry ? NULL : "merge";
-	} else if (strcmp(method, "tclone.switch") == 0 || strcmp(method, "tclone.discard") == 0) {
-		a = resolve(&q, schema_string(clean, "run_id"));
-		if (!is_child(self, a)) {
-			bdeny(&q, TE_BRIDGE_SCOPE, "%s: a direct child of the caller only", method);
-			goto out;
-		}
-		need = strcmp(method, "tclone.switch") == 0 ? "promote" : "discard";
-	} else {
-		/* delete, keep, choose, start, status: the host user's alone. */
-		bdeny(&q, PE_NOT_AUTHORIZED, "%s is not available through the control bridge",
-		    method);
-		goto out;
-	}
-	if (need != NULL && !approval_matches(self, a, need)) {
+	need = bp.bp_need;
+	if (need != NULL && !bridge_approval_matches(self, bp.bp_target, need)) {
 		bdeny(&q, TE_APPROVAL, "%s of %s needs the user's approval, recorded by a later "
-		    "UserPromptSubmit hook (gensee run approve %s --%s)", need, a->tr_id, a->tr_id,
-		    need);
+		    "UserPromptSubmit hook (gensee run approve %s --%s)", need, bp.bp_target->tr_id,
+		    bp.bp_target->tr_id, need);
 		goto out;
 	}
 	res = lifecycle_dispatch(t, p, method, clean, code, message);
@@ -551,9 +430,10 @@ bridge_serve(struct tcloned *t, const struct peer *p, const char *run_id, const 
 	/* Consumed only once the command has succeeded (a conflict merged nothing). */
 	if (res != NULL && need != NULL && (strcmp(need, "merge") != 0 ||
 	    schema_bool(res, "merged", 0)))
-		approval_consume(&q, a, need);
+		approval_consume(&q, bp.bp_target, need);
 out:
 	t->td_origin_run = NULL;
+	free(why);
 	json_object_put(clean);
 	if (res != NULL && json_object_is_type(res, json_type_object))
 		json_object_object_add(res, "caller_run_id", json_object_new_string(run_id));

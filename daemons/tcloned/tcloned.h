@@ -61,6 +61,7 @@ struct json_object;
 #define TCLONED_BRIDGE_VIEW "tclone/control.sock"	/* where the agent sees its own */
 #define TCLONED_BRIDGE_CONN_MAX 16
 #define TCLONED_BRIDGE_CONN_PER_RUN 4
+#define BRIDGE_TEXT_MAX 4096			/* tclone.send */
 
 /* One source or fork. Its record.json is the truth; this is its cache. */
 struct trun {
@@ -141,6 +142,20 @@ const char *bridge_admit(struct tcloned *td, const char *run_id, const struct pe
 struct json_object *bridge_serve(struct tcloned *td, const struct peer *p, const char *run_id,
     const char *op, const char *refused, const char *method, struct json_object *params,
     const char **code, char **message);
+
+/* bridgescope.c: what one bridge request may do (no I/O) */
+struct bridge_plan {
+	struct trun *bp_target;		/* the run it acts on (NULL: tclone.list) */
+	struct trun *bp_into;		/* a merge's target: the caller */
+	const char *bp_need;		/* the approval it needs, or NULL */
+	int bp_local;			/* tclone.approve / tclone.send: bridge.c acts */
+};
+struct trun *bridge_resolve(struct tcloned *td, uid_t uid, const char *id);
+int bridge_is_child(const struct trun *self, const struct trun *r);
+int bridge_scope(struct tcloned *td, struct trun *self, uid_t uid, const char *method,
+    struct json_object *params, struct bridge_plan *bp, const char **code, char **why);
+int bridge_approval_matches(const struct trun *self, const struct trun *child,
+    const char *action);
 
 /* lifecycle.c */
 struct json_object *lifecycle_dispatch(struct tcloned *td, const struct peer *p,
