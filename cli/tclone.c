@@ -23,6 +23,7 @@
 
 #include "cli.h"
 #include "client.h"
+#include "netspec.h"
 #include "schema.h"
 #include "util.h"
 
@@ -32,7 +33,8 @@
 
 static const char tclone_usage_text[] =
 	"usage: gensee run --runtime tclone [--observe-only] [--name NAME] [--allow-net CIDR]...\n"
-	"                  [--linux-landlock-rw PATH]... [--detach] [--json] -- CMD [ARGS...]\n"
+	"                  [--linux-landlock-rw PATH]... [--linux-fanotify] [--detach] [--json]\n"
+	"                  -- CMD [ARGS...]\n"
 	"       gensee run list [--json]\n"
 	"       gensee run fork SRC [--copies N] [--name P] [--approach TEXT]...\n"
 	"                  [--attach tmux:right] [--json]\n"
@@ -437,6 +439,7 @@ tclone_start(int argc, char **argv)
 		{ "name", required_argument, NULL, 'n' },
 		{ "allow-net", required_argument, NULL, 'a' },
 		{ "linux-landlock-rw", required_argument, NULL, 'W' },
+		{ "linux-fanotify", no_argument, NULL, 'F' },
 		{ "detach", no_argument, NULL, 'd' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
@@ -444,7 +447,7 @@ tclone_start(int argc, char **argv)
 	};
 	struct json_object *p = json_object_new_object(), *allow = json_object_new_array(), *av, *res;
 	struct json_object *llrw = json_object_new_array();
-	int ch, json = 0, detach = 0;
+	int ch, json = 0, detach = 0, fanotify = 0;
 	char cwd[PATH_MAX];
 
 	optind = 1;
@@ -473,6 +476,9 @@ tclone_start(int argc, char **argv)
 			break;
 		case 'd':
 			detach = 1;
+			break;
+		case 'F':
+			fanotify = 1;
 			break;
 		case 'j':
 			json = 1;
@@ -511,6 +517,28 @@ tclone_start(int argc, char **argv)
 		json_object_object_add(p, "landlock_rw", llrw);
 	else
 		json_object_put(llrw);
+	{
+		/*
+		 * The file rules of --sandbox linux: the policy's fanotify
+		 * section (or --linux-fanotify), built as `gensee run` builds it.
+		 * A policy that cannot be read stops the start: fail closed.
+		 */
+		char *cause = NULL;
+		struct json_object *policy = policy_load(&cause), *fan = NULL;
+		if (policy != NULL)
+			fan = fanspec_build(policy, fanotify, &cause);
+		json_object_put(policy);
+		if (fan == NULL) {
+			fprintf(stderr, "gensee run: %s\n", cause != NULL ? cause : "policy");
+			free(cause);
+			json_object_put(p);
+			return TCLONE_EXIT_FAIL;
+		}
+		if (schema_bool(fan, "enabled", 0))
+			json_object_object_add(p, "fanotify", fan);
+		else
+			json_object_put(fan);
+	}
 	if (call("tclone.start", p, &res) != 0)
 		return TCLONE_EXIT_FAIL;
 	fprintf(stderr, "gensee: source %s: operation %s, agent in tmux session %s\n",

@@ -611,6 +611,15 @@ launch_agent(struct tcloned *t, struct trun *r, const char *context, char **caus
 			    "not applied"));
 		json_object_object_add(c, "landlock_rw", r->tr_landlock_rw != NULL ?
 		    json_object_get(r->tr_landlock_rw) : json_object_new_array());
+		struct json_object *fan = schema_child(r->tr_rec, "fanotify");
+		if (fan != NULL) {
+			struct json_object *fc = json_object_new_object();
+			json_object_object_add(fc, "posture", json_object_get(schema_child(fan,
+			    "posture")));
+			json_object_object_add(fc, "rules", json_object_new_int64((int64_t)
+			    json_object_array_length(schema_child(fan, "rules"))));
+			json_object_object_add(c, "fanotify", fc);
+		}
 		json_object_object_add(c, "no_new_privs", json_object_new_boolean(1));
 		json_object_object_add(c, "private_tmp", json_object_new_boolean(1));
 		json_object_object_add(c, "uid", json_object_new_int64(r->tr_uid));
@@ -636,6 +645,10 @@ launch_agent(struct tcloned *t, struct trun *r, const char *context, char **caus
 	}
 	if (r->tr_network != NULL && !r->tr_observe_only)
 		json_object_object_add(params, "network", json_object_get(r->tr_network));
+	/* The run's fanotify rules: boundaryd holds the create until sensord has its marks. */
+	if (schema_child(r->tr_rec, "fanotify") != NULL && !r->tr_observe_only)
+		json_object_object_add(params, "fanotify",
+		    json_object_get(schema_child(r->tr_rec, "fanotify")));
 	if (tcloned_bd_call(t, "operation.create", params, &res, code, sizeof(code), cause) != 0)
 		goto fail;
 	util_strlcpy(r->tr_op, schema_string(res, "operation_id") ? schema_string(res,

@@ -61,7 +61,8 @@ struct json_object;
 #define TCLONED_BRIDGE_VIEW "tclone/control.sock"	/* where the agent sees its own */
 #define TCLONED_BRIDGE_CONN_MAX 16
 #define TCLONED_BRIDGE_CONN_PER_RUN 4
-#define BRIDGE_TEXT_MAX 4096			/* tclone.send */
+#define BRIDGE_TEXT_MAX 4096
+#define TCLONED_FANOTIFY_MAX (64u * 1024u)	/* boundaryd's bound of the section */			/* tclone.send */
 
 /* One source or fork. Its record.json is the truth; this is its cache. */
 struct trun {

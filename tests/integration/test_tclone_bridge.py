@@ -7,6 +7,7 @@ agents through `run exec`)."""
 import json
 import os
 import subprocess
+import tempfile
 
 from harness import BUILD, Failure, check, main
 from test_tclone import tclone
@@ -239,5 +240,61 @@ def bridge_control(env):
               "bridge sockets left")
 
 
+def file_rules(env):
+    """tclone agents get the fanotify file rules of --sandbox linux (the
+    user's policy): a denied path is refused inside a source and its fork,
+    and each denial is in that operation's files.jsonl."""
+    env.start()
+    env.start_sensord()
+    home = tempfile.mkdtemp(prefix="home.", dir=env.bindir)
+    key = os.path.join(home, ".ssh", "id_ed25519")
+    os.makedirs(os.path.dirname(key))
+    with open(key, "w") as f:
+        f.write("PRIVATE KEY\n")
+    with open(os.path.join(home, "policy.json"), "w") as f:
+        json.dump({"linux": {"fanotify": {"enabled": True, "paths": [os.path.join(
+            home, ".ssh")]}, "mount_view": {"mode": "off"}, "landlock": {"mode": "off"}}}, f)
+    for d, _, files in os.walk(home):
+        os.chown(d, env.uid, env.gid)
+        for n in files:
+            os.chown(os.path.join(d, n), env.uid, env.gid)
+    os.chmod(home, 0o755)
+    uenv = {"HOME": home, "GENSEE_HOME": home}
+    with tclone(env) as t:
+        t.workspace({"a.txt": "a\n"})
+        src = t.source(env=uenv)
+        sid = src["run_id"]
+        t.wait_done(sid)
+        check(src["confinement"]["fanotify"]["rules"] >= 1, "confinement %r" % src["confinement"])
+        fk = t.g("run", "fork", sid, "--json", json_out=True, env=uenv)
+        fid = fk["forks"][0]["run_id"]
+        check(fk["forks"][0]["authority"]["fanotify"] is not None, "fork authority %r" %
+              fk["forks"][0]["authority"])
+        t.wait_done(fid)
+        runs = {r["run_id"]: r for r in t.g("run", "list", "--json", json_out=True)["runs"]}
+        for run in (sid, fid):
+            r = t.g("run", "exec", run, "--", "sh", "-c", "cat %s; echo rc=$?; cat a.txt" % key,
+                    ok=False)
+            check("rc=1" in r.stdout and "PRIVATE" not in r.stdout and "a\n" in r.stdout,
+                  "%s read the denied key or nothing at all: %r %r" % (run, r.stdout, r.stderr))
+            opid = runs[run]["operation_id"]
+            path = os.path.join(env.state, "operations", opid, "files.jsonl")
+            env.wait_for("the denial in %s's files.jsonl" % run, lambda: os.path.exists(path) and any(
+                json.loads(l)["path"] == key and json.loads(l)["decision"] == "deny"
+                for l in open(path)), timeout=10)
+            check(env.record(opid)["fanotify"]["enabled"] is True, "operation record of %s" % run)
+        # Around it: the user's rules may not reach beyond their home and workspace.
+        bad = os.path.join(home, "bad")
+        os.makedirs(bad)
+        os.chown(bad, env.uid, env.gid)
+        with open(os.path.join(bad, "policy.json"), "w") as f:
+            json.dump({"linux": {"fanotify": {"enabled": True, "paths": ["/etc/shadow"]}}}, f)
+        r = t.g("run", "--runtime", "tclone", "--json", "--", "true", ok=False,
+                env={"HOME": home, "GENSEE_HOME": bad})
+        check(r.returncode == 125 and "invalid_params" in r.stderr,
+              "a rule outside the user's scope: %d %s" % (r.returncode, r.stderr))
+        t.g("run", "delete", "--all")
+
+
 if __name__ == "__main__":
-    main({"bridge_control": bridge_control})
+    main({"bridge_control": bridge_control, "file_rules": file_rules})
