@@ -547,6 +547,15 @@ tclone_start(int argc, char **argv)
 	if (!schema_bool(res, "observe_only", 0))
 		fprintf(stderr, "gensee: fork from another terminal with: gensee run fork %s\n",
 		    schema_string(res, "run_id"));
+	{
+		struct json_object *un = schema_child(schema_child(schema_child(res, "confinement"),
+		    "fanotify"), "unenforced_in_snapshot");
+		for (size_t i = 0; un != NULL && json_object_is_type(un, json_type_array) &&
+		    i < json_object_array_length(un); i++)
+			fprintf(stderr, "gensee run: warning: fanotify rule %s is not enforced on the "
+			    "run's snapshot of the workspace (tclone.md)\n",
+			    json_object_get_string(json_object_array_get_idx(un, i)));
+	}
 	if (json)
 		cli_print_json(res);
 	if (!detach && !json && isatty(STDIN_FILENO) && isatty(STDOUT_FILENO)) {

@@ -35,6 +35,7 @@
 
 #include <seccomp.h> /* lib/seccomp.h, which includes libseccomp's */
 
+#include "fanpolicy.h"
 #include "landlock.h"
 #include "log.h"
 #include "proc.h"
@@ -618,6 +619,20 @@ launch_agent(struct tcloned *t, struct trun *r, const char *context, char **caus
 			    "posture")));
 			json_object_object_add(fc, "rules", json_object_new_int64((int64_t)
 			    json_object_array_length(schema_child(fan, "rules"))));
+			/*
+			 * Said, not hidden: sensord marks the workspace's own
+			 * filesystem, and the agent opens its snapshot (an
+			 * overlay or a copy elsewhere), so rules under the
+			 * workspace are not enforced on it in this version.
+			 */
+			struct json_object *un = json_object_new_array(), *rl = schema_child(fan,
+			    "rules");
+			for (size_t i = 0; rl != NULL && i < json_object_array_length(rl); i++) {
+				const char *rp = schema_string(json_object_array_get_idx(rl, i), "path");
+				if (rp != NULL && fanpolicy_within(rp, r->tr_workspace))
+					json_object_array_add(un, json_object_new_string(rp));
+			}
+			json_object_object_add(fc, "unenforced_in_snapshot", un);
 			json_object_object_add(c, "fanotify", fc);
 		}
 		json_object_object_add(c, "no_new_privs", json_object_new_boolean(1));

@@ -253,7 +253,7 @@ def file_rules(env):
         f.write("PRIVATE KEY\n")
     with open(os.path.join(home, "policy.json"), "w") as f:
         json.dump({"linux": {"fanotify": {"enabled": True, "paths": [os.path.join(
-            home, ".ssh")]}, "mount_view": {"mode": "off"}, "landlock": {"mode": "off"}}}, f)
+            home, ".ssh"), "**/.env"]}, "mount_view": {"mode": "off"}, "landlock": {"mode": "off"}}}, f)
     for d, _, files in os.walk(home):
         os.chown(d, env.uid, env.gid)
         for n in files:
@@ -266,6 +266,12 @@ def file_rules(env):
         sid = src["run_id"]
         t.wait_done(sid)
         check(src["confinement"]["fanotify"]["rules"] >= 1, "confinement %r" % src["confinement"])
+        # Workspace rules do not reach the snapshot (tclone.md): said, not hidden.
+        check(src["confinement"]["fanotify"]["unenforced_in_snapshot"] ==
+              [os.path.join(t.ws, "**/.env")], "unenforced %r" % src["confinement"])
+        r = t.g("run", "--runtime", "tclone", "--detach", "--", "sleep", "60",
+                env=uenv)
+        check("is not enforced on the run's snapshot" in r.stderr, "no warning: %s" % r.stderr)
         fk = t.g("run", "fork", sid, "--json", json_out=True, env=uenv)
         fid = fk["forks"][0]["run_id"]
         check(fk["forks"][0]["authority"]["fanotify"] is not None, "fork authority %r" %
