@@ -240,6 +240,7 @@ def bridge_control(env):
 
         # Observe-only: no bridge at all.
         oid = t.source("--observe-only")["run_id"]
+        t.wait_done(oid)
         r = t.g("run", "exec", oid, "--", "sh", "-c", 'echo "[$GENSEE_TCLONE_BRIDGE]"; '
                 'test -e %s && echo present' % bview, ok=False)
         check(r.stdout.splitlines()[0] == "[]" and "present" not in r.stdout,
