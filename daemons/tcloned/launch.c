@@ -329,8 +329,11 @@ launch_child(struct tcloned *t, struct trun *r, int go, int st, struct seccomp_p
 	 */
 	close(t->td_listen_fd);
 	for (int i = 0; i < t->td_nruns; i++)
-		if (t->td_runs[i]->tr_bridge_open)
+		if (t->td_runs[i] != r && t->td_runs[i]->tr_bridge_open)
 			close(t->td_runs[i]->tr_bridge_fd);
+	/* Its own too (in td_runs or not yet): the socket is bound by its path below. */
+	if (r->tr_bridge_open)
+		close(r->tr_bridge_fd);
 	errno = ENAMETOOLONG;
 	if (run_path(t, r, "ws", ws, sizeof(ws)) != 0 ||
 	    (size_t)snprintf(tc, sizeof(tc), "%s/tclone", t->td_root) >= sizeof(tc) ||

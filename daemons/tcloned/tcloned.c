@@ -141,10 +141,13 @@ tcloned_history(struct tcloned *t, const char *tx, const char *action, const cha
 		json_object_object_add(o, "group_id", json_object_new_string(group));
 	json_object_object_add(o, "uid", json_object_new_int64(uid));
 	{
-		/* Who asked: the host user (tclone.sock) or an agent through its run's bridge. */
+		/*
+		 * Who asked: the host user (tclone.sock), an agent through its
+		 * run's bridge, or tcloned itself (an agent's exit, recovery).
+		 */
 		struct json_object *org = json_object_new_object();
 		json_object_object_add(org, "via", json_object_new_string(t->td_origin_run != NULL ?
-		    "bridge" : "host"));
+		    "bridge" : t->td_serving_host ? "host" : "tcloned"));
 		if (t->td_origin_run != NULL) {
 			json_object_object_add(org, "run_id", json_object_new_string(t->td_origin_run));
 			json_object_object_add(org, "pid", json_object_new_int(t->td_origin_pid));
@@ -558,7 +561,9 @@ serve_msg(struct tcloned *t, int fd, const struct tconn *c, struct json_object *
 		struct json_object *empty = NULL;
 		if (params == NULL)
 			params = empty = json_object_new_object();
+		t->td_serving_host = 1;
 		res = lifecycle_dispatch(t, &p, method, params, &code, &message);
+		t->td_serving_host = 0;
 		json_object_put(empty);
 		if (res != NULL)
 			reply = proto_result_new(id, res);

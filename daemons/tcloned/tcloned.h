@@ -109,6 +109,7 @@ struct tcloned {
 	int td_nruns;
 	const char *td_origin_run;	/* set while serving a bridge request: history names it */
 	pid_t td_origin_pid;
+	int td_serving_host;		/* set while serving a tclone.sock request */
 };
 
 /* tcloned.c */
