@@ -579,7 +579,8 @@ serve_msg(struct tcloned *t, int fd, const struct tconn *c, struct json_object *
 	json_object_put(reply);
 }
 
-static struct tconn conns[TCLONED_CONN_MAX + TCLONED_BRIDGE_CONN_MAX];
+static struct tconn conns[TCLONED_CONN_MAX + TCLONED_BRIDGE_CONN_MAX +
+    TCLONED_BRIDGE_REFUSED_MAX];
 static int nconns;
 
 static void
@@ -595,7 +596,8 @@ static void
 conn_accept(struct tcloned *t, int lfd, const char *run)
 {
 	struct peer p;
-	char *cause = NULL;
+	char *cause = NULL, op[PEER_OP_ID_MAX] = "";
+	const char *refused = NULL;
 	int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK), same = 0, kind = 0;
 
 	if (fd < 0)
@@ -606,15 +608,26 @@ conn_accept(struct tcloned *t, int lfd, const char *run)
 		close(fd);
 		return;
 	}
+	/*
+	 * A bridge peer is decided now, from what the kernel recorded at
+	 * connect; a refused one still gets its answer (not_in_run) to its
+	 * request. Threat: processes outside a run holding its bridge's
+	 * connections to lock the agent out: they are counted apart, in a
+	 * small pool of their own.
+	 */
+	if (run != NULL)
+		refused = bridge_admit(t, run, &p, op, sizeof(op));
 	for (int i = 0; i < nconns; i++) {
-		if (conns[i].tc_bridge != (run != NULL))
+		if (conns[i].tc_bridge != (run != NULL) ||
+		    (run != NULL && (conns[i].tc_refused != NULL) != (refused != NULL)))
 			continue;
 		kind++;
 		same += run != NULL ? strcmp(conns[i].tc_run, run) == 0 :
 		    conns[i].tc_peer.pr_uid == p.pr_uid;
 	}
 	if (run == NULL ? (kind >= TCLONED_CONN_MAX ||
-	    (p.pr_uid != 0 && same >= TCLONED_CONN_PER_UID)) :
+	    (p.pr_uid != 0 && same >= TCLONED_CONN_PER_UID)) : refused != NULL ?
+	    kind >= TCLONED_BRIDGE_REFUSED_MAX :
 	    (kind >= TCLONED_BRIDGE_CONN_MAX || same >= TCLONED_BRIDGE_CONN_PER_RUN)) {
 		log_info("refusing a connection of uid %u%s%s: %d open", (unsigned)p.pr_uid,
 		    run != NULL ? " on the bridge of " : "", run != NULL ? run : "", same);
@@ -626,14 +639,10 @@ conn_accept(struct tcloned *t, int lfd, const char *run)
 	conns[nconns].tc_peer = p;
 	conns[nconns].tc_deadline = util_monotonic_ms() + TCLONED_FRAME_DEADLINE_MS;
 	if (run != NULL) {
-		/*
-		 * Decided now, from what the kernel recorded at connect; a
-		 * refused peer still gets its answer (not_in_run) to its request.
-		 */
 		conns[nconns].tc_bridge = 1;
 		util_strlcpy(conns[nconns].tc_run, run, sizeof(conns[nconns].tc_run));
-		conns[nconns].tc_refused = bridge_admit(t, run, &p, conns[nconns].tc_op,
-		    sizeof(conns[nconns].tc_op));
+		util_strlcpy(conns[nconns].tc_op, op, sizeof(conns[nconns].tc_op));
+		conns[nconns].tc_refused = refused;
 	}
 	nconns++;
 }
@@ -831,7 +840,7 @@ main(int argc, char **argv)
 	    "live cloning: %s", runtime, root, td.td_backends, td.td_backend, td.td_criu);
 
 	while (!td_quit) {
-		struct pollfd pf[2 + TCLONED_CONN_MAX + TCLONED_BRIDGE_CONN_MAX + TCLONED_MAX_RUNS];
+		struct pollfd pf[2 + nitems(conns) + TCLONED_MAX_RUNS];
 		char bids[TCLONED_MAX_RUNS][TCLONED_ID_MAX];
 		int64_t now = util_monotonic_ms(), wait = -1;
 		int n = nconns, nb = 0;

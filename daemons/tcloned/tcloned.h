@@ -61,6 +61,7 @@ struct json_object;
 #define TCLONED_BRIDGE_VIEW "tclone/control.sock"	/* where the agent sees its own */
 #define TCLONED_BRIDGE_CONN_MAX 16
 #define TCLONED_BRIDGE_CONN_PER_RUN 4
+#define TCLONED_BRIDGE_REFUSED_MAX 4		/* peers outside the run, awaiting their refusal */
 #define BRIDGE_TEXT_MAX 4096
 #define TCLONED_FANOTIFY_MAX (64u * 1024u)	/* boundaryd's bound of the section */			/* tclone.send */
 

@@ -10,7 +10,7 @@ import subprocess
 import tempfile
 
 from harness import BUILD, Failure, check, main
-from test_tclone import tclone
+from test_tclone import HOLDER, tclone
 
 GENSEE = os.path.join(BUILD, "cli", "gensee")
 
@@ -207,6 +207,22 @@ def bridge_control(env):
                 "tclone.list", "{}", ok=False)
         check(r.returncode == 0 and ("oserror" in r.stdout or "not_in_run" in r.stdout),
               "another run's agent on sid's socket: %s %s" % (r.stdout, r.stderr))
+
+        # Outsiders holding the socket's connections do not lock the agent out.
+        holder = subprocess.Popen(["/usr/bin/python3", "-c", HOLDER, bhost, "6"], user=env.uid,
+                                  group=env.gid, extra_groups=[], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, text=True)
+        env.children.append(holder)
+        check(holder.stdout.readline().strip() == "ready", "holder did not connect")
+        ls = inside_json(t, sid, "run", "list", "--json")
+        check(ls["caller_run_id"] == sid, "the agent was locked out of its bridge: %r" % ls)
+        holder.stdin.write("\n")
+        holder.stdin.flush()
+        alive = int(holder.stdout.readline())
+        check(alive <= 4, "%d idle outsiders held on the bridge" % alive)
+        holder.stdin.write("\n")
+        holder.stdin.flush()
+        holder.wait(timeout=10)
 
         # discard with an approval; promote (switch) with one.
         denied(t, sid, "approval_required", "run", "discard", fid)
