@@ -629,8 +629,9 @@ conn_accept(struct tcloned *t, int lfd, const char *run)
 	    (p.pr_uid != 0 && same >= TCLONED_CONN_PER_UID)) : refused != NULL ?
 	    kind >= TCLONED_BRIDGE_REFUSED_MAX :
 	    (kind >= TCLONED_BRIDGE_CONN_MAX || same >= TCLONED_BRIDGE_CONN_PER_RUN)) {
-		log_info("refusing a connection of uid %u%s%s: %d open", (unsigned)p.pr_uid,
-		    run != NULL ? " on the bridge of " : "", run != NULL ? run : "", same);
+		log_info("refusing a connection of uid %u pid %d%s%s%s%s: %d open", (unsigned)p.pr_uid,
+		    (int)p.pr_pid, run != NULL ? " on the bridge of " : "", run != NULL ? run : "",
+		    refused != NULL ? ", not the run's: " : "", refused != NULL ? refused : "", same);
 		close(fd);
 		return;
 	}
