@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -22,6 +23,7 @@
 
 #include "cli.h"
 #include "client.h"
+#include "netspec.h"
 #include "schema.h"
 #include "util.h"
 
@@ -31,7 +33,8 @@
 
 static const char tclone_usage_text[] =
 	"usage: gensee run --runtime tclone [--observe-only] [--name NAME] [--allow-net CIDR]...\n"
-	"                  [--linux-landlock-rw PATH]... [--detach] [--json] -- CMD [ARGS...]\n"
+	"                  [--linux-landlock-rw PATH]... [--linux-fanotify] [--detach] [--json]\n"
+	"                  -- CMD [ARGS...]\n"
 	"       gensee run list [--json]\n"
 	"       gensee run fork SRC [--copies N] [--name P] [--approach TEXT]...\n"
 	"                  [--attach tmux:right] [--json]\n"
@@ -49,6 +52,7 @@ static const char tclone_usage_text[] =
 	"       gensee run send ID -- TEXT\n"
 	"       gensee run exec ID -- CMD [ARGS...]\n"
 	"       gensee run shell ID\n"
+	"       gensee run approve ID --merge|--promote|--discard   (inside an agent)\n"
 	"A source runs CMD on a snapshot of the current directory, in its own mount, pid,\n"
 	"uts and ipc namespaces, inside a gensee-agent tmux session; forks get their own\n"
 	"snapshot and operation with the source's authority and never more.\n"
@@ -56,7 +60,7 @@ static const char tclone_usage_text[] =
 
 static const char *const tclone_subcommands[] = {
 	"list", "fork", "diff", "summary", "compare", "merge", "choose", "switch", "keep",
-	"discard", "delete", "attach", "send", "shell", "exec",
+	"discard", "delete", "attach", "send", "shell", "exec", "approve",
 };
 
 int
@@ -83,13 +87,38 @@ tclone_wanted(int argc, char **argv)
 	return 0;
 }
 
+/*
+ * Inside a tclone agent: the path of its control bridge (from
+ * GENSEE_TCLONE_BRIDGE, or the socket at its fixed place), else NULL (the
+ * host CLI, which uses tclone.sock). Through the bridge tcloned knows the
+ * run from the socket; nothing this process says changes that.
+ */
+static const char *
+bridge_path(void)
+{
+	static char path[PATH_MAX];
+	const char *e = getenv("GENSEE_TCLONE_BRIDGE");
+	struct stat st;
+
+	if (e != NULL && e[0] == '/')
+		return e;
+	if ((size_t)snprintf(path, sizeof(path), "%s/tclone/control.sock", client_runtime_dir()) <
+	    sizeof(path) && lstat(path, &st) == 0 && S_ISSOCK(st.st_mode))
+		return path;
+	return NULL;
+}
+
 static int
 call(const char *method, struct json_object *params, struct json_object **res)
 {
 	struct client_error err = { NULL, NULL };
+	const char *bridge = bridge_path(), *self = getenv("GENSEE_RUN_ID");
 
 	client_set_timeout_ms(TCLONE_TIMEOUT_MS);
-	if (client_call("tclone.sock", method, params, res, &err) != 0) {
+	/* A hint for tcloned's log only: the socket names the run. */
+	if (bridge != NULL && self != NULL && self[0] != '\0')
+		json_object_object_add(params, "caller_run_id", json_object_new_string(self));
+	if (client_call(bridge != NULL ? bridge : "tclone.sock", method, params, res, &err) != 0) {
 		fprintf(stderr, "gensee run: %s: %s\n", err.ce_code,
 		    err.ce_message ? err.ce_message : "");
 		client_error_clear(&err);
@@ -410,6 +439,7 @@ tclone_start(int argc, char **argv)
 		{ "name", required_argument, NULL, 'n' },
 		{ "allow-net", required_argument, NULL, 'a' },
 		{ "linux-landlock-rw", required_argument, NULL, 'W' },
+		{ "linux-fanotify", no_argument, NULL, 'F' },
 		{ "detach", no_argument, NULL, 'd' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
@@ -417,7 +447,7 @@ tclone_start(int argc, char **argv)
 	};
 	struct json_object *p = json_object_new_object(), *allow = json_object_new_array(), *av, *res;
 	struct json_object *llrw = json_object_new_array();
-	int ch, json = 0, detach = 0;
+	int ch, json = 0, detach = 0, fanotify = 0;
 	char cwd[PATH_MAX];
 
 	optind = 1;
@@ -446,6 +476,9 @@ tclone_start(int argc, char **argv)
 			break;
 		case 'd':
 			detach = 1;
+			break;
+		case 'F':
+			fanotify = 1;
 			break;
 		case 'j':
 			json = 1;
@@ -484,6 +517,28 @@ tclone_start(int argc, char **argv)
 		json_object_object_add(p, "landlock_rw", llrw);
 	else
 		json_object_put(llrw);
+	{
+		/*
+		 * The file rules of --sandbox linux: the policy's fanotify
+		 * section (or --linux-fanotify), built as `gensee run` builds it.
+		 * A policy that cannot be read stops the start: fail closed.
+		 */
+		char *cause = NULL;
+		struct json_object *policy = policy_load(&cause), *fan = NULL;
+		if (policy != NULL)
+			fan = fanspec_build(policy, fanotify, &cause);
+		json_object_put(policy);
+		if (fan == NULL) {
+			fprintf(stderr, "gensee run: %s\n", cause != NULL ? cause : "policy");
+			free(cause);
+			json_object_put(p);
+			return TCLONE_EXIT_FAIL;
+		}
+		if (schema_bool(fan, "enabled", 0))
+			json_object_object_add(p, "fanotify", fan);
+		else
+			json_object_put(fan);
+	}
 	if (call("tclone.start", p, &res) != 0)
 		return TCLONE_EXIT_FAIL;
 	fprintf(stderr, "gensee: source %s: operation %s, agent in tmux session %s\n",
@@ -492,6 +547,15 @@ tclone_start(int argc, char **argv)
 	if (!schema_bool(res, "observe_only", 0))
 		fprintf(stderr, "gensee: fork from another terminal with: gensee run fork %s\n",
 		    schema_string(res, "run_id"));
+	{
+		struct json_object *un = schema_child(schema_child(schema_child(res, "confinement"),
+		    "fanotify"), "unenforced_in_snapshot");
+		for (size_t i = 0; un != NULL && json_object_is_type(un, json_type_array) &&
+		    i < json_object_array_length(un); i++)
+			fprintf(stderr, "gensee run: warning: fanotify rule %s is not enforced on the "
+			    "run's snapshot of the workspace (tclone.md)\n",
+			    json_object_get_string(json_object_array_get_idx(un, i)));
+	}
 	if (json)
 		cli_print_json(res);
 	if (!detach && !json && isatty(STDIN_FILENO) && isatty(STDOUT_FILENO)) {
@@ -534,6 +598,7 @@ cmd_tclone_sub(int argc, char **argv)
 		{ "merge", no_argument, NULL, 'M' },
 		{ "promote", no_argument, NULL, 'R' },
 		{ "discard-all", no_argument, NULL, 'X' },
+		{ "discard", no_argument, NULL, 'Y' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -608,9 +673,11 @@ cmd_tclone_sub(int argc, char **argv)
 		case 'M':
 		case 'R':
 		case 'X':
+		case 'Y':
 			if (action != NULL)
 				goto usage;
-			action = ch == 'M' ? "merge" : ch == 'R' ? "promote" : "discard_all";
+			action = ch == 'M' ? "merge" : ch == 'R' ? "promote" :
+			    ch == 'X' ? "discard_all" : "discard";
 			break;
 		case 'h':
 			json_object_put(p);
@@ -647,6 +714,38 @@ cmd_tclone_sub(int argc, char **argv)
 	}
 	if (npos < 1)
 		goto usage;
+	if (bridge_path() != NULL && (strcmp(sub, "shell") == 0 || strcmp(sub, "attach") == 0)) {
+		fprintf(stderr, "gensee run %s: host-only (not through an agent's control bridge)\n",
+		    sub);
+		json_object_put(p);
+		json_object_put(approaches);
+		free(pos);
+		return TCLONE_EXIT_FAIL;
+	}
+	if (strcmp(sub, "approve") == 0) {
+		/*
+		 * The user's choice, recorded by the agent's UserPromptSubmit
+		 * hook through the bridge; a later merge, switch or discard of
+		 * that child through the bridge consumes it.
+		 */
+		if (npos != 1 || action == NULL || strcmp(action, "discard_all") == 0)
+			goto usage;
+		if (bridge_path() == NULL) {
+			fprintf(stderr, "gensee run approve: only inside a tclone agent (its control "
+			    "bridge); at the host, run the command itself\n");
+			json_object_put(p);
+			json_object_put(approaches);
+			free(pos);
+			return TCLONE_EXIT_FAIL;
+		}
+		json_object_object_add(p, "run_id", json_object_new_string(pos[0]));
+		json_object_object_add(p, "action", json_object_new_string(action));
+		if (call("tclone.approve", p, &res) != 0)
+			goto fail_sent;
+		free(pos);
+		json_object_put(approaches);
+		return out_json_or(res, 1, NULL);
+	}
 	if (strcmp(sub, "exec") == 0 || strcmp(sub, "shell") == 0) {
 		if ((strcmp(sub, "exec") == 0) != (npos >= 2))
 			goto usage;
@@ -663,9 +762,6 @@ cmd_tclone_sub(int argc, char **argv)
 	if (strcmp(sub, "send") == 0) {
 		if (npos < 2)
 			goto usage;
-		json_object_object_add(p, "run_id", json_object_new_string(pos[0]));
-		if (call("tclone.attach", p, &res) != 0)
-			goto fail_sent;
 		/* One string of text, then Enter: typed, not a tmux command. */
 		size_t len = 0;
 		for (int i = 1; i < npos; i++)
@@ -676,9 +772,29 @@ cmd_tclone_sub(int argc, char **argv)
 				strcat(text, " ");
 			strcat(text, pos[i]);
 		}
+		json_object_object_add(p, "run_id", json_object_new_string(pos[0]));
+		if (text != NULL && bridge_path() != NULL) {
+			/* An agent sees no other run's tmux: tcloned types it, to a direct child only. */
+			json_object_object_add(p, "text", json_object_new_string(text));
+			free(text);
+			if (call("tclone.send", p, &res) != 0)
+				goto fail_sent;
+			json_object_put(res);
+			free(pos);
+			json_object_put(approaches);
+			return 0;
+		}
+		if (call("tclone.attach", p, &res) != 0) {
+			free(text);
+			goto fail_sent;
+		}
+		/* Out of any mode first: text typed in view mode runs key bindings. */
+		char *t0[] = { "copy-mode", "-q", "-t", "@SESSION@", NULL };
 		char *t1[] = { "send-keys", "-t", "@SESSION@", "-l", "--", text, NULL };
 		char *t2[] = { "send-keys", "-t", "@SESSION@", "Enter", NULL };
-		int rc = text == NULL ? TCLONE_EXIT_FAIL : tmux_exec(res, t1, 0);
+		int rc = text == NULL ? TCLONE_EXIT_FAIL : tmux_exec(res, t0, 0);
+		if (rc == 0)
+			rc = tmux_exec(res, t1, 0);
 		if (rc == 0)
 			rc = tmux_exec(res, t2, 0);
 		free(text);

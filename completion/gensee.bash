@@ -8,7 +8,7 @@ _gensee_opts_run='--timeout --kill-grace --json --quiet --sandbox --allow-net --
   --linux-landlock-ro --linux-landlock-rw --allow-unix --linux-fanotify --linux-network --help
   --runtime --observe-only --name --detach'
 # The tclone lifecycle (cli/tclone.c): gensee run SUBCOMMAND ...
-_gensee_tclone_subs='list fork diff summary compare merge choose switch keep discard delete attach send exec shell'
+_gensee_tclone_subs='list fork diff summary compare merge choose switch keep discard delete attach send exec shell approve'
 
 _gensee()
 {
@@ -110,6 +110,7 @@ _gensee()
 		fork) words_list='--copies --name --approach --attach --json --help' ;;
 		merge) words_list='--into --git --filesystem --paths --dry-run --force --json --help' ;;
 		choose) words_list='--merge --promote --discard-all --json --help' ;;
+		approve) words_list='--merge --promote --discard --help' ;;
 		delete) words_list='--all --json --help' ;;
 		'') words_list="$_gensee_opts_run -- network fault $_gensee_tclone_subs" ;;
 		*) words_list="$_gensee_opts_run --" ;;

@@ -280,4 +280,16 @@ int fanpolicy_add_spec(struct fanpolicy *p, struct json_object *spec, char **cau
 int fanpolicy_from_spec(struct fanpolicy *p, struct json_object *spec, enum fan_posture *posture,
     char **cause);
 
+/*
+ * Bound an operation's fanotify section (operation.create) to max_bytes
+ * serialized and, for a non-root uid, keep its rules under that user's
+ * home and workspace (directories the uid owns); rootless "**" + "/GLOB"
+ * rules become one rule per scope; home and workspace are canonicalized in
+ * place. 0, or -1 with *cause. boundaryd applies it to its callers and
+ * gensee-tcloned to the users it starts agents for.
+ */
+struct json_object;
+int fanpolicy_scope_section(uid_t uid, struct json_object *fan, size_t max_bytes,
+    char **cause);
+
 #endif

@@ -244,116 +244,16 @@ sensor_heartbeat(struct boundaryd *bd, struct conn *c, struct op_reply *r)
 
 /*
  * Trust model: the section comes from any local user and is relayed to
- * sensord, whose marks act on the whole host. It is bounded in size (it
- * must fit one of sensord's frames), and a non-root user's rules may only
- * name what lies under their own home and workspace: a rule rooted at "/"
- * would put a filesystem-wide permission mark in place for every user's
- * opens, making the whole host wait on sensord. "**" + "/GLOB" without a
- * root is read as that glob under the user's home and workspace. home and
- * workspace are believed only when they are directories the caller owns.
+ * sensord, whose marks act on the whole host: fanpolicy_scope_section()
+ * bounds it and keeps a non-root user's rules under their own home and
+ * workspace (gensee-tcloned applies the same on behalf of its users).
  */
 int
 sensor_fanotify_scope(struct boundaryd *bd, const struct peer *p, struct json_object *fan,
     char **cause)
 {
-	const char *names[2] = { "home", "workspace" };
-	char real[2][PATH_MAX], *scopes[2];
-	struct json_object *rules, *out;
-	struct fanpolicy fp;
-	size_t len, nscopes = 0;
-	int rv = -1;
-
 	(void)bd;
-	len = strlen(json_object_to_json_string_ext(fan, JSON_C_TO_STRING_PLAIN));
-	if (len > SENSOR_FANOTIFY_MAX) {
-		util_cause(cause, "fanotify: the section is %zu bytes, at most %u", len,
-		    SENSOR_FANOTIFY_MAX);
-		return -1;
-	}
-	if (schema_child(fan, "on_sensor_loss") != NULL &&
-	    strcmp(schema_string(fan, "on_sensor_loss"), "freeze") != 0 &&
-	    strcmp(schema_string(fan, "on_sensor_loss"), "end") != 0) {
-		util_cause(cause, "fanotify.on_sensor_loss: expected freeze or end");
-		return -1;
-	}
-	/* A disabled section is neither relayed nor recorded: nothing to scope. */
-	if (p->pr_uid == 0 || !schema_bool(fan, "enabled", 0))
-		return 0;
-	for (size_t i = 0; i < nitems(names); i++) {
-		const char *v = schema_string(fan, names[i]);
-		struct stat st;
-		char *r;
-
-		if (v == NULL)
-			continue;
-		r = realpath(v, NULL);
-		if (r == NULL && (errno == ENOENT || errno == ENOTDIR) && i == 0) {
-			json_object_object_del(fan, names[i]); /* no home: nothing of it to guard */
-			continue;
-		}
-		if (r == NULL || stat(r, &st) != 0 || !S_ISDIR(st.st_mode) ||
-		    st.st_uid != p->pr_uid || strcmp(r, "/") == 0) {
-			free(r);
-			if (i == 0) {
-				util_cause(cause, "fanotify.home %s is not a directory owned by uid %u",
-				    v, (unsigned)p->pr_uid);
-				return -1;
-			}
-			/* A workspace that is not the caller's is not searched for its files. */
-			json_object_object_del(fan, names[i]);
-			continue;
-		}
-		util_strlcpy(real[nscopes], r, sizeof(real[nscopes]));
-		json_object_object_add(fan, names[i], json_object_new_string(r));
-		free(r);
-		/* The workspace below the home adds nothing to the scopes. */
-		if (nscopes == 1 && fanpolicy_within(real[1], real[0]))
-			continue;
-		scopes[nscopes] = real[nscopes];
-		nscopes++;
-	}
-	/* Rootless suffix rules become one rule per scope. */
-	rules = schema_child(fan, "rules");
-	out = json_object_new_array();
-	for (size_t i = 0; rules != NULL && i < json_object_array_length(rules); i++) {
-		struct json_object *r = json_object_array_get_idx(rules, i);
-		const char *path = schema_string(r, "path");
-		if (strncmp(path, "**/", 3) != 0) {
-			json_object_array_add(out, json_object_get(r));
-			continue;
-		}
-		for (size_t k = 0; k < nscopes; k++) {
-			char buf[PATH_MAX + 8];
-			struct json_object *n = json_object_new_object();
-			snprintf(buf, sizeof(buf), "%s/%s", scopes[k], path);
-			json_object_object_add(n, "path", json_object_new_string(buf));
-			json_object_object_add(n, "action",
-			    json_object_get(schema_child(r, "action")));
-			json_object_array_add(out, n);
-		}
-	}
-	json_object_object_add(fan, "rules", out);
-	/* Parse them as sensord will, then check where they lead. */
-	fanpolicy_init(&fp);
-	for (size_t i = 0; i < json_object_array_length(out); i++) {
-		struct json_object *r = json_object_array_get_idx(out, i);
-		enum fan_action a;
-		const char *path = schema_string(r, "path");
-		if (fanpolicy_action_from_name(schema_string(r, "action"), &a) != 0) {
-			util_cause(cause, "fanotify rule \"%s\": unknown action", path);
-			goto out;
-		}
-		if (fanpolicy_add(&fp, path, strlen(path), schema_string(fan, "home"), a,
-		    cause) != 0)
-			goto out;
-	}
-	if (fanpolicy_resolve(&fp, cause) != 0 ||
-	    fanpolicy_check_scope(&fp, scopes, nscopes, cause) != 0)
-		goto out;
-	rv = 0;
-out:
-	fanpolicy_free(&fp);
-	return rv;
+	return fanpolicy_scope_section(p->pr_uid, fan, SENSOR_FANOTIFY_MAX, cause);
 }
 
 void

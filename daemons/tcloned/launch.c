@@ -35,6 +35,7 @@
 
 #include <seccomp.h> /* lib/seccomp.h, which includes libseccomp's */
 
+#include "fanpolicy.h"
 #include "landlock.h"
 #include "log.h"
 #include "proc.h"
@@ -204,8 +205,10 @@ launch_runtime_dir(struct tcloned *t, struct trun *r, char **cause)
 void
 launch_runtime_remove(struct tcloned *t, struct trun *r)
 {
-	int fd = safefs_opendir(t->td_runtime_fd, "tclone");
+	int fd;
 
+	bridge_close(t, r);
+	fd = safefs_opendir(t->td_runtime_fd, "tclone");
 	/* Flat: the tmux socket and the context file. */
 	if (fd >= 0) {
 		if (safefs_remove_dir(fd, r->tr_id) != 0 && errno != ENOENT)
@@ -308,7 +311,7 @@ launch_child(struct tcloned *t, struct trun *r, int go, int st, struct seccomp_p
 {
 	int llfd = -1;
 	char ws[PATH_MAX], tc[PATH_MAX], sock[PATH_MAX], ctx[PATH_MAX], buf[128];
-	char rundir[PATH_MAX], rt[PATH_MAX], fdpath[64];
+	char rundir[PATH_MAX], rt[PATH_MAX], fdpath[64], bhost[PATH_MAX], bview[PATH_MAX];
 	char *env[32], **argv;
 	size_t ne = 0, got = 0, na;
 	struct passwd *pw;
@@ -320,6 +323,17 @@ launch_child(struct tcloned *t, struct trun *r, int go, int st, struct seccomp_p
 		if (s != SIGKILL && s != SIGSTOP)
 			signal(s, SIG_DFL);
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	/*
+	 * This process never execs: drop tcloned's listening sockets now
+	 * (threat: the init, once the user's, holding another run's bridge).
+	 */
+	close(t->td_listen_fd);
+	for (int i = 0; i < t->td_nruns; i++)
+		if (t->td_runs[i] != r && t->td_runs[i]->tr_bridge_open)
+			close(t->td_runs[i]->tr_bridge_fd);
+	/* Its own too (in td_runs or not yet): the socket is bound by its path below. */
+	if (r->tr_bridge_open)
+		close(r->tr_bridge_fd);
 	errno = ENAMETOOLONG;
 	if (run_path(t, r, "ws", ws, sizeof(ws)) != 0 ||
 	    (size_t)snprintf(tc, sizeof(tc), "%s/tclone", t->td_root) >= sizeof(tc) ||
@@ -329,7 +343,10 @@ launch_child(struct tcloned *t, struct trun *r, int go, int st, struct seccomp_p
 	    r->tr_id) >= sizeof(ctx) ||
 	    (size_t)snprintf(rundir, sizeof(rundir), "%s/tclone/%s", t->td_runtime, r->tr_id) >=
 	    sizeof(rundir) ||
-	    (size_t)snprintf(rt, sizeof(rt), "%s/tclone", t->td_runtime) >= sizeof(rt))
+	    (size_t)snprintf(rt, sizeof(rt), "%s/tclone", t->td_runtime) >= sizeof(rt) ||
+	    bridge_host_path(t, r, bhost, sizeof(bhost)) != 0 ||
+	    (size_t)snprintf(bview, sizeof(bview), "%s/" TCLONED_BRIDGE_VIEW, t->td_runtime) >=
+	    sizeof(bview))
 		child_fail(st, "paths", "");
 	/* Nothing mounted here leaks back to the host: private propagation first. */
 	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0)
@@ -340,6 +357,10 @@ launch_child(struct tcloned *t, struct trun *r, int go, int st, struct seccomp_p
 	int rtfd = open(t->td_runtime, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (wsfd < 0 || rdfd < 0 || rtfd < 0)
 		child_fail(st, "open the snapshot and run directory", "");
+	/* The run's own control socket (none for observe-only runs), before it is covered. */
+	int bfd = -1;
+	if (r->tr_bridge_open && (bfd = open(bhost, O_PATH | O_NOFOLLOW | O_CLOEXEC)) < 0)
+		child_fail(st, "open the control socket ", bhost);
 	if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) != 0)
 		child_fail(st, "mount /proc", "");
 	/* Threat: the agent reading other runs' snapshots or tcloned's records. */
@@ -361,6 +382,21 @@ launch_child(struct tcloned *t, struct trun *r, int go, int st, struct seccomp_p
 	if (cover(rt, "mode=0755", rundir, rdfd) != 0)
 		child_fail(st, "cover ", rt);
 	close(rtfd);
+	/*
+	 * Its own bridge socket, and no other, at a fixed path in the covering
+	 * tmpfs (root's: the agent can neither remove nor replace it). The
+	 * socket decides which run a request is for.
+	 */
+	if (bfd >= 0) {
+		int vfd = open(bview, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+		if (vfd < 0)
+			child_fail(st, "make ", bview);
+		close(vfd);
+		snprintf(fdpath, sizeof(fdpath), "/proc/self/fd/%d", bfd);
+		if (mount(fdpath, bview, NULL, MS_BIND, NULL) != 0)
+			child_fail(st, "bind the control socket at ", bview);
+		close(bfd);
+	}
 	if (util_path_below(r->tr_workspace, "/tmp") && mkdirs_root(r->tr_workspace) != 0)
 		child_fail(st, "make ", r->tr_workspace);
 	snprintf(fdpath, sizeof(fdpath), "/proc/self/fd/%d", wsfd);
@@ -414,6 +450,9 @@ launch_child(struct tcloned *t, struct trun *r, int go, int st, struct seccomp_p
 		child_fail(st, "environment", "");
 	if (r->tr_observe_only &&
 	    env_add(env, &ne, nitems(env), "GENSEE_TCLONE_OBSERVE_ONLY", "1") != 0)
+		child_fail(st, "environment", "");
+	if (r->tr_bridge_open &&
+	    env_add(env, &ne, nitems(env), "GENSEE_TCLONE_BRIDGE", bview) != 0)
 		child_fail(st, "environment", "");
 	na = json_object_array_length(r->tr_argv);
 	argv = calloc(na + 16, sizeof(*argv));
@@ -510,6 +549,9 @@ launch_agent(struct tcloned *t, struct trun *r, const char *context, char **caus
 
 	if (launch_runtime_dir(t, r, cause) != 0 || write_context(t, r, context, cause) != 0)
 		return -1;
+	/* Observe-only runs get no host-control channel (the seed's rule). */
+	if (!r->tr_observe_only && bridge_open(t, r, cause) != 0)
+		return -1;
 	struct seccomp_profile sp;
 	struct landlock_plan lp;
 	struct landlock_opts lo;
@@ -533,16 +575,20 @@ launch_agent(struct tcloned *t, struct trun *r, const char *context, char **caus
 	for (size_t i = 0; r->tr_landlock_rw != NULL && i < json_object_array_length(r->tr_landlock_rw) &&
 	    lo.lo_nrw < nitems(lo.lo_rw); i++)
 		lo.lo_rw[lo.lo_nrw++] = json_object_get_string(json_object_array_get_idx(r->tr_landlock_rw, i));
-	if (landlock_plan_build(NULL, &lo, abi, why, &lp, cause) != 0)
+	if (landlock_plan_build(NULL, &lo, abi, why, &lp, cause) != 0) {
+		bridge_close(t, r);
 		return -1;
+	}
 	if (seccomp_profile_build(NULL, SECCOMP_PROFILE_FORCE_ON, &sp, cause) != 0) {
 		landlock_plan_free(&lp);
+		bridge_close(t, r);
 		return -1;
 	}
 	if (pipe2(go, O_CLOEXEC) != 0 || pipe2(st, O_CLOEXEC) != 0) {
 		util_cause(cause, "pipe: %s", strerror(errno));
 		seccomp_profile_free(&sp);
 		landlock_plan_free(&lp);
+		bridge_close(t, r);
 		return -1;
 	}
 	pid = (pid_t)syscall(SYS_clone, CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWUTS | CLONE_NEWIPC |
@@ -555,6 +601,7 @@ launch_agent(struct tcloned *t, struct trun *r, const char *context, char **caus
 		close(st[1]);
 		seccomp_profile_free(&sp);
 		landlock_plan_free(&lp);
+		bridge_close(t, r);
 		return -1;
 	}
 	if (pid == 0) {
@@ -579,6 +626,29 @@ launch_agent(struct tcloned *t, struct trun *r, const char *context, char **caus
 			    "not applied"));
 		json_object_object_add(c, "landlock_rw", r->tr_landlock_rw != NULL ?
 		    json_object_get(r->tr_landlock_rw) : json_object_new_array());
+		struct json_object *fan = schema_child(r->tr_rec, "fanotify");
+		if (fan != NULL) {
+			struct json_object *fc = json_object_new_object();
+			json_object_object_add(fc, "posture", json_object_get(schema_child(fan,
+			    "posture")));
+			json_object_object_add(fc, "rules", json_object_new_int64((int64_t)
+			    json_object_array_length(schema_child(fan, "rules"))));
+			/*
+			 * Said, not hidden: sensord marks the workspace's own
+			 * filesystem, and the agent opens its snapshot (an
+			 * overlay or a copy elsewhere), so rules under the
+			 * workspace are not enforced on it in this version.
+			 */
+			struct json_object *un = json_object_new_array(), *rl = schema_child(fan,
+			    "rules");
+			for (size_t i = 0; rl != NULL && i < json_object_array_length(rl); i++) {
+				const char *rp = schema_string(json_object_array_get_idx(rl, i), "path");
+				if (rp != NULL && fanpolicy_within(rp, r->tr_workspace))
+					json_object_array_add(un, json_object_new_string(rp));
+			}
+			json_object_object_add(fc, "unenforced_in_snapshot", un);
+			json_object_object_add(c, "fanotify", fc);
+		}
 		json_object_object_add(c, "no_new_privs", json_object_new_boolean(1));
 		json_object_object_add(c, "private_tmp", json_object_new_boolean(1));
 		json_object_object_add(c, "uid", json_object_new_int64(r->tr_uid));
@@ -604,6 +674,10 @@ launch_agent(struct tcloned *t, struct trun *r, const char *context, char **caus
 	}
 	if (r->tr_network != NULL && !r->tr_observe_only)
 		json_object_object_add(params, "network", json_object_get(r->tr_network));
+	/* The run's fanotify rules: boundaryd holds the create until sensord has its marks. */
+	if (schema_child(r->tr_rec, "fanotify") != NULL && !r->tr_observe_only)
+		json_object_object_add(params, "fanotify",
+		    json_object_get(schema_child(r->tr_rec, "fanotify")));
 	if (tcloned_bd_call(t, "operation.create", params, &res, code, sizeof(code), cause) != 0)
 		goto fail;
 	util_strlcpy(r->tr_op, schema_string(res, "operation_id") ? schema_string(res,
@@ -649,6 +723,7 @@ fail:
 	kill(pid, SIGKILL);
 	waitpid(pid, NULL, 0);
 	r->tr_pid = 0;
+	bridge_close(t, r);
 	return -1;
 }
 
@@ -685,6 +760,8 @@ launch_reaped(struct tcloned *t, pid_t pid, int status)
 		if (r->tr_pid != pid)
 			continue;
 		r->tr_pid = 0;
+		/* The agent is gone: so is its control channel. */
+		bridge_close(t, r);
 		p = json_object_new_object();
 		json_object_object_add(p, "operation_id", json_object_new_string(r->tr_op));
 		if (WIFSIGNALED(status))

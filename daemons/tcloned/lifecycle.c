@@ -26,6 +26,7 @@
 
 #include <json-c/json.h>
 
+#include "fanpolicy.h"
 #include "ids.h"
 #include "log.h"
 #include "proto.h"
@@ -75,6 +76,7 @@ static const struct schema_field start_params[] = {
 	{ "allow_net", SCHEMA_STRING_ARRAY, 0, 0, 64, 128 },
 	{ "landlock_rw", SCHEMA_STRING_ARRAY, 0, 0, 16, PATH_MAX - 1 },
 	{ "name", SCHEMA_STRING, 0, 1, TCLONED_NAME_MAX, 0 },
+	{ "fanotify", SCHEMA_OBJECT, 0, 0, 0, 0 },
 };
 static const struct schema_field run_params[] = {
 	{ "run_id", SCHEMA_STRING, SCHEMA_REQUIRED, 1, TCLONED_NAME_MAX + 32, 0 },
@@ -587,6 +589,28 @@ m_start(struct req *q)
 			return fail(q, PE_INVALID_PARAMS, "landlock_rw: absolute paths only");
 		}
 	r->tr_landlock_rw = json_object_get(llrw);
+	/*
+	 * The fanotify rules of --sandbox linux (the caller's policy), relayed
+	 * to boundaryd with each of the run's operations. tcloned asks as
+	 * root, so it scopes them as boundaryd scopes a user's own: threat: a
+	 * user's rule rooted at "/" putting a host-wide permission mark in
+	 * place. Observe-only runs get none (they add no confinement).
+	 */
+	struct json_object *fan = schema_child(p, "fanotify");
+	if (fan != NULL && schema_bool(fan, "enabled", 0) && !r->tr_observe_only) {
+		struct json_object *copy = json_tokener_parse(json_object_to_json_string_ext(fan,
+		    JSON_C_TO_STRING_PLAIN));
+		if (copy == NULL || fanpolicy_scope_section(q->rq_peer->pr_uid, copy,
+		    TCLONED_FANOTIFY_MAX, &cause) != 0) {
+			json_object_put(copy);
+			trun_free(r);
+			close(wsfd);
+			fail(q, PE_INVALID_PARAMS, "%s", cause != NULL ? cause : "fanotify");
+			free(cause);
+			return NULL;
+		}
+		json_object_object_add(r->tr_rec, "fanotify", copy);
+	}
 	if (!r->tr_observe_only) {
 		/* The source's network authority: an allowlist, empty unless asked for. */
 		r->tr_network = json_object_new_object();
@@ -794,6 +818,11 @@ m_fork(struct req *q)
 			f->tr_network = json_tokener_parse(json_object_to_json_string_ext(src->tr_network,
 			    JSON_C_TO_STRING_PLAIN));
 		f->tr_landlock_rw = json_object_get(src->tr_landlock_rw);
+		/* The parent's file rules, the same ones (already scoped). */
+		struct json_object *sfan = schema_child(src->tr_rec, "fanotify");
+		if (sfan != NULL)
+			json_object_object_add(f->tr_rec, "fanotify", json_tokener_parse(
+			    json_object_to_json_string_ext(sfan, JSON_C_TO_STRING_PLAIN)));
 		const char *a = src->tr_network ? json_object_to_json_string_ext(src->tr_network,
 		    JSON_C_TO_STRING_PLAIN) : "null";
 		const char *b = f->tr_network ? json_object_to_json_string_ext(f->tr_network,
@@ -812,6 +841,8 @@ m_fork(struct req *q)
 		    NULL);
 		json_object_object_add(auth, "landlock_rw", f->tr_landlock_rw ?
 		    json_object_get(f->tr_landlock_rw) : json_object_new_array());
+		json_object_object_add(auth, "fanotify", json_object_get(schema_child(f->tr_rec,
+		    "fanotify")));
 		json_object_object_add(auth, "authority_delta", json_object_new_object());
 		json_object_object_add(auth, "authority_expansion_allowed", json_object_new_boolean(0));
 		json_object_object_add(auth, "new_leases", json_object_new_array());

@@ -140,6 +140,20 @@ tcloned_history(struct tcloned *t, const char *tx, const char *action, const cha
 	if (group != NULL && group[0] != '\0')
 		json_object_object_add(o, "group_id", json_object_new_string(group));
 	json_object_object_add(o, "uid", json_object_new_int64(uid));
+	{
+		/*
+		 * Who asked: the host user (tclone.sock), an agent through its
+		 * run's bridge, or tcloned itself (an agent's exit, recovery).
+		 */
+		struct json_object *org = json_object_new_object();
+		json_object_object_add(org, "via", json_object_new_string(t->td_origin_run != NULL ?
+		    "bridge" : t->td_serving_host ? "host" : "tcloned"));
+		if (t->td_origin_run != NULL) {
+			json_object_object_add(org, "run_id", json_object_new_string(t->td_origin_run));
+			json_object_object_add(org, "pid", json_object_new_int(t->td_origin_pid));
+		}
+		json_object_object_add(o, "origin", org);
+	}
 	if (detail != NULL)
 		json_object_object_add(o, "detail", detail);
 	const char *s = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN |
@@ -170,6 +184,8 @@ trun_free(struct trun *r)
 {
 	if (r == NULL)
 		return;
+	if (r->tr_bridge_open)
+		close(r->tr_bridge_fd);
 	json_object_put(r->tr_argv);
 	json_object_put(r->tr_network);
 	json_object_put(r->tr_landlock_rw);
@@ -483,10 +499,33 @@ in_operation(const struct tcloned *t, const struct peer *p)
 }
 
 /* Answer one complete request on fd (blocking write, bounded by SO_SNDTIMEO). */
+struct tconn;
+static void serve_msg(struct tcloned *t, int fd, const struct tconn *c, struct json_object *msg);
+
+/*
+ * Connections waiting for their request. Reading is concurrent (poll), so
+ * a client that connects and stalls delays nobody; it is closed at its
+ * deadline. Caps: TCLONED_CONN_MAX in all, TCLONED_CONN_PER_UID per
+ * non-root uid, refused before anything is allocated for them. A run's
+ * bridge connections have their own caps (TCLONED_BRIDGE_CONN_MAX, per run
+ * TCLONED_BRIDGE_CONN_PER_RUN): an agent cannot crowd out its host user.
+ */
+struct tconn {
+	int tc_fd;
+	struct peer tc_peer;
+	uint8_t *tc_buf;
+	size_t tc_len;
+	int64_t tc_deadline;
+	int tc_bridge;			/* came in on a run's bridge socket ... */
+	char tc_run[TCLONED_ID_MAX];	/* ... this run's */
+	char tc_op[PEER_OP_ID_MAX];	/* its operation when admitted */
+	const char *tc_refused;		/* why the peer is not the run's (static), or NULL */
+};
+
 static void
-serve_msg(struct tcloned *t, int fd, const struct peer *pp, struct json_object *msg)
+serve_msg(struct tcloned *t, int fd, const struct tconn *c, struct json_object *msg)
 {
-	struct peer p = *pp;
+	struct peer p = c->tc_peer;
 	struct json_object *reply, *res = NULL;
 	char *cause = NULL, *message = NULL;
 	const char *code = NULL, *why;
@@ -503,6 +542,19 @@ serve_msg(struct tcloned *t, int fd, const struct peer *pp, struct json_object *
 	} else if (method == NULL || (params != NULL &&
 	    !json_object_is_type(params, json_type_object))) {
 		reply = proto_error_new(id, PE_INVALID_REQUEST, "method and params required");
+	} else if (c->tc_bridge) {
+		/* An agent, through its run's socket: bridge.c decides, scoped to that run. */
+		struct json_object *empty = NULL;
+		if (params == NULL)
+			params = empty = json_object_new_object();
+		res = bridge_serve(t, &p, c->tc_run, c->tc_op, c->tc_refused, method, params, &code,
+		    &message);
+		json_object_put(empty);
+		if (res != NULL)
+			reply = proto_result_new(id, res);
+		else
+			reply = proto_error_new(id, code != NULL ? code : PE_INTERNAL,
+			    message != NULL ? message : "failed");
 	} else if ((why = in_operation(t, &p)) != NULL) {
 		/* Threat: the agent forking, merging or discarding on its own. */
 		log_info("refused %s from pid %d: %s", method, (int)p.pr_pid, why);
@@ -512,7 +564,9 @@ serve_msg(struct tcloned *t, int fd, const struct peer *pp, struct json_object *
 		struct json_object *empty = NULL;
 		if (params == NULL)
 			params = empty = json_object_new_object();
+		t->td_serving_host = 1;
 		res = lifecycle_dispatch(t, &p, method, params, &code, &message);
+		t->td_serving_host = 0;
 		json_object_put(empty);
 		if (res != NULL)
 			reply = proto_result_new(id, res);
@@ -528,20 +582,8 @@ serve_msg(struct tcloned *t, int fd, const struct peer *pp, struct json_object *
 	json_object_put(reply);
 }
 
-/*
- * Connections waiting for their request. Reading is concurrent (poll), so
- * a client that connects and stalls delays nobody; it is closed at its
- * deadline. Caps: TCLONED_CONN_MAX in all, TCLONED_CONN_PER_UID per
- * non-root uid, refused before anything is allocated for them.
- */
-struct tconn {
-	int tc_fd;
-	struct peer tc_peer;
-	uint8_t *tc_buf;
-	size_t tc_len;
-	int64_t tc_deadline;
-};
-static struct tconn conns[TCLONED_CONN_MAX];
+static struct tconn conns[TCLONED_CONN_MAX + TCLONED_BRIDGE_CONN_MAX +
+    TCLONED_BRIDGE_REFUSED_MAX];
 static int nconns;
 
 static void
@@ -552,12 +594,14 @@ conn_close(int i)
 	conns[i] = conns[--nconns];
 }
 
+/* Accept on tclone.sock (run NULL) or on run's bridge socket lfd. */
 static void
-conn_accept(struct tcloned *t)
+conn_accept(struct tcloned *t, int lfd, const char *run)
 {
 	struct peer p;
-	char *cause = NULL;
-	int fd = accept4(t->td_listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK), same = 0;
+	char *cause = NULL, op[PEER_OP_ID_MAX] = "";
+	const char *refused = NULL;
+	int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK), same = 0, kind = 0;
 
 	if (fd < 0)
 		return;
@@ -567,18 +611,43 @@ conn_accept(struct tcloned *t)
 		close(fd);
 		return;
 	}
-	for (int i = 0; i < nconns; i++)
-		same += conns[i].tc_peer.pr_uid == p.pr_uid;
-	if (nconns == TCLONED_CONN_MAX || (p.pr_uid != 0 && same >= TCLONED_CONN_PER_UID)) {
-		log_info("refusing a connection of uid %u: %d open", (unsigned)p.pr_uid, same);
+	/*
+	 * A bridge peer is decided now, from what the kernel recorded at
+	 * connect; a refused one still gets its answer (not_in_run) to its
+	 * request. Threat: processes outside a run holding its bridge's
+	 * connections to lock the agent out: they are counted apart, in a
+	 * small pool of their own.
+	 */
+	if (run != NULL)
+		refused = bridge_admit(t, run, &p, op, sizeof(op));
+	for (int i = 0; i < nconns; i++) {
+		if (conns[i].tc_bridge != (run != NULL) ||
+		    (run != NULL && (conns[i].tc_refused != NULL) != (refused != NULL)))
+			continue;
+		kind++;
+		same += run != NULL ? strcmp(conns[i].tc_run, run) == 0 :
+		    conns[i].tc_peer.pr_uid == p.pr_uid;
+	}
+	if (run == NULL ? (kind >= TCLONED_CONN_MAX ||
+	    (p.pr_uid != 0 && same >= TCLONED_CONN_PER_UID)) : refused != NULL ?
+	    kind >= TCLONED_BRIDGE_REFUSED_MAX :
+	    (kind >= TCLONED_BRIDGE_CONN_MAX || same >= TCLONED_BRIDGE_CONN_PER_RUN)) {
+		log_info("refusing a connection of uid %u pid %d%s%s%s%s: %d open", (unsigned)p.pr_uid,
+		    (int)p.pr_pid, run != NULL ? " on the bridge of " : "", run != NULL ? run : "",
+		    refused != NULL ? ", not the run's: " : "", refused != NULL ? refused : "", same);
 		close(fd);
 		return;
 	}
+	memset(&conns[nconns], 0, sizeof(conns[nconns]));
 	conns[nconns].tc_fd = fd;
 	conns[nconns].tc_peer = p;
-	conns[nconns].tc_buf = NULL;
-	conns[nconns].tc_len = 0;
 	conns[nconns].tc_deadline = util_monotonic_ms() + TCLONED_FRAME_DEADLINE_MS;
+	if (run != NULL) {
+		conns[nconns].tc_bridge = 1;
+		util_strlcpy(conns[nconns].tc_run, run, sizeof(conns[nconns].tc_run));
+		util_strlcpy(conns[nconns].tc_op, op, sizeof(conns[nconns].tc_op));
+		conns[nconns].tc_refused = refused;
+	}
 	nconns++;
 }
 
@@ -623,7 +692,7 @@ conn_read(struct tcloned *t, int i)
 	int fl = fcntl(c->tc_fd, F_GETFL);
 	if (fl >= 0 && fcntl(c->tc_fd, F_SETFL, fl & ~O_NONBLOCK) == 0 &&
 	    setsockopt(c->tc_fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) == 0)
-		serve_msg(t, c->tc_fd, &c->tc_peer, msg);
+		serve_msg(t, c->tc_fd, c, msg);
 	json_object_put(msg);
 	conn_close(i);
 }
@@ -752,6 +821,7 @@ main(int argc, char **argv)
 	if (safefs_mkdirs(td.td_runtime_fd, "tclone", 0755) != 0 ||
 	    fchmodat(td.td_runtime_fd, "tclone", 0755, 0) != 0)
 		fatal("%s/tclone", runtime);
+	bridge_init(&td);
 	detect_backends(&td, backend);
 	detect_criu(&td);
 	load_runs(&td);
@@ -774,9 +844,10 @@ main(int argc, char **argv)
 	    "live cloning: %s", runtime, root, td.td_backends, td.td_backend, td.td_criu);
 
 	while (!td_quit) {
-		struct pollfd pf[2 + TCLONED_CONN_MAX];
+		struct pollfd pf[2 + nitems(conns) + TCLONED_MAX_RUNS];
+		char bids[TCLONED_MAX_RUNS][TCLONED_ID_MAX];
 		int64_t now = util_monotonic_ms(), wait = -1;
-		int n = nconns;
+		int n = nconns, nb = 0;
 
 		pf[0] = (struct pollfd){ td.td_listen_fd, POLLIN, 0 };
 		pf[1] = (struct pollfd){ sfd, POLLIN, 0 };
@@ -786,7 +857,15 @@ main(int argc, char **argv)
 			if (wait < 0 || left < wait)
 				wait = left < 0 ? 0 : left;
 		}
-		if (poll(pf, (nfds_t)(2 + n), (int)wait) < 0) {
+		/* Every run's bridge socket, by run id (a run may go while we serve). */
+		for (int i = 0; i < td.td_nruns; i++) {
+			if (!td.td_runs[i]->tr_bridge_open)
+				continue;
+			pf[2 + n + nb] = (struct pollfd){ td.td_runs[i]->tr_bridge_fd, POLLIN, 0 };
+			util_strlcpy(bids[nb], td.td_runs[i]->tr_id, sizeof(bids[nb]));
+			nb++;
+		}
+		if (poll(pf, (nfds_t)(2 + n + nb), (int)wait) < 0) {
 			if (errno == EINTR)
 				continue;
 			fatal("poll");
@@ -812,7 +891,17 @@ main(int argc, char **argv)
 			}
 		}
 		if (pf[0].revents & POLLIN)
-			conn_accept(&td);
+			conn_accept(&td, td.td_listen_fd, NULL);
+		for (int i = 0; i < nb; i++) {
+			if (!(pf[2 + n + i].revents & POLLIN))
+				continue;
+			for (int j = 0; j < td.td_nruns; j++) {
+				struct trun *r = td.td_runs[j];
+				if (strcmp(r->tr_id, bids[i]) == 0 && r->tr_bridge_open &&
+				    r->tr_bridge_fd == pf[2 + n + i].fd)
+					conn_accept(&td, r->tr_bridge_fd, r->tr_id);
+			}
+		}
 		reap(&td);
 	}
 	while (nconns > 0)

@@ -4,8 +4,11 @@
  * Trust model: tcloned is root and takes requests on tclone.sock from any
  * local user. The kernel tells it who asked (SO_PEERCRED); a user may act
  * on their own runs only (root on all), and a caller inside a supervised
- * operation (an agent, whatever its uid) may do nothing: the lifecycle is
- * the host user's decision, never the agent's. Every tree it copies,
+ * operation (an agent, whatever its uid) may do nothing there. An agent
+ * reaches tcloned only through its own run's control bridge (bridge.c):
+ * the socket names the run, scoped to itself and its direct children, and
+ * merging, promoting or discarding needs the user's recorded approval.
+ * Every tree it copies,
  * diffs or merges is agent-written and handled as hostile (snapshot.h).
  *
  * tcloned holds no authority of its own: each run's agent is an operation
@@ -49,6 +52,18 @@ struct json_object;
 #define TE_WORKSPACE "invalid_workspace"
 #define TE_PATH "invalid_path"
 #define TE_OBSERVE_ONLY "observe_only"
+#define TE_NOT_IN_RUN "not_in_run"		/* bridge: the peer is not a process of the run */
+#define TE_BRIDGE_SCOPE "out_of_scope"		/* bridge: not itself / not a direct child */
+#define TE_APPROVAL "approval_required"	/* bridge: no recorded user approval */
+
+/* The agent control bridge (bridge.c), relative to the runtime dir. */
+#define TCLONED_BRIDGE_DIR "tclone/bridge"		/* host side: RUN.sock, root 0711 */
+#define TCLONED_BRIDGE_VIEW "tclone/control.sock"	/* where the agent sees its own */
+#define TCLONED_BRIDGE_CONN_MAX 16
+#define TCLONED_BRIDGE_CONN_PER_RUN 4
+#define TCLONED_BRIDGE_REFUSED_MAX 4		/* peers outside the run, awaiting their refusal */
+#define BRIDGE_TEXT_MAX 4096
+#define TCLONED_FANOTIFY_MAX (64u * 1024u)	/* boundaryd's bound of the section */			/* tclone.send */
 
 /* One source or fork. Its record.json is the truth; this is its cache. */
 struct trun {
@@ -75,6 +90,8 @@ struct trun {
 	struct json_object *tr_network;	/* the network spec of its operations */
 	struct json_object *tr_landlock_rw;	/* extra writable paths (array), or NULL */
 	struct json_object *tr_rec;	/* the whole record */
+	int tr_bridge_fd;		/* its agent's control socket (listening) ... */
+	int tr_bridge_open;		/* ... when this is set */
 };
 
 struct tcloned {
@@ -91,6 +108,9 @@ struct tcloned {
 	char td_criu[200];		/* why live cloning is unavailable ("" if it were) */
 	struct trun *td_runs[TCLONED_MAX_RUNS];
 	int td_nruns;
+	const char *td_origin_run;	/* set while serving a bridge request: history names it */
+	pid_t td_origin_pid;
+	int td_serving_host;		/* set while serving a tclone.sock request */
 };
 
 /* tcloned.c */
@@ -114,6 +134,31 @@ void launch_end(struct tcloned *td, struct trun *r, int kill_now);
 void launch_reaped(struct tcloned *td, pid_t pid, int status);
 int launch_runtime_dir(struct tcloned *td, struct trun *r, char **cause);
 void launch_runtime_remove(struct tcloned *td, struct trun *r);
+
+/* bridge.c */
+void bridge_init(struct tcloned *td);
+int bridge_host_path(struct tcloned *td, const struct trun *r, char *out, size_t len);
+int bridge_open(struct tcloned *td, struct trun *r, char **cause);
+void bridge_close(struct tcloned *td, struct trun *r);
+const char *bridge_admit(struct tcloned *td, const char *run_id, const struct peer *p, char *op,
+    size_t oplen);
+struct json_object *bridge_serve(struct tcloned *td, const struct peer *p, const char *run_id,
+    const char *op, const char *refused, const char *method, struct json_object *params,
+    const char **code, char **message);
+
+/* bridgescope.c: what one bridge request may do (no I/O) */
+struct bridge_plan {
+	struct trun *bp_target;		/* the run it acts on (NULL: tclone.list) */
+	struct trun *bp_into;		/* a merge's target: the caller */
+	const char *bp_need;		/* the approval it needs, or NULL */
+	int bp_local;			/* tclone.approve / tclone.send: bridge.c acts */
+};
+struct trun *bridge_resolve(struct tcloned *td, uid_t uid, const char *id);
+int bridge_is_child(const struct trun *self, const struct trun *r);
+int bridge_scope(struct tcloned *td, struct trun *self, uid_t uid, const char *method,
+    struct json_object *params, struct bridge_plan *bp, const char **code, char **why);
+int bridge_approval_matches(const struct trun *self, const struct trun *child,
+    const char *action);
 
 /* lifecycle.c */
 struct json_object *lifecycle_dispatch(struct tcloned *td, const struct peer *p,

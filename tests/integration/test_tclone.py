@@ -484,8 +484,10 @@ def fork_boundaries(env, make=None):
             check(res["umount"] == "refused", "%s unmounted its workspace" % run)
             check(res["userns"] == "refused", "%s made a user namespace" % run)
             check(res["tclone"] == "not_authorized", "%s used tclone.sock: %r" % (run, res))
-            # Its own run directory only: no other run's tmux server to drive.
-            check(res["rundirs"] == run, "%s sees run directories %r" % (run, res["rundirs"]))
+            # Its own run directory only: no other run's tmux server to drive
+            # (and its own control bridge socket, test_tclone_bridge).
+            check(res["rundirs"] == "control.sock," + run, "%s sees run directories %r" %
+                  (run, res["rundirs"]))
             check(res["hosttmp"] == "hidden", "%s sees the host's /tmp" % run)
             check(res["outside"] == "refused" and res["extra"] == "written",
                   "%s: Landlock outside %s, extra %s" % (run, res["outside"], res["extra"]))
