@@ -345,6 +345,16 @@ record_create(int dirfd, const char *name, struct json_object *rec, char **cause
 		if (record_disk_errno(e))
 			disk_failed(e);
 		errno = e;
+	} else {
+		/*
+		 * A file made ahead as NAME.spare (boundaryd's prepared cells)
+		 * becomes the next update's temporary file: no inode is made
+		 * then either. Absent is the usual case.
+		 */
+		char sname[256], tname[256];
+		snprintf(sname, sizeof(sname), "%s.spare", name);
+		snprintf(tname, sizeof(tname), "%s.tmp", name);
+		renameat2(dirfd, sname, dirfd, tname, RENAME_NOREPLACE);
 	}
 	close(lfd);
 	return r;

@@ -417,12 +417,14 @@ int operation_count(struct boundaryd *bd);
 /* Make MOUNT/BASE again if someone removed it (root-owned 0755). */
 int op_ensure_base(struct boundaryd *bd, char **cause);
 
-/* spare.c: one prepared cell (id, empty cgroup, deny-all table) for the next create */
+/* spare.c: prepared cells (id, directory, empty cgroup, deny-all table) for the next creates */
+#define SPARE_NET 0		/* with network-operations/ID and a deny-all table */
+#define SPARE_PLAIN 1		/* for an operation without network policy */
+#define SPARE_KINDS 2
 void spare_recover(struct boundaryd *bd);
 void spare_start(struct boundaryd *bd);
-int spare_fits(const struct netop_spec *s);
-const char *spare_id(void);
-void spare_take(struct cgroup *cg);
+int spare_kind_for(const struct netop_spec *s);
+void spare_take(int kind, char *id, size_t idlen, struct cgroup *cg, int *dirfd);
 void spare_idle(void);
 struct json_object *spare_status(void);
 void spare_shutdown(struct boundaryd *bd);

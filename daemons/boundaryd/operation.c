@@ -1510,6 +1510,9 @@ op_abort_create_disk(struct operation *op, struct op_reply *r, const char *what)
 		if (safefs_remove_dir(bd->bd_ops_fd, op->op_id) != 0 && errno != ENOENT)
 			log_warn("%s: remove operations/%s", op->op_id, op->op_id);
 	}
+	/* A prepared cell's network directory, empty, when its network state never came. */
+	if (op->op_net == NULL && bd->bd_netops_fd >= 0)
+		unlinkat(bd->bd_netops_fd, op->op_id, AT_REMOVEDIR);
 	op_free(op);
 }
 
@@ -1662,13 +1665,17 @@ operation_create(struct boundaryd *bd, struct conn *conn, const struct peer *p, 
 	op->op_root_start = c.oc_start_ticks;
 	int made = 0;
 	/*
-	 * A network operation whose layout fits takes the prepared cell: its
-	 * id, its empty cgroup and its deny-all table (spare.c).
+	 * A prepared cell when one fits (spare.c): its id, its directory with
+	 * the first record's files, its empty cgroup and, for a network
+	 * operation, its network directory and deny-all table.
 	 */
-	int use_spare = want_net && bd->bd_have_cgroup && spare_fits(&spec);
-	if (use_spare)
-		util_strlcpy(op->op_id, spare_id(), sizeof(op->op_id));
-	if ((!use_spare && ids_new("op_", op->op_id, sizeof(op->op_id)) != 0) ||
+	int kind = bd->bd_have_cgroup ? spare_kind_for(want_net ? &spec : NULL) : -1;
+	if (kind >= 0) {
+		spare_take(kind, op->op_id, sizeof(op->op_id), &op->op_cg, &op->op_dirfd);
+		/* Until netop_attach owns it, a failure deletes the table (op_free). */
+		if (kind == SPARE_NET)
+			netop_table_name(bd, op->op_id, op->op_spare_table);
+	} else if (ids_new("op_", op->op_id, sizeof(op->op_id)) != 0 ||
 	    (made = mkdirat(bd->bd_ops_fd, op->op_id, 0700) == 0) == 0 ||
 	    (op->op_dirfd = safefs_opendir(bd->bd_ops_fd, op->op_id)) < 0) {
 		int e = errno;
@@ -1690,12 +1697,8 @@ operation_create(struct boundaryd *bd, struct conn *conn, const struct peer *p, 
 		return;
 	}
 	snprintf(rel, sizeof(rel), "%s/%s", bd->bd_cgroup_base, op->op_id);
-	if (use_spare) {
-		/* Until netop_attach owns it, a failure here deletes the table (op_free). */
-		spare_take(&op->op_cg);
-		netop_table_name(bd, op->op_id, op->op_spare_table);
-	} else if (op_ensure_base(bd, &cause) != 0 ||
-	    cgroup_create(bd->bd_cgroup_mount, rel, &op->op_cg, &cause) != 0) {
+	if (kind < 0 && (op_ensure_base(bd, &cause) != 0 ||
+	    cgroup_create(bd->bd_cgroup_mount, rel, &op->op_cg, &cause) != 0)) {
 		reply_error(r, PE_CGROUP, "%s", cause);
 		free(cause);
 		op_free(op);

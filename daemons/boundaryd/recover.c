@@ -76,7 +76,8 @@ recover_cleaned(struct boundaryd *bd, const char *id, const char *reason, const 
 
 /*
  * Does dirfd hold only what operation.create makes before the first record
- * is in place (the record's lock file, a temporary first record)? Then the
+ * is in place (the record's lock file, a temporary first record, a
+ * prepared cell's spare file)? Then the
  * previous instance died between making the directory and writing the
  * record: no operation ever ran from it. Anything else in it is left alone.
  */
@@ -97,11 +98,37 @@ recover_half_created(int dirfd)
 		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
 			continue;
 		if (strcmp(de->d_name, OPRECORD_FILE ".lock") != 0 &&
-		    strcmp(de->d_name, OPRECORD_FILE ".tmp") != 0)
+		    strcmp(de->d_name, OPRECORD_FILE ".tmp") != 0 &&
+		    strcmp(de->d_name, OPRECORD_FILE ".spare") != 0)
 			only_debris = 0;
 	}
 	closedir(d);
 	return only_debris;
+}
+
+/*
+ * No network directory for id, or an empty one (a prepared cell's, made
+ * ahead): nothing of a network record was ever written.
+ */
+static int
+recover_no_network_record(struct boundaryd *bd, const char *id)
+{
+	struct dirent *de;
+	DIR *d;
+	int fd, empty = 1;
+
+	if (bd->bd_netops_fd < 0)
+		return 1;
+	if ((fd = safefs_opendir(bd->bd_netops_fd, id)) < 0)
+		return errno == ENOENT;
+	if ((d = fdopendir(fd)) == NULL) {
+		close(fd);
+		return 0;
+	}
+	while (empty && (de = readdir(d)) != NULL)
+		empty = strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0;
+	closedir(d);
+	return empty;
 }
 
 /*
@@ -147,6 +174,8 @@ recover_take_back(struct boundaryd *bd, const char *id, char **cause)
 			log_info("recovery: %s: deleted its table %s", id, table);
 		free(why);
 	}
+	if (bd->bd_netops_fd >= 0)
+		unlinkat(bd->bd_netops_fd, id, AT_REMOVEDIR);	/* a cell's, empty */
 	if (safefs_remove_dir(bd->bd_ops_fd, id) != 0) {
 		util_cause(cause, "remove operations/%s: %s", id, strerror(errno));
 		return -1;
@@ -194,8 +223,7 @@ recover_operations(struct boundaryd *bd)
 			 */
 			if (fstatat(dirfd, OPRECORD_FILE, &st, AT_SYMLINK_NOFOLLOW) != 0 &&
 			    errno == ENOENT && recover_half_created(dirfd) &&
-			    (bd->bd_netops_fd < 0 || (fstatat(bd->bd_netops_fd, de->d_name, &st,
-			    AT_SYMLINK_NOFOLLOW) != 0 && errno == ENOENT))) {
+			    recover_no_network_record(bd, de->d_name)) {
 				close(dirfd);
 				free(cause);
 				cause = NULL;

@@ -56,8 +56,13 @@ def fill(path):
                 return
 
 
+def op_dirs(env):
+    """Operations' directories; the prepared cells' are not operations."""
+    return set(os.listdir(os.path.join(env.state, "operations"))) - env.spare_ids()
+
+
 def no_debris(env, ops_before, cgs_before, what):
-    ops = set(os.listdir(os.path.join(env.state, "operations")))
+    ops = op_dirs(env)
     check(ops == ops_before, "%s left operation directories: %r" % (what, ops - ops_before))
     cgs = op_cgroup_names(env)
     check(cgs == cgs_before, "%s left cgroups: %r" % (what, cgs - cgs_before))
@@ -76,7 +81,7 @@ def nft_tables(env):
 def refused_create(env, what, *run_args):
     """A create on the broken disk: refused with the stable code, nothing left
     (no directory, no cgroup, no nftables table)."""
-    ops = set(os.listdir(os.path.join(env.state, "operations")))
+    ops = op_dirs(env)
     cgs = op_cgroup_names(env)
     tables = nft_tables(env)
     r = env.gensee("run", *run_args, "--", "/bin/echo", "must-not-run")

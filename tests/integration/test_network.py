@@ -638,74 +638,105 @@ def hook_anchor_lifecycle(env):
 
 
 def prepared_cell(env):
-    """boundaryd keeps one prepared cell for the next network operation: an
-    id, its empty cgroup and its deny-all table, made ahead so the table
-    commit is off the launch path (spare.c). It grants nothing, no user can
-    join it, the operation that takes it gets exactly its own policy (refill,
-    or nothing to do for deny-all), a SIGKILLed instance's cell is removed at
-    the next start without a recovery note, and a clean stop removes it."""
+    """boundaryd keeps two prepared cells, one for the next network operation
+    and one for the next operation without network policy: an id, its
+    directory with the first record's files, its empty cgroup and, for the
+    network cell, its network directory and deny-all table, made ahead so
+    that none of it is on the launch path (spare.c). A cell grants nothing,
+    no user can join it, nothing lists it as an operation, the operations
+    that take them get exactly their own policy (refill, or nothing to do
+    for deny-all), a SIGKILLed instance's cells are removed at the next
+    start without a recovery note, and a clean stop removes them."""
     env.use_netns()
     env.start()
     env.serve(env.netns, "tcp,192.0.2.1,8080", "tcp,192.0.2.1,8081")
     base = os.path.join(env.cgmount, env.cgroup_base)
-
-    def ready(old=()):
-        st = env.root_call("system.status")["result"]["prepared_cell"]
-        ids = env.spare_ids()
-        return ids if st["ready"] and len(ids) == 1 and not ids & set(old) else None
+    ops = os.path.join(env.state, "operations")
+    netops = os.path.join(env.state, "network-operations")
 
     def spare_tables(spare):
         r = env.ns_run(env.netns, ["nft", "list", "tables"])
         return [l.split()[-1] for l in r.stdout.splitlines()
                 if "gensee_" in l and env.table_owner(l.split()[-1]) == spare]
 
-    (spare,) = env.wait_for("a prepared cell", ready)
-    cg = os.path.join(base, spare)
-    check(os.path.isdir(cg) and open(os.path.join(cg, "cgroup.procs")).read() == "",
-          "the prepared cell's cgroup is not there and empty")
-    check(len(spare_tables(spare)) == 1 and env.op_tables() == [],
-          "tables: spare %r, operations %r" % (spare_tables(spare), env.op_tables()))
-    # Attack: a user joins the prepared cell, to be inside an operation's
-    # cgroup before the operation (and its policy) exists.
-    r = subprocess.run(env.user_prefix() + ["sh", "-c", "echo $$ > %s/cgroup.procs" % cg],
-                       capture_output=True, text=True)
-    check(r.returncode != 0, "a user process joined the prepared cell")
-    # Whatever gets in has no network: the cell's table rejects its cgroup.
+    def cells(old=()):
+        """(network cell, plain cell) once both are ready and new."""
+        st = env.root_call("system.status")["result"]["prepared_cell"]
+        ids = env.spare_ids()
+        if not (st["ready"] and st["plain_ready"] and len(ids) == 2) or ids & set(old):
+            return None
+        net = [i for i in ids if spare_tables(i)]
+        return (net[0], (ids - set(net)).pop()) if len(net) == 1 else None
+
+    net, plain = env.wait_for("prepared cells", cells)
+    for cid in (net, plain):
+        cg = os.path.join(base, cid)
+        check(os.path.isdir(cg) and open(os.path.join(cg, "cgroup.procs")).read() == "",
+              "cell %s: its cgroup is not there and empty" % cid)
+        check(sorted(os.listdir(os.path.join(ops, cid))) ==
+              ["record.json.lock", "record.json.spare", "record.json.tmp"],
+              "cell %s: %r" % (cid, os.listdir(os.path.join(ops, cid))))
+    check(os.listdir(os.path.join(netops, net)) == [] and
+          not os.path.exists(os.path.join(netops, plain)), "network directories of the cells")
+    check(len(spare_tables(net)) == 1 and spare_tables(plain) == [] and env.op_tables() == [],
+          "tables: network cell %r, plain cell %r, operations %r" % (
+              spare_tables(net), spare_tables(plain), env.op_tables()))
+    listed = [o["operation_id"] for o in env.root_call("operation.list")["result"]["operations"]]
+    check(net not in listed and plain not in listed, "a cell is listed: %r" % listed)
+    cg = os.path.join(base, net)
+    # Attack: a user joins a cell, to be inside an operation's cgroup before
+    # the operation (and its policy) exists.
+    for cid in (net, plain):
+        r = subprocess.run(env.user_prefix() + ["sh", "-c", "echo $$ > %s/cgroup.procs" %
+                                                os.path.join(base, cid)],
+                           capture_output=True, text=True)
+        check(r.returncode != 0, "a user process joined the cell %s" % cid)
+    # Whatever gets into the network cell has no network: its table rejects it.
     r = env.ns_run(env.netns, ["sh", "-c", "echo $$ > %s/cgroup.procs && exec /usr/bin/python3 %s %s"
                                % (cg, env.tool("netprobe.py"), "tcp,192.0.2.1,8080")])
     check(json.loads(r.stdout)["tcp,192.0.2.1,8080"] in REFUSED, "inside the cell: %s" % r.stdout)
     env.wait_for("the probe gone", lambda: open(os.path.join(cg, "cgroup.procs")).read() == "")
-    # An allowlist operation takes it: its sets and rules are refilled.
+    # An operation without network policy takes the plain cell.
+    r = env.gensee("run", "--json", "--", "/bin/true")
+    check(r.returncode == 0 and json.loads(r.stdout)["operation_id"] == plain,
+          "a plain run did not start from the plain cell: %s" % r.stdout)
+    # An allowlist operation takes the network cell: sets and rules refilled.
     rc, lines, summary, err = run_sandboxed(env, ["--allow-net", "192.0.2.1,tcp,8080"],
                                             probe_cmd(env, "tcp,192.0.2.1,8080",
                                                       "tcp,192.0.2.1,8081"))
     got = json.loads(lines[0])
-    check(summary["operation_id"] == spare, "%s did not start from the cell %s" % (
-        summary["operation_id"], spare))
+    check(summary["operation_id"] == net, "%s did not start from the cell %s" % (
+        summary["operation_id"], net))
     check(got["tcp,192.0.2.1,8080"] == "ok" and got["tcp,192.0.2.1,8081"] in REFUSED,
           "refilled cell: %r" % got)
     check(summary["record"]["envelope"]["generation"] == 1, "%r" % summary["record"]["envelope"])
-    # The next cell; a deny-all operation takes it as it is.
-    (spare2,) = env.wait_for("the next cell", lambda: ready([spare]))
+    check(sorted(os.listdir(os.path.join(ops, net))) ==
+          ["record.json", "record.json.lock", "record.json.tmp"],
+          "files of an operation from a cell: %r" % os.listdir(os.path.join(ops, net)))
+    # The next cells; a deny-all operation takes the network one as it is.
+    net2, plain2 = env.wait_for("the next cells", lambda: cells([net, plain]))
     rc, lines, summary, err = run_sandboxed(env, ["--deny-all"], probe_cmd(env, "tcp,192.0.2.1,8080"))
-    check(summary["operation_id"] == spare2, "deny-all did not start from the cell")
+    check(summary["operation_id"] == net2, "deny-all did not start from the cell")
     check(json.loads(lines[0])["tcp,192.0.2.1,8080"] in REFUSED, "deny-all cell: %r" % lines)
     check(env.op_tables() == [], "operation tables left: %r" % env.op_tables())
-    # SIGKILL leaves the cell; the next start removes it, with no recovery note.
-    (spare3,) = env.wait_for("a third cell", lambda: ready([spare, spare2]))
+    # SIGKILL leaves the cells; the next start removes them, with no recovery note.
+    net3, plain3 = env.wait_for("third cells", lambda: cells([net, plain, net2, plain2]))
     env.kill9()
-    check(len(spare_tables(spare3)) == 1 and os.path.isdir(os.path.join(base, spare3)),
-          "the killed instance's cell is not there")
+    check(len(spare_tables(net3)) == 1 and os.path.isdir(os.path.join(base, net3)) and
+          os.path.isdir(os.path.join(ops, plain3)), "the killed instance's cells are not there")
     env.start()
-    check(spare_tables(spare3) == [] and not os.path.exists(os.path.join(base, spare3)),
-          "the killed instance's cell was not removed")
+    for cid in (net3, plain3):
+        check(not os.path.exists(os.path.join(base, cid)) and
+              not os.path.exists(os.path.join(ops, cid)) and
+              not os.path.exists(os.path.join(netops, cid)), "cell %s was not removed" % cid)
+    check(spare_tables(net3) == [], "the killed instance's cell table is left")
     rh = env.root_call("system.status")["result"]["recovery_health"]
-    check(rh["status"] == "ok" and rh["entries"] == [], "%r" % rh)
-    (spare4,) = env.wait_for("a cell after the restart", lambda: ready([spare3]))
+    check(rh["status"] == "ok" and rh["entries"] == [] and rh["cleaned"] == [], "%r" % rh)
+    net4, plain4 = env.wait_for("cells after the restart", lambda: cells([net3, plain3]))
     env.stop()
-    check(env.spare_ids() == set() and spare_tables(spare4) == [] and
-          not os.path.exists(os.path.join(base, spare4)), "a clean stop left the cell")
-
+    check(env.spare_ids() == set() and spare_tables(net4) == [] and
+          not any(os.path.exists(os.path.join(d, c)) for d in (base, ops, netops)
+                  for c in (net4, plain4)), "a clean stop left a cell")
 
 if __name__ == "__main__":
     main({f.__name__: f for f in (allowlist_tcp_udp_v4_v6, grants_are_tuples, first_action_is_held,
