@@ -42,6 +42,7 @@ static struct json_object *op_term_json(struct operation *op, int populated);
 
 static void op_reap_cb(evutil_socket_t, short, void *);
 static void op_answer_waiters(struct operation *);
+static void op_answer_waiters_with(struct operation *, struct json_object *);
 struct op_batch;
 static void op_hc_check(struct operation *, int, struct op_batch *);
 static void op_start_reap(struct operation *);
@@ -529,15 +530,22 @@ op_batch_add(struct op_batch *b, int (*fn)(struct json_object *, void *, char **
 }
 
 static void
-op_batch_write(struct operation *op, struct op_batch *b, const char *what)
+op_batch_write_result(struct operation *op, struct op_batch *b, const char *what,
+    struct json_object **result)
 {
 	char *cause = NULL;
 	if (b->ob_n == 0)
 		return;
-	if (oprecord_update(op->op_dirfd, op->op_id, op_mut_batch, b, NULL, &cause) != 0) {
+	if (oprecord_update(op->op_dirfd, op->op_id, op_mut_batch, b, result, &cause) != 0) {
 		log_warnx("%s: %s: %s", op->op_id, what, cause);
 		free(cause);
 	}
+}
+
+static void
+op_batch_write(struct operation *op, struct op_batch *b, const char *what)
+{
+	op_batch_write_result(op, b, what, NULL);
 }
 
 /*
@@ -787,7 +795,8 @@ op_reap_cb(evutil_socket_t fd, short what, void *arg)
 	if (op->op_has_exit_report)
 		op_batch_add(&b, oprecord_mut_lifecycle, &op->op_exit_report);
 	op_batch_add(&b, live_mut, &lu);
-	op_batch_write(op, &b, early ? "end" : "cleanup");
+	struct json_object *written = NULL;	/* the end's answer, without reading it back */
+	op_batch_write_result(op, &b, early ? "end" : "cleanup", early ? &written : NULL);
 	live_update_clear(&lu);
 	if (op->op_fin_lb != NULL) {
 		op_ocsf_lineage(op, op->op_fin_lb->lb_procs, op->op_fin_lb->lb_n);
@@ -798,7 +807,8 @@ op_reap_cb(evutil_socket_t fd, short what, void *arg)
 	if (collected >= 0)
 		lineage_batch_free(&lb);
 	if (early) {
-		op_answer_waiters(op);
+		op_answer_waiters_with(op, written);
+		written = NULL;
 		struct live_update left;
 		memset(&left, 0, sizeof(left));
 		b.ob_n = 0;
@@ -2071,14 +2081,24 @@ op_end_result(int dirfd, const char *id, char **cause)
 	return res;
 }
 
-/* Answer every operation.end that waited for this operation's cleanup. */
+/*
+ * Answer every operation.end that waited for this operation's cleanup;
+ * rec (taken, may be NULL) is the record just written, else it is read.
+ */
 static void
-op_answer_waiters(struct operation *op)
+op_answer_waiters_with(struct operation *op, struct json_object *rec)
 {
 	struct op_waiter *w;
 	while ((w = TAILQ_FIRST(&op->op_waiters)) != NULL) {
 		char *cause = NULL;
-		struct json_object *res = op_end_result(op->op_dirfd, op->op_id, &cause);
+		struct json_object *res;
+		if (rec != NULL) {
+			res = operation_summary(rec);
+			json_object_object_add(res, "record", rec);
+			rec = NULL;
+		} else {
+			res = op_end_result(op->op_dirfd, op->op_id, &cause);
+		}
 		TAILQ_REMOVE(&op->op_waiters, w, ow_entry);
 		if (res != NULL)
 			control_send(w->ow_conn, proto_result_new(w->ow_id, res));
@@ -2088,6 +2108,13 @@ op_answer_waiters(struct operation *op)
 		free(cause);
 		free(w);
 	}
+	json_object_put(rec);
+}
+
+static void
+op_answer_waiters(struct operation *op)
+{
+	op_answer_waiters_with(op, NULL);
 }
 
 void
