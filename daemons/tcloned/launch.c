@@ -499,6 +499,8 @@ launch_agent(struct tcloned *t, struct trun *r, const char *context, char **caus
 
 	if (launch_runtime_dir(t, r, cause) != 0 || write_context(t, r, context, cause) != 0)
 		return -1;
+	if (strcmp(r->tr_runtime, "podman") == 0)
+		return podman_launch(t, r, cause);
 	struct seccomp_profile sp;
 	struct landlock_plan lp;
 	struct landlock_opts lo;
@@ -661,6 +663,8 @@ launch_end(struct tcloned *t, struct trun *r, int kill_now)
 		free(cause);
 	}
 	json_object_put(res);
+	/* The operation's end killed the container's processes; podman forgets it. */
+	podman_remove(t, r);
 }
 
 void
@@ -689,6 +693,7 @@ launch_reaped(struct tcloned *t, pid_t pid, int status)
 		}
 		json_object_put(res);
 		res = NULL;
+		podman_remove(t, r);
 		if (strcmp(r->tr_state, "running") == 0) {
 			util_strlcpy(r->tr_state, "exited", sizeof(r->tr_state));
 			tcloned_history(t, r->tr_op, "end", "succeeded", r, r->tr_group, r->tr_uid,

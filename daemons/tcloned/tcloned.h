@@ -40,6 +40,9 @@ struct json_object;
 #define TCLONED_NAME_MAX 48
 #define TCLONED_ID_MAX 48
 #define TCLONED_SESSION "gensee-agent"
+#define TCLONED_IMAGE_MAX 255
+#define TCLONED_DEFAULT_PODMAN "/usr/bin/podman"
+#define TCLONED_DEFAULT_IMAGE "localhost/gensee-tclone-webtop:tmux"
 
 /* Stable error codes (besides proto.h's). */
 #define TE_MERGE_CONFLICT "merge_conflict"
@@ -49,6 +52,9 @@ struct json_object;
 #define TE_WORKSPACE "invalid_workspace"
 #define TE_PATH "invalid_path"
 #define TE_OBSERVE_ONLY "observe_only"
+#define TE_PODMAN_UNAVAILABLE "podman_unavailable"
+#define TE_PODMAN_IMAGE "podman_image_missing"
+#define TE_PODMAN_NOT_ALLOWED "podman_not_allowed"
 
 /* One source or fork. Its record.json is the truth; this is its cache. */
 struct trun {
@@ -62,6 +68,10 @@ struct trun {
 	char tr_op[PEER_OP_ID_MAX];	/* boundaryd operation of the current agent */
 	char tr_workspace[PATH_MAX];	/* the user's workspace path: the agent's view of ws/ */
 	char tr_backend[16];		/* overlay | copy */
+	char tr_runtime[8];		/* ns (our launcher) | podman */
+	char tr_image[TCLONED_IMAGE_MAX + 1];	/* podman: the image */
+	int tr_tmux;			/* podman: the image has tmux */
+	const char *tr_errcode;		/* a launch failure's stable code (not saved) */
 	char tr_layers[TCLONED_LAYERS_MAX][TCLONED_ID_MAX];	/* overlay lowers, top first */
 	int tr_nlayers;
 	int tr_index;			/* index in its fork group */
@@ -88,6 +98,8 @@ struct tcloned {
 	int td_apply_pause_ms;		/* --debug-apply-pause-ms: tests crash a merge midway */
 	char td_backends[64];		/* what this host offers, best first */
 	char td_backend[16];		/* the one new runs use */
+	char td_podman[PATH_MAX];	/* the podman binary (--podman), never the caller's */
+	char td_image[TCLONED_IMAGE_MAX + 1];	/* the default image */
 	char td_criu[200];		/* why live cloning is unavailable ("" if it were) */
 	struct trun *td_runs[TCLONED_MAX_RUNS];
 	int td_nruns;
@@ -114,6 +126,16 @@ void launch_end(struct tcloned *td, struct trun *r, int kill_now);
 void launch_reaped(struct tcloned *td, pid_t pid, int status);
 int launch_runtime_dir(struct tcloned *td, struct trun *r, char **cause);
 void launch_runtime_remove(struct tcloned *td, struct trun *r);
+
+/* podman.c */
+int podman_image_ok(const char *s);
+int podman_check(struct tcloned *td, char *code, size_t codelen, char **cause);
+int podman_image_probe(struct tcloned *td, const char *image, int *has_tmux, char *code,
+    size_t codelen, char **cause);
+int podman_launch(struct tcloned *td, struct trun *r, char **cause);
+void podman_name(const struct trun *r, char *out, size_t len);
+void podman_remove(struct tcloned *td, struct trun *r);
+int podman_reap_orphans(struct tcloned *td, uid_t uid, struct json_object *gone);
 
 /* lifecycle.c */
 struct json_object *lifecycle_dispatch(struct tcloned *td, const struct peer *p,
