@@ -652,6 +652,8 @@ launch_end(struct tcloned *t, struct trun *r, int kill_now)
 
 	if (r->tr_op[0] == '\0' || r->tr_pid == 0)
 		return;
+	/* Podman stops and removes its container first (and runc its cgroup); the end kills the rest. */
+	podman_remove(t, r);
 	p = json_object_new_object();
 	json_object_object_add(p, "operation_id", json_object_new_string(r->tr_op));
 	if (kill_now)

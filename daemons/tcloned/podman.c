@@ -20,6 +20,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <limits.h>
 #include <pwd.h>
 #include <poll.h>
@@ -316,22 +317,6 @@ podman_image_probe(struct tcloned *t, const char *image, int *has_tmux, char *co
 	return 0;
 }
 
-/* A word in tmux's configuration syntax: double quotes, \ " $ escaped. */
-static int
-tmux_word(FILE *f, const char *s)
-{
-	fputc('"', f);
-	for (; *s != '\0'; s++) {
-		if ((unsigned char)*s < 0x20 || *s == 0x7f)
-			return -1;
-		if (*s == '\\' || *s == '"' || *s == '$' || *s == '#' || *s == '~')
-			fputc('\\', f);
-		fputc(*s, f);
-	}
-	fputc('"', f);
-	return 0;
-}
-
 void
 podman_name(const struct trun *r, char *out, size_t len)
 {
@@ -349,9 +334,22 @@ podman_remove(struct tcloned *t, struct trun *r)
 		return;
 	podman_name(r, name, sizeof(name));
 	const char *rm[] = { "rm", "--force", "--time", "0", "--ignore", name, NULL };
-	if (podman_run_cmd(t, rm, NULL, NULL, &cause) != 0) {
-		log_warnx("podman rm %s: %s", name, cause ? cause : "failed");
+	/*
+	 * A container whose processes the operation's end already killed can
+	 * fail once ("not running") while podman notices; a second try removes it.
+	 */
+	for (int i = 0; i < 2; i++) {
+		char *err = NULL;
+		int rc = podman_run_cmd(t, rm, NULL, &err, &cause);
+		if (rc == 0) {
+			free(err);
+			break;
+		}
+		if (i == 1)
+			log_warnx("podman rm %s: %s", name, cause ? cause : first_line(err));
 		free(cause);
+		cause = NULL;
+		free(err);
 	}
 	/*
 	 * On a hybrid cgroup host runc also makes the operation's path in
@@ -430,6 +428,74 @@ argv_add(const char **av, size_t *k, const char *s)
 }
 
 /*
+ * tmux -S sock ARGS... as the run's user (never as root: the server is
+ * the agent's, inside the container). Returns tmux's exit status or -1.
+ */
+static int
+user_tmux(const struct trun *r, const char *sock, const char *const *args)
+{
+	const char *argv[TCLONED_ARGV_MAX + 16];
+	size_t k = 0;
+	pid_t pid;
+	int st;
+
+	argv[k++] = "tmux";
+	argv[k++] = "-S";
+	argv[k++] = sock;
+	for (size_t i = 0; args[i] != NULL && k < nitems(argv) - 1; i++)
+		argv[k++] = args[i];
+	argv[k] = NULL;
+	if ((pid = fork()) < 0)
+		return -1;
+	if (pid == 0) {
+		char *envp[] = { "PATH=/usr/bin:/bin", "LANG=C.UTF-8", NULL };
+		int nul = open("/dev/null", O_RDWR);
+		if (nul < 0 || dup2(nul, 0) < 0 || dup2(nul, 1) < 0 || dup2(nul, 2) < 0 ||
+		    setgroups(0, NULL) != 0 || setresgid(r->tr_gid, r->tr_gid, r->tr_gid) != 0 ||
+		    setresuid(r->tr_uid, r->tr_uid, r->tr_uid) != 0)
+			_exit(126);
+		execve("/usr/bin/tmux", (char *const *)argv, envp);
+		_exit(127);
+	}
+	while (waitpid(pid, &st, 0) < 0)
+		if (errno != EINTR)
+			return -1;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/*
+ * The agent's session in the container's tmux server (started with -D,
+ * no configuration): made by a client as the user, the argv passed as
+ * words (no shell, no quoting); then exit-empty, so the container ends
+ * when the session does.
+ */
+static int
+start_session(const struct trun *r, const char *sock)
+{
+	const char *args[TCLONED_ARGV_MAX + 12];
+	const char *ee[] = { "set-option", "-s", "exit-empty", "on", NULL };
+	size_t k = 0;
+
+	args[k++] = "new-session";
+	args[k++] = "-d";
+	args[k++] = "-s";
+	args[k++] = TCLONED_SESSION;
+	args[k++] = "-x";
+	args[k++] = "200";
+	args[k++] = "-y";
+	args[k++] = "50";
+	args[k++] = "-c";		/* the workspace, not the client's (host) cwd */
+	args[k++] = r->tr_workspace;
+	args[k++] = "--";
+	for (size_t i = 0; i < json_object_array_length(r->tr_argv) && k < nitems(args) - 1; i++)
+		args[k++] = json_object_get_string(json_object_array_get_idx(r->tr_argv, i));
+	args[k] = NULL;
+	if (user_tmux(r, sock, args) != 0)
+		return -1;
+	return user_tmux(r, sock, ee) == 0 ? 0 : -1;
+}
+
+/*
  * Start the run's agent as a podman container. Same contract as
  * launch_agent: on success r is running with r->tr_op and r->tr_pid
  * (the podman client, in the operation's cgroup).
@@ -437,7 +503,7 @@ argv_add(const char **av, size_t *k, const char *s)
 int
 podman_launch(struct tcloned *t, struct trun *r, char **cause)
 {
-	char ws[PATH_MAX], rundir[PATH_MAX], sock[PATH_MAX], ctx[PATH_MAX], conf[PATH_MAX];
+	char ws[PATH_MAX], rundir[PATH_MAX], sock[PATH_MAX], ctx[PATH_MAX];
 	char name[TCLONED_ID_MAX + 32], vws[2 * PATH_MAX + 8], vrd[2 * PATH_MAX + 8];
 	char user[64], nofile[64], nproc[64], luid[64], code[64];
 	char envs[16][PATH_MAX + 64];
@@ -465,8 +531,7 @@ podman_launch(struct tcloned *t, struct trun *r, char **cause)
 	    (size_t)snprintf(rundir, sizeof(rundir), "%s/tclone/%s", t->td_runtime, r->tr_id) >=
 	    sizeof(rundir) ||
 	    (size_t)snprintf(sock, sizeof(sock), "%s/tmux.sock", rundir) >= sizeof(sock) ||
-	    (size_t)snprintf(ctx, sizeof(ctx), "%s/context.json", rundir) >= sizeof(ctx) ||
-	    (size_t)snprintf(conf, sizeof(conf), "%s/tmux.conf", rundir) >= sizeof(conf)) {
+	    (size_t)snprintf(ctx, sizeof(ctx), "%s/context.json", rundir) >= sizeof(ctx)) {
 		util_cause(cause, "paths too long");
 		return -1;
 	}
@@ -494,38 +559,6 @@ podman_launch(struct tcloned *t, struct trun *r, char **cause)
 		rl.rlim_cur = rl.rlim_max;
 	snprintf(nproc, sizeof(nproc), "nproc=%llu:%llu", (unsigned long long)rl.rlim_cur,
 	    (unsigned long long)rl.rlim_max);
-	/* The tmux configuration that makes the session: the agent's argv, quoted for tmux. */
-	if (has_tmux) {
-		char rel[160];
-		snprintf(rel, sizeof(rel), "tclone/%s/tmux.conf", r->tr_id);
-		unlinkat(t->td_runtime_fd, rel, 0);
-		int fd = safefs_openat(t->td_runtime_fd, rel, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
-		    0600);
-		FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
-		int bad = f == NULL;
-		if (f != NULL) {
-			fprintf(f, "set -s exit-empty on\nnew-session -d -s %s -x 200 -y 50 --",
-			    TCLONED_SESSION);
-			for (size_t i = 0; !bad && i < json_object_array_length(r->tr_argv); i++) {
-				fputc(' ', f);
-				bad = tmux_word(f, json_object_get_string(json_object_array_get_idx(
-				    r->tr_argv, i))) != 0;
-			}
-			fputc('\n', f);
-			if (fchown(fd, r->tr_uid, r->tr_gid) != 0)
-				bad = 1;
-			if (fclose(f) != 0)
-				bad = 1;
-		} else if (fd >= 0) {
-			close(fd);
-		}
-		if (bad) {
-			r->tr_errcode = PE_INVALID_PARAMS;
-			util_cause(cause, "tmux.conf: the command holds control characters, or %s",
-			    strerror(errno));
-			return -1;
-		}
-	}
 	k = podman_globals(t, av);
 	av[k] = NULL;
 	const char *fixed[] = { "run", "--rm", "--name", name, "--label", "gensee.tclone=1",
@@ -573,7 +606,7 @@ podman_launch(struct tcloned *t, struct trun *r, char **cause)
 		argv_add(av, &k, "-S");
 		argv_add(av, &k, sock);
 		argv_add(av, &k, "-f");
-		argv_add(av, &k, conf);
+		argv_add(av, &k, "/dev/null");
 	} else {
 		/* No tmux in the image: the agent itself is the container's main process. */
 		argv_add(av, &k, "--entrypoint");
@@ -775,7 +808,7 @@ podman_launch(struct tcloned *t, struct trun *r, char **cause)
 			}
 			struct stat sst;
 			if (has_tmux && fstatat(t->td_runtime_fd, rel, &sst, AT_SYMLINK_NOFOLLOW) == 0 &&
-			    S_ISSOCK(sst.st_mode))
+			    S_ISSOCK(sst.st_mode) && start_session(r, sock) == 0)
 				break;
 			if (!has_tmux && util_monotonic_ms() - t0 > 1000)
 				break;
