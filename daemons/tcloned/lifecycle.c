@@ -606,6 +606,8 @@ m_start(struct req *q)
 	json_object_put(ctx);
 	if (lrv != 0) {
 		errcode = r->tr_errcode;
+		/* A source that never ran keeps nothing: its mounts and trees go too. */
+		run_abandon(t, r);
 		tcloned_forget(t, r);	/* frees r: keep nothing that points to it */
 		r = NULL;
 		goto fail;

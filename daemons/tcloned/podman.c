@@ -18,6 +18,7 @@
  * caller's choice and runs as the caller's uid with every capability
  * dropped, no_new_privs and a read-only root.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -323,6 +324,26 @@ podman_name(const struct trun *r, char *out, size_t len)
 	snprintf(out, len, "gensee-tclone-%s", r->tr_id);
 }
 
+/* rmdir path and the empty cgroups below it, deepest first (bounded). */
+static void
+rmdir_empty(const char *path, int depth, int *budget)
+{
+	DIR *d;
+	struct dirent *de;
+
+	if (depth > 8 || (d = opendir(path)) == NULL)
+		return;
+	while ((de = readdir(d)) != NULL && --(*budget) > 0) {
+		char sub[PATH_MAX];
+		if (de->d_type != DT_DIR || de->d_name[0] == '.' ||
+		    (size_t)snprintf(sub, sizeof(sub), "%s/%s", path, de->d_name) >= sizeof(sub))
+			continue;
+		rmdir_empty(sub, depth + 1, budget);
+	}
+	closedir(d);
+	rmdir(path);
+}
+
 /* Remove the run's container (ended or not) and what runc left in v1 hierarchies. */
 void
 podman_remove(struct tcloned *t, struct trun *r)
@@ -362,10 +383,10 @@ podman_remove(struct tcloned *t, struct trun *r)
 		    "rdma", "misc" };
 		for (size_t i = 0; i < nitems(v1); i++) {
 			char p[PATH_MAX];
-			snprintf(p, sizeof(p), "/sys/fs/cgroup/%s%s/conmon", v1[i], cg);
-			rmdir(p);
-			snprintf(p, sizeof(p), "/sys/fs/cgroup/%s%s", v1[i], cg);
-			rmdir(p);
+			int budget = 256;
+			if ((size_t)snprintf(p, sizeof(p), "/sys/fs/cgroup/%s%s", v1[i], cg) >= sizeof(p))
+				continue;
+			rmdir_empty(p, 0, &budget);
 		}
 	}
 }

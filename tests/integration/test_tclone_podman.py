@@ -5,6 +5,7 @@ missing podman, a caller-named podman and a missing image fail closed.
 Real kernel, real boundaryd, real podman and runc, a private store."""
 
 import contextlib
+import glob
 import json
 import os
 
@@ -34,6 +35,18 @@ def podman_tclone(env, tmux=True, args=None):
         if t is not None:
             t.cleanup()
         store.cleanup()
+        # What runc left in v1 hierarchies (hybrid hosts) for this case's operations.
+        opdir = os.path.join(env.state, "operations")
+        for d in (os.listdir(opdir) if os.path.isdir(opdir) else []):
+            for top in glob.glob("/sys/fs/cgroup/*/%s/%s" % (env.cgroup_base, d)):
+                if "/unified/" in top:
+                    continue
+                for sub, dirs, _ in os.walk(top, topdown=False):
+                    for n in dirs:
+                        with contextlib.suppress(OSError):
+                            os.rmdir(os.path.join(sub, n))
+                with contextlib.suppress(OSError):
+                    os.rmdir(top)
 
 
 def psource(t, *extra, cmd=("sh", "agent.sh")):
@@ -69,12 +82,12 @@ def cgroup_of(pid):
     return None
 
 
-def in_op_cgroup(env, t, run):
+def in_op_cgroup(env, t, run, least=2):
     """Every container process of run is in its operation's cgroup subtree."""
     rec = env.record(run["operation_id"])
     op_rel = "/" + os.path.relpath(rec["cgroup"]["path"], env.cgmount)
     pids = container_pids(t, run["container"])
-    check(len(pids) >= 2, "container %s has processes %r" % (run["container"], pids))
+    check(len(pids) >= least, "container %s has processes %r" % (run["container"], pids))
     for p in pids:
         cg = cgroup_of(p)
         check(cg is not None and (cg == op_rel or cg.startswith(op_rel + "/")),
@@ -266,7 +279,7 @@ def podman_refusals(env):
         check(src["tmux"] is False and "no /usr/bin/tmux" in
               src["confinement"]["tmux_reason"], "no-tmux source %r" % src)
         env.wait_for("the direct agent", lambda: "d.txt" in t.diff(src["run_id"]), timeout=30)
-        in_op_cgroup(env, t, src)
+        in_op_cgroup(env, t, src, least=1)
         t.g("run", "delete", "--all")
         check(t.store.containers() == [], "containers left %r" % t.store.containers())
     # A tcloned whose podman is not there refuses podman runs (and only those).
