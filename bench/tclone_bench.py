@@ -63,17 +63,36 @@ def cp_a(ws):
     return ms
 
 
+def podman_true(store, image):
+    """The peer: a bare `podman run --rm IMG /bin/true` (runc, cgroupfs, no network).
+    The ulimits are the caller's own (a host without CAP_SYS_RESOURCE refuses podman's
+    raised defaults), as tcloned gives its containers."""
+    import resource
+    nf = resource.getrlimit(resource.RLIMIT_NOFILE)
+    npc = [min(x, 32768) for x in resource.getrlimit(resource.RLIMIT_NPROC)]
+    ms, r = timed(lambda: store.podman("run", "--rm", "--network", "none", "--ulimit",
+                                       "nofile=%d:%d" % nf, "--ulimit", "nproc=%d:%d" % tuple(npc),
+                                       "--entrypoint", "/bin/true", image))
+    return ms
+
+
 def main(Env, build, top, results):
     env = Env()
     root = tempfile.mkdtemp(prefix="gensee-bench-tc.")
     os.chmod(root, 0o700)
     ws = None
     tc = None
+    store = None
     try:
         env.start()
+        from podimage import Store
+        store = Store(tag="gensee-tclone-bench")
+        image = store.build()
         tc = subprocess.Popen([os.path.join(build, "daemons", "tcloned", "gensee-tcloned"),
-                               "--authority-root", root, "--runtime-dir", env.runtime],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                               "--authority-root", root, "--runtime-dir", env.runtime,
+                               "--podman", "/usr/bin/podman", "--podman-image", image],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              env=store.env)
         sock = os.path.join(env.runtime, "tclone.sock")
         for _ in range(300):
             if os.path.exists(sock):
@@ -95,7 +114,8 @@ def main(Env, build, top, results):
                 time.sleep(0.25)
             raise SystemExit("agent of %s did not finish" % run)
 
-        rows = {"source_start": [], "fork": [], "merge": [], "cp_a": []}
+        rows = {"source_start": [], "fork": [], "merge": [], "cp_a": [], "podman_run_true": [],
+                "podman_source_start": [], "podman_fork": []}
         for _ in range(3):
             rows["cp_a"].append(cp_a(ws))
             ms, src = timed(lambda: g("run", "--runtime", "tclone", "--json", "--", "sh",
@@ -112,16 +132,37 @@ def main(Env, build, top, results):
                 raise SystemExit("merge did not merge: %r" % m)
             rows["merge"].append(ms)
             g("run", "delete", "--all")
+            # Podman (runc), same round: the bare start, then a podman source and fork.
+            rows["podman_run_true"].append(podman_true(store, image))
+            ms, src = timed(lambda: g("run", "--runtime", "tclone", "--podman", "--json", "--",
+                                      "sh", "agent.sh"))
+            rows["podman_source_start"].append(ms)
+            sid = src["run_id"]
+            wait_done(sid)
+            ms, fk = timed(lambda: g("run", "fork", sid, "--approach", "edit", "--json"))
+            rows["podman_fork"].append(ms)
+            wait_done(fk["forks"][0]["run_id"])
+            g("run", "delete", "--all")
         med = {k: statistics.median(v) for k, v in rows.items()}
         out = {"files": DIRS * FILES, "median_ms": med,
                "ratio_to_cp_a": {k: med[k] / med["cp_a"] for k in ("source_start", "fork",
                                                                    "merge")}}
+        out["podman_ratio_to_podman_run_true"] = {
+            k: med[k] / med["podman_run_true"] for k in ("podman_source_start", "podman_fork",
+                                                         "fork")}
+        out["podman_ratio_to_cp_a"] = {k: med[k] / med["cp_a"] for k in (
+            "podman_run_true", "podman_source_start", "podman_fork")}
         results["tclone"] = out
         print("tclone on a %d-file workspace (median of 3, ms; ratio to cp -a of it):" % (
             DIRS * FILES))
         print("  cp -a %.0f   source start %.0f (x%.2f)   fork %.0f (x%.2f)   merge %.0f (x%.2f)" % (
             med["cp_a"], med["source_start"], out["ratio_to_cp_a"]["source_start"], med["fork"],
             out["ratio_to_cp_a"]["fork"], med["merge"], out["ratio_to_cp_a"]["merge"]))
+        pr = out["podman_ratio_to_podman_run_true"]
+        print("  podman run --rm IMG /bin/true %.0f   podman source start %.0f (x%.2f)   "
+              "podman fork %.0f (x%.2f)   our-launcher fork x%.2f of a podman start" % (
+                  med["podman_run_true"], med["podman_source_start"], pr["podman_source_start"],
+                  med["podman_fork"], pr["podman_fork"], pr["fork"]))
         return out
     finally:
         if tc is not None:
@@ -134,6 +175,8 @@ def main(Env, build, top, results):
         shutil.rmtree(root, ignore_errors=True)
         if ws:
             shutil.rmtree(ws, ignore_errors=True)
+        if store is not None:
+            store.cleanup()
         env.cleanup()
 
 

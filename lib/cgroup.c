@@ -396,8 +396,8 @@ remove_descendants(int dirfd, int depth, int *budget)
 	closedir(d);
 }
 
-int
-cgroup_remove(struct cgroup *cg, char **cause)
+static int
+remove_cg(struct cgroup *cg, int tree, char **cause)
 {
 	char mount[PATH_MAX];
 	size_t plen = strlen(cg->cg_path), rlen = strlen(cg->cg_rel);
@@ -431,7 +431,7 @@ cgroup_remove(struct cgroup *cg, char **cause)
 	}
 	int r = unlinkat(pfd, name, AT_REMOVEDIR);
 	int e = errno;
-	if (r != 0 && (e == EBUSY || e == ENOTEMPTY)) {
+	if (r != 0 && tree && (e == EBUSY || e == ENOTEMPTY)) {
 		int cfd = openat(pfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		int budget = 4096;
 		if (cfd >= 0) {
@@ -451,6 +451,24 @@ cgroup_remove(struct cgroup *cg, char **cause)
 	}
 	cgroup_close(cg);
 	return 0;
+}
+
+/* Remove the cgroup; one with child cgroups is refused (removal is per level). */
+int
+cgroup_remove(struct cgroup *cg, char **cause)
+{
+	return remove_cg(cg, 0, cause);
+}
+
+/*
+ * Remove the cgroup and the empty cgroups below it: an operation's own
+ * processes may have made them (podman's runc makes the container's cgroup
+ * below the operation's). Members are never lost: a populated one stays.
+ */
+int
+cgroup_remove_tree(struct cgroup *cg, char **cause)
+{
+	return remove_cg(cg, 1, cause);
 }
 
 int
