@@ -397,6 +397,20 @@ m_status(struct req *q)
 	json_object_object_add(lc, "available", json_object_new_boolean(0));
 	json_object_object_add(lc, "reason", json_object_new_string(t->td_criu));
 	json_object_object_add(o, "live_clone", lc);
+	{
+		/* The Podman runtime: what a --podman run would use, and whether it can. */
+		struct json_object *pm = json_object_new_object();
+		char pc[64], *pcause = NULL;
+		int ok = podman_check(t, pc, sizeof(pc), &pcause) == 0;
+		json_object_object_add(pm, "available", json_object_new_boolean(ok));
+		json_object_object_add(pm, "podman", json_object_new_string(t->td_podman));
+		json_object_object_add(pm, "oci_runtime", json_object_new_string("runc"));
+		json_object_object_add(pm, "default_image", json_object_new_string(t->td_image));
+		if (!ok)
+			json_object_object_add(pm, "reason", json_object_new_string(pcause ? pcause : "?"));
+		free(pcause);
+		json_object_object_add(o, "podman", pm);
+	}
 	int n = 0;
 	for (int i = 0; i < t->td_nruns; i++)
 		n += q->rq_peer->pr_uid == 0 || t->td_runs[i]->tr_uid == q->rq_peer->pr_uid;

@@ -9,7 +9,7 @@ import glob
 import json
 import os
 
-from harness import Failure, check, main
+from harness import call, check, main
 from podimage import PODMAN, Store
 from test_tclone import AGENT, Tclone
 
@@ -99,6 +99,9 @@ def podman_lifecycle(env):
     env.start()
     with podman_tclone(env) as t:
         t.workspace({"shared.txt": "base\n", "gone.txt": "old\n"})
+        st = call(os.path.join(env.runtime, "tclone.sock"), "tclone.status")["result"]["podman"]
+        check(st["available"] is True and st["default_image"] == t.image and
+              st["oci_runtime"] == "runc", "podman status %r" % st)
         src = psource(t)
         sid = src["run_id"]
         check(src["runtime"] == "podman" and src["image"] == t.image and src["tmux"] is True and
@@ -285,6 +288,9 @@ def podman_refusals(env):
     # A tcloned whose podman is not there refuses podman runs (and only those).
     with podman_tclone(env, args=["--podman", "/nonexistent/podman"]) as t:
         t.workspace({"a.txt": "a\n"})
+        st = call(os.path.join(env.runtime, "tclone.sock"), "tclone.status")["result"]["podman"]
+        check(st["available"] is False and "/nonexistent/podman" in st["reason"],
+              "status of a missing podman %r" % st)
         r = t.g("run", "--runtime", "tclone", "--podman", "--", "true", ok=False)
         check(r.returncode == 125 and "podman_unavailable" in r.stderr,
               "no podman: %s" % r.stderr)
