@@ -179,10 +179,17 @@ def podman_lifecycle(env):
 
 
 NETPROBE = r"""
-echo "allowed $(nc -w 2 198.51.100.1 8470 </dev/null 2>&1 | head -c 20)" > probe-$GENSEE_RUN_ID.txt
-echo "denied $(nc -w 2 192.0.2.1 8471 </dev/null 2>&1 | head -c 20)" >> probe-$GENSEE_RUN_ID.txt
-echo "cgroup $(grep '^0::' /proc/self/cgroup)" >> probe-$GENSEE_RUN_ID.txt
-echo "uid $(id -u)" >> probe-$GENSEE_RUN_ID.txt
+# stdout is the agent's probe-RUN.txt
+echo "allowed $(nc -w 2 198.51.100.1 8470 </dev/null 2>&1 | head -c 20 | tr -d "\n")"
+echo "denied $(nc -w 2 192.0.2.1 8471 </dev/null 2>&1 | head -c 20 | tr -d "\n")"
+echo "cgroup $(grep '^0::' /proc/self/cgroup)"
+echo "uid $(id -u)"
+echo "capeff $(grep '^CapEff' /proc/self/status | tr -d ' \t' | cut -d: -f2)"
+echo "nnp $(grep '^NoNewPrivs' /proc/self/status | tr -d ' \t' | cut -d: -f2)"
+for p in TC_SOCK TC_ROOT; do
+  eval "v=\$$p"; if [ -e "$v" ]; then echo "$p visible" ; else echo "$p hidden"; fi
+done
+if (echo x > /escape-$GENSEE_RUN_ID) 2>/dev/null; then echo "rootfs written"; else echo "rootfs read-only"; fi
 """
 
 
@@ -194,7 +201,10 @@ def podman_boundaries(env):
     env.start()
     env.serve(ns, "tcp,198.51.100.1,8470", "tcp,192.0.2.1,8471")
     with podman_tclone(env) as t:
-        t.workspace({"shared.txt": "base\n", "probe.sh": NETPROBE})
+        # What the agent must not reach: tcloned's socket and the authority root.
+        probe = ('TC_SOCK=%s TC_ROOT=%s\n' % (os.path.join(env.runtime, "tclone.sock"),
+                                              t.root)) + NETPROBE
+        t.workspace({"shared.txt": "base\n", "probe.sh": probe})
         with open(os.path.join(t.ws, "agent.sh"), "w") as f:
             f.write(AGENT.replace('[ -n "$TCLONE_PROBE" ] && sh "$TCLONE_PROBE"', "sh probe.sh"))
         os.chown(os.path.join(t.ws, "agent.sh"), env.uid, env.gid)
@@ -208,13 +218,20 @@ def podman_boundaries(env):
             # The probe is in the run's own diff (written in its snapshot).
             text = t.g("run", "exec", r["run_id"], "--", "cat",
                        "probe-%s.txt" % r["run_id"]).stdout
-            res = dict(line.split(" ", 1) for line in text.strip().splitlines())
+            res = dict((line + " ").split(" ", 1) for line in text.strip().splitlines())
+            res = {k: v.strip() for k, v in res.items()}
+            check("cgroup" in res and "rootfs" in res, "%s: probe %r" % (r["run_id"], text))
             op_rel = "/" + os.path.relpath(env.record(r["operation_id"])["cgroup"]["path"],
                                            env.cgmount)
             check(res["cgroup"].startswith("0::" + op_rel + "/"),
                   "%s: the agent's cgroup %s is not below %s" % (r["run_id"], res["cgroup"],
                                                                    op_rel))
             check(res["uid"] == str(env.uid), "%s: uid %s" % (r["run_id"], res["uid"]))
+            check(res["capeff"] == "0000000000000000" and res["nnp"] == "1",
+                  "%s: capabilities %r" % (r["run_id"], res))
+            check(res["TC_SOCK"] == "hidden" and res["TC_ROOT"] == "hidden" and
+                  res["rootfs"] == "read-only",
+                  "%s reaches outside its container: %r" % (r["run_id"], res))
             want_allowed = r is not closed
             check(("ok" in res["allowed"]) == want_allowed,
                   "%s: allowed destination %r" % (r["run_id"], res))
