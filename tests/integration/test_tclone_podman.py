@@ -314,5 +314,31 @@ def podman_refusals(env):
     check(not os.path.exists("/tmp/gensee-it-pwned"), "a caller-named binary ran")
 
 
+def podman_tcloned_restart(env):
+    """tcloned dies with a podman source running: boundaryd ends the
+    operation (its launcher is gone), and the next tcloned marks the run
+    lost and removes its container from the store."""
+    env.start()
+    with podman_tclone(env) as t:
+        t.workspace({"a.txt": "a\n"})
+        src = psource(t)
+        t.wait_done(src["run_id"])
+        pids = in_op_cgroup(env, t, src)
+        t.kill9()
+        env.wait_for("the operation ended with its launcher",
+                     lambda: env.record(src["operation_id"])["lifecycle"]["state"] != "running",
+                     timeout=20)
+        env.wait_for("the container's processes gone",
+                     lambda: not any(os.path.exists("/proc/%d" % p) for p in pids), timeout=20)
+        t.start()
+        runs = t.g("run", "list", "--json", json_out=True)["runs"]
+        check([r["state"] for r in runs] == ["lost"], "after restart %r" % runs)
+        check(src["container"] not in t.store.containers(), "container kept %r" %
+              t.store.containers())
+        check(t.diff(src["run_id"]).get("started.txt") == "added", "snapshot lost")
+        t.g("run", "delete", "--all")
+
+
 if __name__ == "__main__":
-    main({f.__name__: f for f in (podman_lifecycle, podman_boundaries, podman_refusals)})
+    main({f.__name__: f for f in (podman_lifecycle, podman_boundaries, podman_refusals,
+                                  podman_tcloned_restart)})
