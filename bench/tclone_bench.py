@@ -70,7 +70,10 @@ def podman_true(store, image):
     import resource
     nf = resource.getrlimit(resource.RLIMIT_NOFILE)
     npc = [min(x, 32768) for x in resource.getrlimit(resource.RLIMIT_NPROC)]
-    ms, r = timed(lambda: store.podman("run", "--rm", "--network", "none", "--ulimit",
+    # A cgroup parent of the bench's own (removed after), not podman's shared libpod_parent.
+    ms, r = timed(lambda: store.podman("run", "--rm", "--network", "none",
+                                       "--cgroup-parent", "/gensee-bench-%d" % os.getpid(),
+                                       "--ulimit",
                                        "nofile=%d:%d" % nf, "--ulimit", "nproc=%d:%d" % tuple(npc),
                                        "--entrypoint", "/bin/true", image))
     return ms
@@ -177,6 +180,19 @@ def main(Env, build, top, results):
             shutil.rmtree(ws, ignore_errors=True)
         if store is not None:
             store.cleanup()
+            import glob
+            for top in glob.glob("/sys/fs/cgroup/*/gensee-bench-%d" % os.getpid()) + glob.glob(
+                    "/sys/fs/cgroup/gensee-bench-%d" % os.getpid()):
+                for sub, dirs, _ in os.walk(top, topdown=False):
+                    for n in dirs:
+                        try:
+                            os.rmdir(os.path.join(sub, n))
+                        except OSError:
+                            pass
+                try:
+                    os.rmdir(top)
+                except OSError:
+                    pass
         env.cleanup()
 
 
