@@ -17,6 +17,9 @@ the host's filesystem (overlay where the kernel has it), and with the btrfs
 backend, its authority root on a fresh btrfs (a 1 GiB sparse loop file,
 unmounted and detached afterwards), where a fork is two subvolume
 snapshots. cp -a is measured once per round, from the same workspace.
+With the default backend each round also measures the Podman (runc) peer,
+a bare `podman run --rm IMG /bin/true` from a private store and a local
+image (tests/integration/podimage.py), and a podman source start and fork.
 """
 
 import json
@@ -69,12 +72,32 @@ def cp_a(ws):
     return ms
 
 
-def rounds(env, build, root, ws, label):
+def podman_true(store, image):
+    """The peer: a bare `podman run --rm IMG /bin/true` (runc, cgroupfs, no network).
+    The ulimits are the caller's own (a host without CAP_SYS_RESOURCE refuses podman's
+    raised defaults), as tcloned gives its containers."""
+    import resource
+    nf = resource.getrlimit(resource.RLIMIT_NOFILE)
+    npc = [min(x, 32768) for x in resource.getrlimit(resource.RLIMIT_NPROC)]
+    # A cgroup parent of the bench's own (removed after), not podman's shared libpod_parent.
+    ms, r = timed(lambda: store.podman("run", "--rm", "--network", "none",
+                                       "--cgroup-parent", "/gensee-bench-%d" % os.getpid(),
+                                       "--ulimit",
+                                       "nofile=%d:%d" % nf, "--ulimit", "nproc=%d:%d" % tuple(npc),
+                                       "--entrypoint", "/bin/true", image))
+    return ms
+
+
+def rounds(env, build, root, ws, label, store=None, image=None):
     """Three rounds of source start, fork, merge on a tcloned whose authority
-    root is root; cp -a of ws in each round."""
-    tc = subprocess.Popen([os.path.join(build, "daemons", "tcloned", "gensee-tcloned"),
-                           "--authority-root", root, "--runtime-dir", env.runtime],
-                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    root is root; cp -a of ws in each round. With a podman store, also a bare
+    podman start and a podman (runc) source start and fork in each round."""
+    argv = [os.path.join(build, "daemons", "tcloned", "gensee-tcloned"),
+            "--authority-root", root, "--runtime-dir", env.runtime]
+    if store is not None:
+        argv += ["--podman", "/usr/bin/podman", "--podman-image", image]
+    tc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                          env=store.env if store is not None else None)
     try:
         sock = os.path.join(env.runtime, "tclone.sock")
         for _ in range(300):
@@ -97,6 +120,8 @@ def rounds(env, build, root, ws, label):
             raise SystemExit("agent of %s did not finish" % run)
 
         rows = {"source_start": [], "fork": [], "merge": [], "cp_a": []}
+        if store is not None:
+            rows.update({"podman_run_true": [], "podman_source_start": [], "podman_fork": []})
         for _ in range(3):
             rows["cp_a"].append(cp_a(ws))
             ms, src = timed(lambda: g("run", "--runtime", "tclone", "--json", "--", "sh",
@@ -116,6 +141,18 @@ def rounds(env, build, root, ws, label):
                 raise SystemExit("merge did not merge: %r" % m)
             rows["merge"].append(ms)
             g("run", "delete", "--all")
+            if store is not None:
+                # Podman (runc), same round: the bare start, then a podman source and fork.
+                rows["podman_run_true"].append(podman_true(store, image))
+                ms, src = timed(lambda: g("run", "--runtime", "tclone", "--podman", "--json",
+                                          "--", "sh", "agent.sh"))
+                rows["podman_source_start"].append(ms)
+                sid = src["run_id"]
+                wait_done(sid)
+                ms, fk = timed(lambda: g("run", "fork", sid, "--approach", "edit", "--json"))
+                rows["podman_fork"].append(ms)
+                wait_done(fk["forks"][0]["run_id"])
+                g("run", "delete", "--all")
         med = {k: statistics.median(v) for k, v in rows.items()}
         out = {"files": DIRS * FILES, "backend": backend, "median_ms": med,
                "ratio_to_cp_a": {k: med[k] / med["cp_a"] for k in ("source_start", "fork",
@@ -125,6 +162,18 @@ def rounds(env, build, root, ws, label):
         print("  cp -a %.0f   source start %.0f (x%.2f)   fork %.0f (x%.2f)   merge %.0f (x%.2f)" % (
             med["cp_a"], med["source_start"], out["ratio_to_cp_a"]["source_start"], med["fork"],
             out["ratio_to_cp_a"]["fork"], med["merge"], out["ratio_to_cp_a"]["merge"]))
+        if store is not None:
+            out["podman_ratio_to_podman_run_true"] = {
+                k: med[k] / med["podman_run_true"] for k in ("podman_source_start", "podman_fork",
+                                                             "fork")}
+            out["podman_ratio_to_cp_a"] = {k: med[k] / med["cp_a"] for k in (
+                "podman_run_true", "podman_source_start", "podman_fork")}
+            pr = out["podman_ratio_to_podman_run_true"]
+            print("  podman run --rm IMG /bin/true %.0f   podman source start %.0f (x%.2f)   "
+                  "podman fork %.0f (x%.2f)   our-launcher fork x%.2f of a podman start" % (
+                      med["podman_run_true"], med["podman_source_start"],
+                      pr["podman_source_start"], med["podman_fork"], pr["podman_fork"],
+                      pr["fork"]))
         return out
     finally:
         tc.terminate()
@@ -141,11 +190,14 @@ def main(Env, build, top, results):
     os.chmod(root, 0o700)
     broot = tempfile.mkdtemp(prefix="gensee-bench-tcb.")
     img = "/var/tmp/gensee-bench-btrfs.%d.img" % os.getpid()
-    loop, mounted, ws = None, False, None
+    loop, mounted, ws, store = None, False, None, None
     try:
         env.start()
+        from podimage import Store
+        store = Store(tag="gensee-tclone-bench")
+        image = store.build()
         ws = make_workspace(env.uid, env.gid)
-        out = rounds(env, build, root, ws, "default")
+        out = rounds(env, build, root, ws, "default", store, image)
         results["tclone"] = out
         with open(img, "wb") as f:
             f.truncate(1024 * 1024 * 1024)
@@ -168,6 +220,21 @@ def main(Env, build, top, results):
         shutil.rmtree(broot, ignore_errors=True)
         if ws:
             shutil.rmtree(ws, ignore_errors=True)
+        if store is not None:
+            store.cleanup()
+            import glob
+            for top in glob.glob("/sys/fs/cgroup/*/gensee-bench-%d" % os.getpid()) + glob.glob(
+                    "/sys/fs/cgroup/gensee-bench-%d" % os.getpid()):
+                for sub, dirs, _ in os.walk(top, topdown=False):
+                    for n in dirs:
+                        try:
+                            os.rmdir(os.path.join(sub, n))
+                        except OSError:
+                            pass
+                try:
+                    os.rmdir(top)
+                except OSError:
+                    pass
         env.cleanup()
 
 

@@ -32,9 +32,9 @@
 #define TCLONE_TIMEOUT_MS (30 * 60 * 1000)	/* a 40k-file merge or fork is not instant */
 
 static const char tclone_usage_text[] =
-	"usage: gensee run --runtime tclone [--observe-only] [--name NAME] [--allow-net CIDR]...\n"
-	"                  [--linux-landlock-rw PATH]... [--linux-fanotify] [--detach] [--json]\n"
-	"                  -- CMD [ARGS...]\n"
+	"usage: gensee run --runtime tclone [--observe-only] [--podman [--image IMAGE]] [--name NAME]\n"
+	"                  [--allow-net CIDR]... [--linux-landlock-rw PATH]... [--linux-fanotify]\n"
+	"                  [--detach] [--json] -- CMD [ARGS...]\n"
 	"       gensee run list [--json]\n"
 	"       gensee run fork SRC [--copies N] [--name P] [--approach TEXT]...\n"
 	"                  [--attach tmux:right] [--json]\n"
@@ -436,6 +436,8 @@ tclone_start(int argc, char **argv)
 	static const struct option longopts[] = {
 		{ "runtime", required_argument, NULL, 'r' },
 		{ "observe-only", no_argument, NULL, 'o' },
+		{ "podman", no_argument, NULL, 'P' },
+		{ "image", required_argument, NULL, 'I' },
 		{ "name", required_argument, NULL, 'n' },
 		{ "allow-net", required_argument, NULL, 'a' },
 		{ "linux-landlock-rw", required_argument, NULL, 'W' },
@@ -447,8 +449,9 @@ tclone_start(int argc, char **argv)
 	};
 	struct json_object *p = json_object_new_object(), *allow = json_object_new_array(), *av, *res;
 	struct json_object *llrw = json_object_new_array();
-	int ch, json = 0, detach = 0, fanotify = 0;
+	int ch, json = 0, detach = 0, fanotify = 0, podman = 0;
 	char cwd[PATH_MAX];
+	const char *image = NULL, *ppath = getenv("GENSEE_TCLONE_PODMAN");
 
 	optind = 1;
 	while ((ch = getopt_long(argc, argv, "+", longopts, NULL)) != -1) {
@@ -459,6 +462,12 @@ tclone_start(int argc, char **argv)
 			break;
 		case 'o':
 			json_object_object_add(p, "observe_only", json_object_new_boolean(1));
+			break;
+		case 'P':
+			podman = 1;
+			break;
+		case 'I':
+			image = optarg;
 			break;
 		case 'n':
 			json_object_object_add(p, "name", json_object_new_string(optarg));
@@ -503,6 +512,28 @@ tclone_start(int argc, char **argv)
 		json_object_put(allow);
 		json_object_put(llrw);
 		return TCLONE_EXIT_FAIL;
+	}
+	/*
+	 * Podman only where the user asks for it: --podman, or the seed's
+	 * GENSEE_TCLONE_PODMAN (which tcloned accepts only if it names the
+	 * binary tcloned itself was configured with).
+	 */
+	if (ppath != NULL && ppath[0] != '\0')
+		podman = 1;
+	if (image == NULL && podman && getenv("GENSEE_TCLONE_IMAGE") != NULL &&
+	    getenv("GENSEE_TCLONE_IMAGE")[0] != '\0')
+		image = getenv("GENSEE_TCLONE_IMAGE");
+	if (image != NULL && !podman) {
+		fprintf(stderr, "gensee run: --image needs --podman\n");
+		json_object_put(llrw);
+		goto usage;
+	}
+	if (podman) {
+		json_object_object_add(p, "podman", json_object_new_boolean(1));
+		if (ppath != NULL && ppath[0] != '\0')
+			json_object_object_add(p, "podman_path", json_object_new_string(ppath));
+		if (image != NULL)
+			json_object_object_add(p, "image", json_object_new_string(image));
 	}
 	av = json_object_new_array();
 	for (int i = optind; i < argc; i++)

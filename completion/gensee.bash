@@ -6,7 +6,7 @@
 _gensee_opts_run='--timeout --kill-grace --json --quiet --sandbox --allow-net --deny-net --deny-all --monitor
   --lease-scope --max-lease-ttl --network-config --linux-seccomp --no-linux-seccomp
   --linux-landlock-ro --linux-landlock-rw --allow-unix --linux-fanotify --linux-network --help
-  --runtime --observe-only --name --detach'
+  --runtime --observe-only --podman --image --name --detach'
 # The tclone lifecycle (cli/tclone.c): gensee run SUBCOMMAND ...
 _gensee_tclone_subs='list fork diff summary compare merge choose switch keep discard delete attach send exec shell approve'
 

@@ -1,6 +1,7 @@
 /*
  * cgroup.c: cgroup v2 operations.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -362,8 +363,41 @@ cgroup_frozen(struct cgroup *cg)
 	return cgroup_event_flag(cg, "frozen");
 }
 
-int
-cgroup_remove(struct cgroup *cg, char **cause)
+/*
+ * Remove the empty cgroups below dirfd, deepest first (bounded in depth
+ * and count). A process of the operation may have made them (podman's
+ * runc makes the container's cgroup below the operation's); rmdir never
+ * removes a cgroup that still has members, so nothing escapes this way.
+ */
+static void
+remove_descendants(int dirfd, int depth, int *budget)
+{
+	DIR *d;
+	struct dirent *de;
+	int fd;
+
+	if (depth > 16 || *budget <= 0 || (fd = dup(dirfd)) < 0)
+		return;
+	if ((d = fdopendir(fd)) == NULL) {
+		close(fd);
+		return;
+	}
+	while ((de = readdir(d)) != NULL && --(*budget) > 0) {
+		if (de->d_type != DT_DIR || strcmp(de->d_name, ".") == 0 ||
+		    strcmp(de->d_name, "..") == 0)
+			continue;
+		int cfd = openat(dirfd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (cfd >= 0) {
+			remove_descendants(cfd, depth + 1, budget);
+			close(cfd);
+		}
+		unlinkat(dirfd, de->d_name, AT_REMOVEDIR);
+	}
+	closedir(d);
+}
+
+static int
+remove_cg(struct cgroup *cg, int tree, char **cause)
 {
 	char mount[PATH_MAX];
 	size_t plen = strlen(cg->cg_path), rlen = strlen(cg->cg_rel);
@@ -397,6 +431,16 @@ cgroup_remove(struct cgroup *cg, char **cause)
 	}
 	int r = unlinkat(pfd, name, AT_REMOVEDIR);
 	int e = errno;
+	if (r != 0 && tree && (e == EBUSY || e == ENOTEMPTY)) {
+		int cfd = openat(pfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		int budget = 4096;
+		if (cfd >= 0) {
+			remove_descendants(cfd, 0, &budget);
+			close(cfd);
+		}
+		r = unlinkat(pfd, name, AT_REMOVEDIR);
+		e = errno;
+	}
 	if (pfd != mfd)
 		close(pfd);
 	close(mfd);
@@ -407,6 +451,24 @@ cgroup_remove(struct cgroup *cg, char **cause)
 	}
 	cgroup_close(cg);
 	return 0;
+}
+
+/* Remove the cgroup; one with child cgroups is refused (removal is per level). */
+int
+cgroup_remove(struct cgroup *cg, char **cause)
+{
+	return remove_cg(cg, 0, cause);
+}
+
+/*
+ * Remove the cgroup and the empty cgroups below it: an operation's own
+ * processes may have made them (podman's runc makes the container's cgroup
+ * below the operation's). Members are never lost: a populated one stays.
+ */
+int
+cgroup_remove_tree(struct cgroup *cg, char **cause)
+{
+	return remove_cg(cg, 1, cause);
 }
 
 int

@@ -56,6 +56,7 @@ int cgroup_freeze(struct cgroup *cg, int frozen, char **cause);
 int cgroup_frozen(struct cgroup *cg);
 /* rmdir the cgroup (must be empty) and close it. */
 int cgroup_remove(struct cgroup *cg, char **cause);
+int cgroup_remove_tree(struct cgroup *cg, char **cause);
 /* The cgroup (relative to the v2 root) that pid is in, from /proc/PID/cgroup. */
 int cgroup_of_pid(pid_t pid, char *buf, size_t len);
 

@@ -684,7 +684,7 @@ op_cleanup_cgroup(struct operation *op, int populated, struct oprecord_cgroup *c
 	if (op->op_kind == OP_KIND_ADDRESS) {
 		c->ocg_cleanup = "removed";
 	} else if (populated == 0 && op->op_cg_valid) {
-		if (cgroup_remove(&op->op_cg, cause) == 0) {
+		if (cgroup_remove_tree(&op->op_cg, cause) == 0) {
 			op->op_cg_valid = 0;
 			c->ocg_attachment = "released";
 			c->ocg_cleanup = "removed";
@@ -1219,7 +1219,7 @@ op_fail_create(struct operation *op, const char *reason)
 			cgroup_kill(&op->op_cg, NULL);
 		for (int i = 0; i < 250 && cgroup_populated(&op->op_cg) > 0; i++)
 			usleep(2000);
-		if (cgroup_remove(&op->op_cg, &cause) == 0) {
+		if (cgroup_remove_tree(&op->op_cg, &cause) == 0) {
 			op->op_cg_valid = 0;
 			c.ocg_cleanup = "removed";
 		} else {
@@ -1496,7 +1496,7 @@ op_abort_create_disk(struct operation *op, struct op_reply *r, const char *what)
 			cgroup_kill(&op->op_cg, NULL);
 		for (int i = 0; i < 250 && cgroup_populated(&op->op_cg) > 0; i++)
 			usleep(2000);
-		if (cgroup_remove(&op->op_cg, &cause) == 0) {
+		if (cgroup_remove_tree(&op->op_cg, &cause) == 0) {
 			op->op_cg_valid = 0;
 		} else {
 			log_warnx("%s: %s", op->op_id, cause);

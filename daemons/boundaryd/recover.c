@@ -157,7 +157,7 @@ recover_take_back(struct boundaryd *bd, const char *id, char **cause)
 			for (int i = 0; i < 2500 && cgroup_populated(&cg) > 0; i++)
 				usleep(2000);
 		}
-		if (cgroup_remove(&cg, cause) != 0) {
+		if (cgroup_remove_tree(&cg, cause) != 0) {
 			cgroup_close(&cg);
 			return -1;
 		}

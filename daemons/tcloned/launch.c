@@ -549,6 +549,8 @@ launch_agent(struct tcloned *t, struct trun *r, const char *context, char **caus
 
 	if (launch_runtime_dir(t, r, cause) != 0 || write_context(t, r, context, cause) != 0)
 		return -1;
+	if (strcmp(r->tr_runtime, "podman") == 0)
+		return podman_launch(t, r, cause);	/* no bridge in a container (tclone.md) */
 	/* Observe-only runs get no host-control channel (the seed's rule). */
 	if (!r->tr_observe_only && bridge_open(t, r, cause) != 0)
 		return -1;
@@ -736,6 +738,8 @@ launch_end(struct tcloned *t, struct trun *r, int kill_now)
 
 	if (r->tr_op[0] == '\0' || r->tr_pid == 0)
 		return;
+	/* Podman stops and removes its container first (and runc its cgroup); the end kills the rest. */
+	podman_remove(t, r);
 	p = json_object_new_object();
 	json_object_object_add(p, "operation_id", json_object_new_string(r->tr_op));
 	if (kill_now)
@@ -747,6 +751,8 @@ launch_end(struct tcloned *t, struct trun *r, int kill_now)
 		free(cause);
 	}
 	json_object_put(res);
+	/* The operation's end killed the container's processes; podman forgets it. */
+	podman_remove(t, r);
 }
 
 void
@@ -777,6 +783,7 @@ launch_reaped(struct tcloned *t, pid_t pid, int status)
 		}
 		json_object_put(res);
 		res = NULL;
+		podman_remove(t, r);
 		if (strcmp(r->tr_state, "running") == 0) {
 			util_strlcpy(r->tr_state, "exited", sizeof(r->tr_state));
 			tcloned_history(t, r->tr_op, "end", "succeeded", r, r->tr_group, r->tr_uid,

@@ -77,6 +77,9 @@ static const struct schema_field start_params[] = {
 	{ "landlock_rw", SCHEMA_STRING_ARRAY, 0, 0, 16, PATH_MAX - 1 },
 	{ "name", SCHEMA_STRING, 0, 1, TCLONED_NAME_MAX, 0 },
 	{ "fanotify", SCHEMA_OBJECT, 0, 0, 0, 0 },
+	{ "podman", SCHEMA_BOOL, 0, 0, 0, 0 },
+	{ "podman_path", SCHEMA_STRING, 0, 1, PATH_MAX - 1, 0 },
+	{ "image", SCHEMA_STRING, 0, 1, TCLONED_IMAGE_MAX, 0 },
 };
 static const struct schema_field run_params[] = {
 	{ "run_id", SCHEMA_STRING, SCHEMA_REQUIRED, 1, TCLONED_NAME_MAX + 32, 0 },
@@ -208,6 +211,15 @@ run_json(struct tcloned *t, const struct trun *r)
 	    json_object_new_string(r->tr_op) : NULL);
 	json_object_object_add(o, "workspace", json_object_new_string(r->tr_workspace));
 	json_object_object_add(o, "backend", json_object_new_string(r->tr_backend));
+	json_object_object_add(o, "runtime", json_object_new_string(r->tr_runtime[0] ?
+	    r->tr_runtime : "ns"));
+	if (strcmp(r->tr_runtime, "podman") == 0) {
+		char cn[TCLONED_ID_MAX + 32];
+		podman_name(r, cn, sizeof(cn));
+		json_object_object_add(o, "image", json_object_new_string(r->tr_image));
+		json_object_object_add(o, "container", json_object_new_string(cn));
+		json_object_object_add(o, "tmux", json_object_new_boolean(r->tr_tmux));
+	}
 	json_object_object_add(o, "observe_only", json_object_new_boolean(r->tr_observe_only));
 	json_object_object_add(o, "uid", json_object_new_int64(r->tr_uid));
 	json_object_object_add(o, "pid", r->tr_pid ? json_object_new_int(r->tr_pid) : NULL);
@@ -262,6 +274,7 @@ run_new(struct req *q, const char *role)
 	}
 	util_strlcpy(r->tr_role, role, sizeof(r->tr_role));
 	util_strlcpy(r->tr_state, "starting", sizeof(r->tr_state));
+	util_strlcpy(r->tr_runtime, "ns", sizeof(r->tr_runtime));
 	util_strlcpy(r->tr_backend, q->rq_td->td_backend, sizeof(r->tr_backend));
 	r->tr_uid = q->rq_peer->pr_uid;
 	r->tr_gid = q->rq_peer->pr_gid;
@@ -408,6 +421,20 @@ m_status(struct req *q)
 	json_object_object_add(lc, "available", json_object_new_boolean(0));
 	json_object_object_add(lc, "reason", json_object_new_string(t->td_criu));
 	json_object_object_add(o, "live_clone", lc);
+	{
+		/* The Podman runtime: what a --podman run would use, and whether it can. */
+		struct json_object *pm = json_object_new_object();
+		char pc[64], *pcause = NULL;
+		int ok = podman_check(t, pc, sizeof(pc), &pcause) == 0;
+		json_object_object_add(pm, "available", json_object_new_boolean(ok));
+		json_object_object_add(pm, "podman", json_object_new_string(t->td_podman));
+		json_object_object_add(pm, "oci_runtime", json_object_new_string("runc"));
+		json_object_object_add(pm, "default_image", json_object_new_string(t->td_image));
+		if (!ok)
+			json_object_object_add(pm, "reason", json_object_new_string(pcause ? pcause : "?"));
+		free(pcause);
+		json_object_object_add(o, "podman", pm);
+	}
 	int n = 0;
 	for (int i = 0; i < t->td_nruns; i++)
 		n += q->rq_peer->pr_uid == 0 || t->td_runs[i]->tr_uid == q->rq_peer->pr_uid;
@@ -564,9 +591,31 @@ m_start(struct req *q)
 	struct trun *r;
 	int wsfd, rfd = -1;
 	int64_t t0 = util_monotonic_ms();
+	const char *errcode = NULL;	/* a launch failure's own code (podman's) */
 
 	if (name != NULL && (!name_ok(name) || tcloned_find(t, name) != NULL))
 		return fail(q, PE_INVALID_PARAMS, "name %s: not [A-Za-z0-9._-] or already used", name);
+	int want_podman = schema_bool(p, "podman", 0);
+	const char *ppath = schema_string(p, "podman_path"), *image = schema_string(p, "image");
+	if (!want_podman && (ppath != NULL || image != NULL))
+		return fail(q, PE_INVALID_PARAMS, "podman_path and image are for podman runs");
+	if (want_podman) {
+		char pc[64];
+		/*
+		 * Threat: root running a binary the caller named. Only the one
+		 * tcloned was configured with (--podman) is ever run.
+		 */
+		if (ppath != NULL && strcmp(ppath, t->td_podman) != 0)
+			return fail(q, TE_PODMAN_NOT_ALLOWED, "podman %s: tcloned runs only %s "
+			    "(its --podman)", ppath, t->td_podman);
+		if (image != NULL && !podman_image_ok(image))
+			return fail(q, PE_INVALID_PARAMS, "image: [A-Za-z0-9._/:@-], not starting with -");
+		if (podman_check(t, pc, sizeof(pc), &cause) != 0) {
+			fail(q, pc, "%s", cause);
+			free(cause);
+			return NULL;
+		}
+	}
 	if ((wsfd = open_workspace(q, ws, &cause)) < 0) {
 		fail(q, TE_WORKSPACE, "%s", cause);
 		free(cause);
@@ -578,6 +627,9 @@ m_start(struct req *q)
 	}
 	util_strlcpy(r->tr_workspace, ws, sizeof(r->tr_workspace));
 	util_strlcpy(r->tr_name, name != NULL ? name : r->tr_id, sizeof(r->tr_name));
+	util_strlcpy(r->tr_runtime, want_podman ? "podman" : "ns", sizeof(r->tr_runtime));
+	if (want_podman)
+		util_strlcpy(r->tr_image, image != NULL ? image : t->td_image, sizeof(r->tr_image));
 	r->tr_observe_only = schema_bool(p, "observe_only", 0);
 	r->tr_argv = json_object_get(schema_child(p, "argv"));
 	/* Extra writable paths only narrow nothing: Landlock never grants beyond the user's DAC. */
@@ -663,6 +715,9 @@ m_start(struct req *q)
 	int lrv = launch_agent(t, r, json_object_to_json_string(ctx), &cause);
 	json_object_put(ctx);
 	if (lrv != 0) {
+		errcode = r->tr_errcode;
+		/* A source that never ran keeps nothing: its mounts and trees go too. */
+		run_abandon(t, r);
 		tcloned_forget(t, r);	/* frees r: keep nothing that points to it */
 		r = NULL;
 		goto fail;
@@ -694,7 +749,8 @@ fail:
 		trun_free(r);
 	}
 	layers_gc(t);
-	fail(q, TE_SNAPSHOT, "cannot start the source: %s", cause ? cause : "?");
+	fail(q, errcode != NULL ? errcode : TE_SNAPSHOT, "cannot start the source: %s",
+	    cause ? cause : "?");
 	free(cause);
 	return NULL;
 }
@@ -741,6 +797,7 @@ m_fork(struct req *q)
 	char group[TCLONED_ID_MAX], stamp[32] = "", *cause = NULL;
 	int nmade = 0;
 	struct stat rootst;
+	const char *errcode = NULL;
 
 	if (src == NULL)
 		return fail(q, PE_NOT_FOUND, "no such run");
@@ -798,6 +855,9 @@ m_fork(struct req *q)
 		util_strlcpy(f->tr_group, group, sizeof(f->tr_group));
 		util_strlcpy(f->tr_workspace, src->tr_workspace, sizeof(f->tr_workspace));
 		util_strlcpy(f->tr_backend, src->tr_backend, sizeof(f->tr_backend));
+		/* A podman source's forks are containers of the same image, in their own operations. */
+		util_strlcpy(f->tr_runtime, src->tr_runtime, sizeof(f->tr_runtime));
+		util_strlcpy(f->tr_image, src->tr_image, sizeof(f->tr_image));
 		f->tr_uid = src->tr_uid;
 		f->tr_gid = src->tr_gid;
 		f->tr_index = i;
@@ -924,8 +984,10 @@ m_fork(struct req *q)
 		struct json_object *ctx = context_json(f, t->td_criu);
 		rv = launch_agent(t, f, json_object_to_json_string(ctx), &cause);
 		json_object_put(ctx);
-		if (rv != 0)
+		if (rv != 0) {
+			errcode = f->tr_errcode;
 			goto fail;
+		}
 		save_or_log(t, f);
 		struct json_object *d = json_object_new_object();
 		json_object_object_add(d, "index", json_object_new_int(i));
@@ -964,7 +1026,8 @@ fail:
 		json_object_object_add(d, "reason", json_object_new_string(cause ? cause : "?"));
 		tcloned_history(t, group, "fork", "failed", src, group, q->rq_peer->pr_uid, d);
 	}
-	fail(q, TE_SNAPSHOT, "fork of %s failed: %s", src->tr_id, cause ? cause : "?");
+	fail(q, errcode != NULL ? errcode : TE_SNAPSHOT, "fork of %s failed: %s", src->tr_id,
+	    cause ? cause : "?");
 	free(cause);
 	return NULL;
 }
@@ -1835,6 +1898,12 @@ m_delete(struct req *q)
 		return fail(q, PE_NOT_FOUND, "no such run");
 	}
 	json_object_object_add(o, "deleted", gone);
+	if (all) {
+		/* The seed's `delete --all` also cleans gensee-tclone-* orphan containers. */
+		struct json_object *orph = json_object_new_array();
+		podman_reap_orphans(t, q->rq_peer->pr_uid, orph);
+		json_object_object_add(o, "orphan_containers", orph);
+	}
 	return o;
 }
 

@@ -50,7 +50,8 @@ usage_to(int help)
 {
 	fprintf(help ? stdout : stderr, "usage: " TCLONED_NAME
 	    " [--authority-root DIR] [--runtime-dir DIR] [--cgroup-base NAME]\n"
-	    "       [--backend btrfs|overlay|copy] [--debug] [--foreground]\n"
+	    "       [--backend btrfs|overlay|copy] [--podman PATH] [--podman-image IMAGE]\n"
+	    "       [--debug] [--foreground]\n"
 	    "       " TCLONED_NAME " --help | --version\n");
 	exit(help ? 0 : 2);
 }
@@ -248,6 +249,11 @@ tcloned_save(struct tcloned *t, struct trun *r, char **cause)
 	rec_str(o, "operation_id", r->tr_op);
 	rec_str(o, "workspace", r->tr_workspace);
 	rec_str(o, "backend", r->tr_backend);
+	rec_str(o, "runtime", r->tr_runtime[0] ? r->tr_runtime : "ns");
+	if (strcmp(r->tr_runtime, "podman") == 0) {
+		rec_str(o, "image", r->tr_image);
+		json_object_object_add(o, "tmux", json_object_new_boolean(r->tr_tmux));
+	}
 	for (int i = 0; i < r->tr_nlayers; i++)
 		json_object_array_add(layers, json_object_new_string(r->tr_layers[i]));
 	json_object_object_add(o, "layers", layers);
@@ -323,6 +329,11 @@ load_run(struct tcloned *t, const char *id)
 	load_str(o, "operation_id", r->tr_op, sizeof(r->tr_op));
 	load_str(o, "workspace", r->tr_workspace, sizeof(r->tr_workspace));
 	load_str(o, "backend", r->tr_backend, sizeof(r->tr_backend));
+	load_str(o, "runtime", r->tr_runtime, sizeof(r->tr_runtime));
+	if (r->tr_runtime[0] == '\0')
+		util_strlcpy(r->tr_runtime, "ns", sizeof(r->tr_runtime));
+	load_str(o, "image", r->tr_image, sizeof(r->tr_image));
+	r->tr_tmux = schema_bool(o, "tmux", 0);
 	layers = schema_child(o, "layers");
 	for (size_t i = 0; layers != NULL && json_object_is_type(layers, json_type_array) &&
 	    i < json_object_array_length(layers) && i < TCLONED_LAYERS_MAX; i++) {
@@ -352,7 +363,9 @@ load_run(struct tcloned *t, const char *id)
 	    (strcmp(r->tr_role, "source") != 0 && strcmp(r->tr_role, "fork") != 0) ||
 	    r->tr_argv == NULL || r->tr_workspace[0] != '/' ||
 	    (strcmp(r->tr_backend, "overlay") != 0 && strcmp(r->tr_backend, "copy") != 0 &&
-	    strcmp(r->tr_backend, "btrfs") != 0)) {
+	    strcmp(r->tr_backend, "btrfs") != 0) ||
+	    (strcmp(r->tr_runtime, "ns") != 0 && strcmp(r->tr_runtime, "podman") != 0) ||
+	    (strcmp(r->tr_runtime, "podman") == 0 && !podman_image_ok(r->tr_image))) {
 		log_warnx("run %s: invalid record; left alone", id);
 		trun_free(r);
 		return NULL;
@@ -729,6 +742,8 @@ main(int argc, char **argv)
 		{ "runtime-dir", required_argument, NULL, 'r' },
 		{ "cgroup-base", required_argument, NULL, 'c' },
 		{ "backend", required_argument, NULL, 'b' },
+		{ "podman", required_argument, NULL, 'p' },
+		{ "podman-image", required_argument, NULL, 'i' },
 		{ "debug-apply-pause-ms", required_argument, NULL, 'P' },
 		{ "debug", no_argument, NULL, 'd' },
 		{ "foreground", no_argument, NULL, 'f' },
@@ -738,6 +753,8 @@ main(int argc, char **argv)
 	};
 	const char *root = getenv("GENSEE_TCLONE_AUTHORITY_ROOT"), *runtime = TCLONED_DEFAULT_RUNTIME;
 	const char *base = "gensee", *backend = NULL;
+	/* The operator's podman and default image (the seed's variables), never a caller's. */
+	const char *podman = getenv("GENSEE_TCLONE_PODMAN"), *image = getenv("GENSEE_TCLONE_IMAGE");
 	char *cause = NULL;
 	int ch, logflags = 0;
 	int64_t pause_ms = 0;
@@ -758,6 +775,12 @@ main(int argc, char **argv)
 			break;
 		case 'b':
 			backend = optarg;
+			break;
+		case 'p':
+			podman = optarg;
+			break;
+		case 'i':
+			image = optarg;
 			break;
 		case 'P':
 			if (util_parse_i64(optarg, 0, 60000, &pause_ms) != 0)
@@ -797,6 +820,12 @@ main(int argc, char **argv)
 	util_strlcpy(td.td_root, root, sizeof(td.td_root));
 	util_strlcpy(td.td_runtime, runtime, sizeof(td.td_runtime));
 	util_strlcpy(td.td_cgroup_base, base, sizeof(td.td_cgroup_base));
+	util_strlcpy(td.td_podman, podman != NULL && podman[0] ? podman : TCLONED_DEFAULT_PODMAN,
+	    sizeof(td.td_podman));
+	util_strlcpy(td.td_image, image != NULL && image[0] ? image : TCLONED_DEFAULT_IMAGE,
+	    sizeof(td.td_image));
+	if (td.td_podman[0] != '/' || !podman_image_ok(td.td_image))
+		fatalx("--podman must be absolute and --podman-image a plain image name");
 	/*
 	 * The authority root: absolute, root-owned, exactly 0700, no symlink
 	 * anywhere, only root-controlled ancestors (the seed's rule).

@@ -43,6 +43,9 @@ struct json_object;
 #define TCLONED_NAME_MAX 48
 #define TCLONED_ID_MAX 48
 #define TCLONED_SESSION "gensee-agent"
+#define TCLONED_IMAGE_MAX 255
+#define TCLONED_DEFAULT_PODMAN "/usr/bin/podman"
+#define TCLONED_DEFAULT_IMAGE "localhost/gensee-tclone-webtop:tmux"
 
 /* Stable error codes (besides proto.h's). */
 #define TE_MERGE_CONFLICT "merge_conflict"
@@ -64,6 +67,9 @@ struct json_object;
 #define TCLONED_BRIDGE_REFUSED_MAX 4		/* peers outside the run, awaiting their refusal */
 #define BRIDGE_TEXT_MAX 4096
 #define TCLONED_FANOTIFY_MAX (64u * 1024u)	/* boundaryd's bound of the section */			/* tclone.send */
+#define TE_PODMAN_UNAVAILABLE "podman_unavailable"
+#define TE_PODMAN_IMAGE "podman_image_missing"
+#define TE_PODMAN_NOT_ALLOWED "podman_not_allowed"
 
 /* One source or fork. Its record.json is the truth; this is its cache. */
 struct trun {
@@ -77,6 +83,10 @@ struct trun {
 	char tr_op[PEER_OP_ID_MAX];	/* boundaryd operation of the current agent */
 	char tr_workspace[PATH_MAX];	/* the user's workspace path: the agent's view of ws/ */
 	char tr_backend[16];		/* overlay | copy */
+	char tr_runtime[8];		/* ns (our launcher) | podman */
+	char tr_image[TCLONED_IMAGE_MAX + 1];	/* podman: the image */
+	int tr_tmux;			/* podman: the image has tmux */
+	const char *tr_errcode;		/* a launch failure's stable code (not saved) */
 	char tr_layers[TCLONED_LAYERS_MAX][TCLONED_ID_MAX];	/* overlay lowers, top first */
 	int tr_nlayers;
 	int tr_index;			/* index in its fork group */
@@ -105,6 +115,8 @@ struct tcloned {
 	int td_apply_pause_ms;		/* --debug-apply-pause-ms: tests crash a merge midway */
 	char td_backends[64];		/* what this host offers, best first */
 	char td_backend[16];		/* the one new runs use */
+	char td_podman[PATH_MAX];	/* the podman binary (--podman), never the caller's */
+	char td_image[TCLONED_IMAGE_MAX + 1];	/* the default image */
 	char td_criu[200];		/* why live cloning is unavailable ("" if it were) */
 	struct trun *td_runs[TCLONED_MAX_RUNS];
 	int td_nruns;
@@ -159,6 +171,15 @@ int bridge_scope(struct tcloned *td, struct trun *self, uid_t uid, const char *m
     struct json_object *params, struct bridge_plan *bp, const char **code, char **why);
 int bridge_approval_matches(const struct trun *self, const struct trun *child,
     const char *action);
+/* podman.c */
+int podman_image_ok(const char *s);
+int podman_check(struct tcloned *td, char *code, size_t codelen, char **cause);
+int podman_image_probe(struct tcloned *td, const char *image, int *has_tmux, char *code,
+    size_t codelen, char **cause);
+int podman_launch(struct tcloned *td, struct trun *r, char **cause);
+void podman_name(const struct trun *r, char *out, size_t len);
+void podman_remove(struct tcloned *td, struct trun *r);
+int podman_reap_orphans(struct tcloned *td, uid_t uid, struct json_object *gone);
 
 /* lifecycle.c */
 struct json_object *lifecycle_dispatch(struct tcloned *td, const struct peer *p,

@@ -450,6 +450,10 @@ class Env:
                         if "populated 0" in f.read():
                             break
                     time.sleep(0.02)
+                # Empty child cgroups a case's operation made (podman's runc does).
+                for sub, dirs, _ in os.walk(path, topdown=False):
+                    for n in dirs:
+                        os.rmdir(os.path.join(sub, n))
                 os.rmdir(path)
             except OSError as e:
                 print("cleanup: %s: %s" % (path, e))

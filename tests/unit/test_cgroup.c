@@ -404,6 +404,15 @@ START_TEST(test_errors)
 	ck_assert_int_eq(cgroup_remove(&cg, &cause), 0);
 	snprintf(parent_path, sizeof(parent_path), "%s/%s", mount, rel);
 	ck_assert_int_eq(access(parent_path, F_OK), -1);
+	/* remove_tree also takes the empty cgroups made below (podman's runc makes them). */
+	char deeper[256];
+	snprintf(deeper, sizeof(deeper), "%s/inner/more", rel);
+	ck_assert_msg(cgroup_create(mount, deeper, &leaf, &cause) == 0, "%s", cause);
+	cgroup_close(&leaf);
+	ck_assert_msg(cgroup_open(mount, rel, &cg, &cause) == 0, "%s", cause);
+	ck_assert_int_eq(cgroup_remove(&cg, &cause), -1);
+	ck_assert_msg(cgroup_remove_tree(&cg, &cause) == 0, "%s", cause);
+	ck_assert_int_eq(access(parent_path, F_OK), -1);
 
 	/* Nothing escapes the mount. */
 	ck_assert_int_eq(cgroup_create(mount, "../gensee-escape", &again, &cause), -1);
