@@ -230,19 +230,53 @@ record_load(int dirfd, const char *name, struct json_object **out, char **cause)
 }
 
 /*
- * Write tmp, fsync, swap it with name, fsync the directory. With the sync
- * thread running (syncq.c) the two fsyncs happen after the swap, off the
- * caller's path: readers see the new record as soon as the swap returns.
+ * Write tmp, fsync, rename over name, fsync the directory. With the sync
+ * thread running (syncq.c) the two fsyncs happen after the rename, off the
+ * caller's path: readers see the new record as soon as rename returns, and
+ * a reader that opened the previous version keeps reading that whole
+ * version (every version is its own inode, never rewritten).
  *
- * The swap is renameat2(RENAME_EXCHANGE): name gets the new version and
- * tmp keeps the previous one, whose inode the next write rewrites in
- * place. A rename over name would free an inode on every update and
- * allocate one on the next; on ext4 without a journal the allocator then
- * skips every recently freed inode (and a `discard` mount trims the freed
- * block at once), which made each record write cost hundreds of
- * microseconds on a busy state disk. The first write of a record (no name
- * yet) and a filesystem without the flag fall back to a plain rename.
+ * Two costs are kept off the path where the disk makes them large (ext4
+ * without a journal, mounted `discard`, as on this project's test VMs):
+ * - a new inode: the allocator skips every recently freed inode, hundreds
+ *   of microseconds while files are being deleted. A writer that makes
+ *   records ahead (boundaryd's prepared cells) leaves NAME.tmp and
+ *   NAME.spare0.. empty; one of them is used before a new one is made.
+ * - freeing the replaced inode, which trims its block at once: the
+ *   writer keeps it open across the rename and the sync thread closes it,
+ *   so it is freed there.
  */
+#define RECORD_SPARES 3
+
+static int
+record_open_tmp(int dirfd, const char *name, const char *tname)
+{
+	struct stat st;
+	char sname[256];
+	int fd = safefs_openat(dirfd, tname, O_WRONLY, 0);
+
+	/*
+	 * Only our own single-link regular file is emptied and written; a
+	 * hard link planted as NAME.tmp is unlinked, its target untouched.
+	 */
+	if (fd >= 0 && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1 ||
+	    (st.st_size > 0 && ftruncate(fd, 0) != 0))) {
+		close(fd);
+		unlinkat(dirfd, tname, 0);
+		fd = -1;
+		errno = ENOENT;
+	}
+	for (int i = 0; fd < 0 && errno == ENOENT && i < RECORD_SPARES; i++) {
+		snprintf(sname, sizeof(sname), "%s.spare%d", name, i);
+		if (renameat2(dirfd, sname, dirfd, tname, RENAME_NOREPLACE) == 0)
+			return record_open_tmp(dirfd, name, tname);
+		errno = ENOENT;
+	}
+	if (fd < 0 && errno == ENOENT)
+		fd = safefs_openat(dirfd, tname, O_WRONLY | O_CREAT | O_EXCL, 0600);
+	return fd;
+}
+
 static int
 record_replace(int dirfd, const char *name, struct json_object *rec, char **cause)
 {
@@ -264,22 +298,14 @@ record_replace(int dirfd, const char *name, struct json_object *rec, char **caus
 		return -1;
 	}
 	snprintf(tname, sizeof(tname), "%s.tmp", name);
-	fd = safefs_openat(dirfd, tname, O_WRONLY | O_CREAT, 0600);
-	/* Only our own single-link regular file is rewritten in place. */
-	struct stat st;
-	if (fd >= 0 && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1)) {
-		close(fd);
-		unlinkat(dirfd, tname, 0);
-		fd = safefs_openat(dirfd, tname, O_WRONLY | O_CREAT | O_EXCL, 0600);
-	}
-	if (fd < 0) {
+	if ((fd = record_open_tmp(dirfd, name, tname)) < 0) {
 		e = errno;
 		util_cause(cause, "open %s: %s", tname, strerror(e));
 		errno = e;
 		return -1;
 	}
 	if (util_write_all(fd, s, len) != 0 || util_write_all(fd, "\n", 1) != 0 ||
-	    ftruncate(fd, (off_t)len + 1) != 0 || (!deferred && fsync(fd) != 0)) {
+	    (!deferred && fsync(fd) != 0)) {
 		e = errno;
 		util_cause(cause, "write %s: %s", tname, strerror(e));
 		close(fd);
@@ -287,12 +313,15 @@ record_replace(int dirfd, const char *name, struct json_object *rec, char **caus
 		errno = e;
 		return -1;
 	}
-	/* Neither renameat2 nor renameat follows symlinks in either name. */
-	if (renameat2(dirfd, tname, dirfd, name, RENAME_EXCHANGE) != 0 &&
-	    ((errno != ENOENT && errno != EINVAL) || renameat(dirfd, tname, dirfd, name) != 0)) {
+	/* The version being replaced, held so that its inode is freed later. */
+	int old = deferred ? safefs_openat(dirfd, name, O_RDONLY, 0) : -1;
+	/* renameat does not follow symlinks in either name. */
+	if (renameat(dirfd, tname, dirfd, name) != 0) {
 		e = errno;
 		util_cause(cause, "rename %s: %s", tname, strerror(e));
 		close(fd);
+		if (old >= 0)
+			close(old);
 		unlinkat(dirfd, tname, 0);
 		errno = e;
 		return -1;
@@ -303,11 +332,13 @@ record_replace(int dirfd, const char *name, struct json_object *rec, char **caus
 			e = errno;
 			util_cause(cause, "fsync dir: %s", strerror(e));
 			close(fd);
+			if (old >= 0)
+				close(old);
 			errno = e;
 			return -1;
 		}
 		/* Failures after this point are counted in syncq's stats. */
-		syncq_push(fd, dfd);
+		syncq_push_release(fd, dfd, old);
 		return 0;
 	}
 	close(fd);
@@ -345,16 +376,6 @@ record_create(int dirfd, const char *name, struct json_object *rec, char **cause
 		if (record_disk_errno(e))
 			disk_failed(e);
 		errno = e;
-	} else {
-		/*
-		 * A file made ahead as NAME.spare (boundaryd's prepared cells)
-		 * becomes the next update's temporary file: no inode is made
-		 * then either. Absent is the usual case.
-		 */
-		char sname[256], tname[256];
-		snprintf(sname, sizeof(sname), "%s.spare", name);
-		snprintf(tname, sizeof(tname), "%s.tmp", name);
-		renameat2(dirfd, sname, dirfd, tname, RENAME_NOREPLACE);
 	}
 	close(lfd);
 	return r;

@@ -21,6 +21,7 @@
 struct syncq_item {
 	int si_fd;
 	int si_dirfd;
+	int si_release;		/* closed after the syncs, or -1 */
 };
 
 static struct syncq_item syncq_ring[SYNCQ_CAPACITY];
@@ -74,6 +75,8 @@ syncq_main(void *arg)
 		syncq_busy = 1;
 		pthread_mutex_unlock(&syncq_mtx);
 		int err = syncq_sync(it.si_fd, it.si_dirfd);
+		if (it.si_release >= 0)
+			close(it.si_release);	/* the replaced inode is freed here */
 		pthread_mutex_lock(&syncq_mtx);
 		syncq_busy = 0;
 		syncq_account(err);
@@ -112,11 +115,18 @@ syncq_active(void)
 int
 syncq_push(int fd, int dirfd)
 {
+	return syncq_push_release(fd, dirfd, -1);
+}
+
+int
+syncq_push_release(int fd, int dirfd, int release)
+{
 	pthread_mutex_lock(&syncq_mtx);
 	if (syncq_running && !syncq_stopping && syncq_count < SYNCQ_CAPACITY) {
 		size_t slot = (syncq_head + syncq_count) % SYNCQ_CAPACITY;
 		syncq_ring[slot].si_fd = fd;
 		syncq_ring[slot].si_dirfd = dirfd;
+		syncq_ring[slot].si_release = release;
 		syncq_count++;
 		syncq_st.ss_deferred++;
 		pthread_cond_signal(&syncq_cv);
@@ -127,6 +137,8 @@ syncq_push(int fd, int dirfd)
 	pthread_mutex_unlock(&syncq_mtx);
 	/* No thread or a full queue: back-pressure, synced before returning. */
 	int err = syncq_sync(fd, dirfd);
+	if (release >= 0)
+		close(release);
 	pthread_mutex_lock(&syncq_mtx);
 	syncq_account(err);
 	pthread_mutex_unlock(&syncq_mtx);

@@ -30,6 +30,8 @@ int syncq_active(void);
  * both. Returns 0 once queued, or the inline result (-1 with errno).
  */
 int syncq_push(int fd, int dirfd);
+/* The same, and close release (may be -1) after the syncs: a replaced file's last fd. */
+int syncq_push_release(int fd, int dirfd, int release);
 
 /* Wait until everything queued so far is synced. */
 void syncq_drain(void);

@@ -77,7 +77,7 @@ recover_cleaned(struct boundaryd *bd, const char *id, const char *reason, const 
 /*
  * Does dirfd hold only what operation.create makes before the first record
  * is in place (the record's lock file, a temporary first record, a
- * prepared cell's spare file)? Then the
+ * prepared cell's spare files)? Then the
  * previous instance died between making the directory and writing the
  * record: no operation ever ran from it. Anything else in it is left alone.
  */
@@ -99,7 +99,7 @@ recover_half_created(int dirfd)
 			continue;
 		if (strcmp(de->d_name, OPRECORD_FILE ".lock") != 0 &&
 		    strcmp(de->d_name, OPRECORD_FILE ".tmp") != 0 &&
-		    strcmp(de->d_name, OPRECORD_FILE ".spare") != 0)
+		    strncmp(de->d_name, OPRECORD_FILE ".spare", strlen(OPRECORD_FILE ".spare")) != 0)
 			only_debris = 0;
 	}
 	closedir(d);

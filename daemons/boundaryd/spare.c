@@ -7,9 +7,9 @@
  * state disk each new inode cost hundreds of microseconds and the table
  * commit about 1 ms. boundaryd now makes two cells ahead of time, one for
  * a network operation and one for an operation without network policy:
- * an operation id, operations/ID with record.json.lock, record.json.tmp
- * and record.json.spare (empty; lib/record.c turns the spare into the
- * next temporary file), the empty cgroup BASE/ID, and for the network
+ * an operation id, operations/ID with record.json.lock and empty
+ * record.json.tmp and record.json.spare0..2 (lib/record.c writes the
+ * record's first versions into them), the empty cgroup BASE/ID, and for the network
  * cell network-operations/ID and the cgroup's table installed deny-all
  * (the envelope with empty sets: every packet of the cgroup is rejected).
  * operation.create takes the network cell when the operation's layout
@@ -59,7 +59,7 @@
 
 /* What a cell holds in operations/ID: the first record's files, made ahead. */
 static const char *const spare_files[] = { OPRECORD_FILE ".lock", OPRECORD_FILE ".tmp",
-    OPRECORD_FILE ".spare" };
+    OPRECORD_FILE ".spare0", OPRECORD_FILE ".spare1", OPRECORD_FILE ".spare2" };
 
 struct spare_cell {
 	int sc_net;			/* network-operations/ID and the deny-all table too */

@@ -133,34 +133,58 @@ START_TEST(test_create_update)
 		ck_assert_int_eq(get_int(out, "n"), i);
 		json_object_put(out);
 	}
-	/*
-	 * NAME.tmp keeps the previous version (owner-only): the two inodes
-	 * are swapped on every update, none is made or freed any more.
-	 */
-	struct stat rs, ts;
-	ck_assert_int_eq(fstatat(dfd, NAME ".tmp", &ts, AT_SYMLINK_NOFOLLOW), 0);
-	ck_assert(S_ISREG(ts.st_mode));
-	ck_assert_int_eq(ts.st_mode & 077, 0);
-	ck_assert_int_eq(fstatat(dfd, NAME, &rs, AT_SYMLINK_NOFOLLOW), 0);
-	ck_assert_int_eq(record_read(dfd, NAME ".tmp", "A", simple_validate, &out, &cause), 0);
-	ck_assert_int_eq(get_int(out, "revision"), 5);
-	json_object_put(out);
-	ck_assert_int_eq(record_update(dfd, NAME, "A", simple_validate, mut_incr, NULL, NULL,
-	    &cause), 0);
-	ck_assert_int_eq(fstatat(dfd, NAME, &st, AT_SYMLINK_NOFOLLOW), 0);
-	ck_assert_uint_eq(st.st_ino, ts.st_ino);
-	ck_assert_int_eq(fstatat(dfd, NAME ".tmp", &st, AT_SYMLINK_NOFOLLOW), 0);
-	ck_assert_uint_eq(st.st_ino, rs.st_ino);
-	/* A shorter version leaves no tail of the longer one behind. */
-	ck_assert_int_eq(record_read(dfd, NAME, "A", simple_validate, &out, &cause), 0);
-	ck_assert_int_eq(get_int(out, "revision"), 7);
-	json_object_put(out);
+	/* No temporary file is left behind. */
+	ck_assert_int_eq(fstatat(dfd, NAME ".tmp", &st, AT_SYMLINK_NOFOLLOW), -1);
 	/* The lock file is owner-only. */
 	ck_assert_int_eq(fstatat(dfd, NAME ".lock", &st, AT_SYMLINK_NOFOLLOW), 0);
 	ck_assert_int_eq(st.st_mode & 077, 0);
 	/* result may be NULL. */
 	ck_assert_int_eq(record_update(dfd, NAME, "A", simple_validate, mut_incr, NULL, NULL,
 	    &cause), 0);
+	close(dfd);
+}
+END_TEST
+
+/*
+ * Files made ahead (boundaryd's prepared cells): NAME.tmp and NAME.spare0..
+ * become the record's versions in turn, before any new inode is made; every
+ * version is still its own inode, never rewritten.
+ */
+START_TEST(test_premade_files_used_first)
+{
+	int dfd = open_dir(unit_tmpdir("/tmp"));
+	const char *names[] = { NAME ".tmp", NAME ".spare0", NAME ".spare1", NAME ".spare2" };
+	ino_t ino[4];
+	struct stat st;
+	struct json_object *r = json_object_new_object(), *out = NULL;
+	char *cause = NULL;
+
+	for (size_t i = 0; i < 4; i++) {
+		int fd = openat(dfd, names[i], O_WRONLY | O_CREAT | O_EXCL, 0600);
+		ck_assert_int_ge(fd, 0);
+		ck_assert_int_eq(fstat(fd, &st), 0);
+		ino[i] = st.st_ino;
+		close(fd);
+	}
+	json_object_object_add(r, "id", json_object_new_string("A"));
+	json_object_object_add(r, "n", json_object_new_int64(0));
+	ck_assert_msg(record_create(dfd, NAME, r, &cause) == 0, "create: %s", cause);
+	json_object_put(r);
+	ck_assert_int_eq(fstatat(dfd, NAME, &st, AT_SYMLINK_NOFOLLOW), 0);
+	ck_assert_uint_eq(st.st_ino, ino[0]);
+	for (int i = 1; i <= 4; i++) {
+		ck_assert_int_eq(record_update(dfd, NAME, "A", simple_validate, mut_incr, NULL, NULL,
+		    &cause), 0);
+		ck_assert_int_eq(fstatat(dfd, NAME, &st, AT_SYMLINK_NOFOLLOW), 0);
+		if (i < 4)
+			ck_assert_uint_eq(st.st_ino, ino[i]);	/* the spares, in order */
+		for (int j = 1; j <= i && j < 4; j++)
+			ck_assert_int_eq(fstatat(dfd, names[j], &st, AT_SYMLINK_NOFOLLOW), -1);
+	}
+	ck_assert_int_eq(record_read(dfd, NAME, "A", simple_validate, &out, &cause), 0);
+	ck_assert_int_eq(get_int(out, "n"), 4);
+	json_object_put(out);
+	ck_assert_int_eq(fstatat(dfd, NAME ".tmp", &st, AT_SYMLINK_NOFOLLOW), -1);
 	close(dfd);
 }
 END_TEST
@@ -722,6 +746,7 @@ record_suite(void)
 
 	tcase_set_timeout(tc, 30);
 	tcase_add_test(tc, test_create_update);
+	tcase_add_test(tc, test_premade_files_used_first);
 	tcase_add_test(tc, test_create_exists);
 	tcase_add_test(tc, test_invalid_never_overwritten);
 	tcase_add_test(tc, test_mutate_unchanged_or_refused);
