@@ -444,26 +444,93 @@ detect_backends(struct tcloned *t, const char *want)
 }
 
 /*
- * Live cloning needs CRIU; this version never clones a live process tree,
- * so the reason is always recorded and a fork starts the agent fresh.
+ * Live cloning needs CRIU, and CRIU only where `criu check` passes on this
+ * kernel. This version never clones a live process tree either way (a fork
+ * starts the agent fresh on the snapshot and says so): the reason recorded
+ * is the host's own when it has one. The check runs once at start, as
+ * root, bounded by CRIU_CHECK_MS; its last stderr line is kept.
  */
+#define CRIU_CHECK_MS 10000
+
 static void
 detect_criu(struct tcloned *t)
 {
-	const char *dirs[] = { "/usr/sbin", "/usr/bin", "/sbin", "/bin", "/usr/local/sbin",
-		"/usr/local/bin" };
-	char path[64];
+	const char *dirs[] = { "/usr/sbin", "/usr/bin", "/sbin", "/bin" };
+	char path[64] = "", line[120] = "", buf[4096];
+	int pfd[2], status = 0;
+	size_t got = 0;
+	pid_t pid;
 
-	for (size_t i = 0; i < nitems(dirs); i++) {
-		if ((size_t)snprintf(path, sizeof(path), "%s/criu", dirs[i]) >= sizeof(path))
-			continue;
-		if (access(path, X_OK) == 0) {
-			snprintf(t->td_criu, sizeof(t->td_criu), "criu is installed (%s) but this "
-			    "version of gensee-tcloned does not clone live processes", path);
-			return;
+	for (size_t i = 0; i < nitems(dirs) && path[0] == '\0'; i++) {
+		char p[64];
+		snprintf(p, sizeof(p), "%s/criu", dirs[i]);
+		if (access(p, X_OK) == 0)
+			util_strlcpy(path, p, sizeof(path));
+	}
+	if (path[0] == '\0') {
+		snprintf(t->td_criu, sizeof(t->td_criu), "criu is not installed on this host");
+		return;
+	}
+	if (pipe2(pfd, O_CLOEXEC) != 0 || (pid = fork()) < 0) {
+		snprintf(t->td_criu, sizeof(t->td_criu), "criu check could not be run: %s",
+		    strerror(errno));
+		return;
+	}
+	if (pid == 0) {
+		int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+		if (null < 0 || dup2(null, 0) < 0 || dup2(null, 1) < 0 || dup2(pfd[1], 2) < 0)
+			_exit(127);
+		char *const argv[] = { path, "check", NULL };
+		char *const envp[] = { "PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL };
+		execve(path, argv, envp);
+		_exit(127);
+	}
+	close(pfd[1]);
+	int64_t deadline = util_monotonic_ms() + CRIU_CHECK_MS;
+	for (;;) {
+		int64_t left = deadline - util_monotonic_ms();
+		struct pollfd p = { .fd = pfd[0], .events = POLLIN };
+		if (left <= 0 || poll(&p, 1, (int)left) <= 0)
+			break;
+		ssize_t n = read(pfd[0], buf + got, sizeof(buf) - 1 - got);
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+		if (got == sizeof(buf) - 1) {	/* keep the tail */
+			memmove(buf, buf + got / 2, got - got / 2);
+			got -= got / 2;
 		}
 	}
-	snprintf(t->td_criu, sizeof(t->td_criu), "criu is not installed on this host");
+	close(pfd[0]);
+	pid_t w;
+	while ((w = waitpid(pid, &status, WNOHANG)) == 0 && util_monotonic_ms() < deadline)
+		usleep(10000);
+	if (w == 0) {
+		kill(pid, SIGKILL);
+		waitpid(pid, &status, 0);
+		snprintf(t->td_criu, sizeof(t->td_criu), "criu check (%s) did not finish in %d s",
+		    path, CRIU_CHECK_MS / 1000);
+		return;
+	}
+	if (w < 0) {
+		snprintf(t->td_criu, sizeof(t->td_criu), "criu check: its result is unknown: %s",
+		    strerror(errno));
+		return;
+	}
+	buf[got] = '\0';
+	while (got > 0 && (buf[got - 1] == '\n' || buf[got - 1] == '\r'))
+		buf[--got] = '\0';
+	const char *last = strrchr(buf, '\n');
+	util_strlcpy(line, last != NULL ? last + 1 : buf, sizeof(line));
+	for (char *c = line; *c != '\0'; c++)	/* a log line, not terminal control */
+		if ((unsigned char)*c < 0x20 || *c == 0x7f)
+			*c = '?';
+	if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+		snprintf(t->td_criu, sizeof(t->td_criu), "criu check passes on this host, but this "
+		    "version of gensee-tcloned does not clone live processes");
+	else
+		snprintf(t->td_criu, sizeof(t->td_criu), "criu check fails on this host: %s",
+		    line[0] ? line : "no reason given");
 }
 
 /* -- the socket -- */

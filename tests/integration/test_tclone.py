@@ -182,6 +182,15 @@ def lifecycle(env):
         check("overlay" in st["backends"] and "copy" in st["backends"], "backends %r" % st)
         check(st["live_clone"]["available"] is False and "criu" in st["live_clone"]["reason"],
               "live clone %r" % st["live_clone"])
+        # The reason is this host's own: `criu check` decides, never a guess.
+        reason = st["live_clone"]["reason"]
+        criu = shutil.which("criu", path="/usr/sbin:/usr/bin:/sbin:/bin")
+        if criu is None:
+            check(reason == "criu is not installed on this host", reason)
+        elif subprocess.run([criu, "check"], capture_output=True, timeout=30).returncode != 0:
+            check(reason.startswith("criu check fails on this host: "), reason)
+        else:
+            check(reason.startswith("criu check passes on this host, but"), reason)
         r = env.gensee("status")
         check("tcloned" in r.stdout and "overlay" in r.stdout, "gensee status: %s" % r.stdout)
 
