@@ -538,13 +538,59 @@ launch_child(struct tcloned *t, struct trun *r, int go, int st, struct seccomp_p
 	_exit(0);
 }
 
+/*
+ * operation.create for run r around pid, the process held for it (our
+ * launcher's namespace init, or the podman holder): the run's network
+ * envelope and, unless it only observes, its fanotify rules, so that a
+ * run gets the same boundary whichever runtime starts it. label goes into
+ * the recorded command. 0 with r->tr_pid, r->tr_start_ticks and r->tr_op set.
+ */
+int
+launch_create_operation(struct tcloned *t, struct trun *r, pid_t pid, const char *label,
+    char **cause)
+{
+	struct proc_stat ps;
+	struct json_object *params, *res = NULL;
+	char code[64];
+
+	r->tr_pid = pid;
+	if (proc_read_stat(pid, &ps) != 0) {
+		util_cause(cause, "the run's held process is gone: %s", strerror(errno));
+		return -1;
+	}
+	r->tr_start_ticks = ps.ps_start_ticks;
+	params = json_object_new_object();
+	json_object_object_add(params, "pid", json_object_new_int(pid));
+	json_object_object_add(params, "start_time_ticks",
+	    json_object_new_int64((int64_t)ps.ps_start_ticks));
+	json_object_object_add(params, "source_run", json_object_new_string(TCLONED_NAME));
+	const char *a0 = json_object_get_string(json_object_array_get_idx(r->tr_argv, 0));
+	char cmd[300];
+	snprintf(cmd, sizeof(cmd), "tclone %s %s%s: %s", r->tr_role, r->tr_id, label,
+	    a0 ? a0 : "");
+	json_object_object_add(params, "command", json_object_new_string(cmd));
+	if (r->tr_network != NULL && !r->tr_observe_only)
+		json_object_object_add(params, "network", json_object_get(r->tr_network));
+	/* The run's fanotify rules: boundaryd holds the create until sensord has its marks. */
+	if (schema_child(r->tr_rec, "fanotify") != NULL && !r->tr_observe_only)
+		json_object_object_add(params, "fanotify",
+		    json_object_get(schema_child(r->tr_rec, "fanotify")));
+	if (tcloned_bd_call(t, "operation.create", params, &res, code, sizeof(code), cause) != 0)
+		return -1;
+	util_strlcpy(r->tr_op, schema_string(res, "operation_id") ? schema_string(res,
+	    "operation_id") : "", sizeof(r->tr_op));
+	json_object_put(res);
+	if (r->tr_op[0] == '\0') {
+		util_cause(cause, "boundaryd returned no operation id");
+		return -1;
+	}
+	return 0;
+}
+
 int
 launch_agent(struct tcloned *t, struct trun *r, const char *context, char **cause)
 {
 	int go[2], st[2];
-	struct proc_stat ps;
-	struct json_object *params, *res = NULL;
-	char code[64];
 	pid_t pid;
 
 	if (launch_runtime_dir(t, r, cause) != 0 || write_context(t, r, context, cause) != 0)
@@ -658,37 +704,8 @@ launch_agent(struct tcloned *t, struct trun *r, const char *context, char **caus
 	}
 	close(go[0]);
 	close(st[1]);
-	r->tr_pid = pid;
-	if (proc_read_stat(pid, &ps) != 0) {
-		util_cause(cause, "the agent's init is gone: %s", strerror(errno));
+	if (launch_create_operation(t, r, pid, "", cause) != 0)
 		goto fail;
-	}
-	r->tr_start_ticks = ps.ps_start_ticks;
-	params = json_object_new_object();
-	json_object_object_add(params, "pid", json_object_new_int(pid));
-	json_object_object_add(params, "start_time_ticks", json_object_new_int64((int64_t)ps.ps_start_ticks));
-	json_object_object_add(params, "source_run", json_object_new_string(TCLONED_NAME));
-	{
-		const char *a0 = json_object_get_string(json_object_array_get_idx(r->tr_argv, 0));
-		char cmd[300];
-		snprintf(cmd, sizeof(cmd), "tclone %s %s: %s", r->tr_role, r->tr_id, a0 ? a0 : "");
-		json_object_object_add(params, "command", json_object_new_string(cmd));
-	}
-	if (r->tr_network != NULL && !r->tr_observe_only)
-		json_object_object_add(params, "network", json_object_get(r->tr_network));
-	/* The run's fanotify rules: boundaryd holds the create until sensord has its marks. */
-	if (schema_child(r->tr_rec, "fanotify") != NULL && !r->tr_observe_only)
-		json_object_object_add(params, "fanotify",
-		    json_object_get(schema_child(r->tr_rec, "fanotify")));
-	if (tcloned_bd_call(t, "operation.create", params, &res, code, sizeof(code), cause) != 0)
-		goto fail;
-	util_strlcpy(r->tr_op, schema_string(res, "operation_id") ? schema_string(res,
-	    "operation_id") : "", sizeof(r->tr_op));
-	json_object_put(res);
-	if (r->tr_op[0] == '\0') {
-		util_cause(cause, "boundaryd returned no operation id");
-		goto fail;
-	}
 	/* The child's setup before the go: a failure there is reported on st. */
 	{
 		char line[160];

@@ -532,8 +532,6 @@ podman_launch(struct tcloned *t, struct trun *r, char **cause)
 	size_t k, ne = 0;
 	int go[2], has_tmux = 0;
 	struct rlimit rl;
-	struct proc_stat ps;
-	struct json_object *params, *res = NULL;
 	pid_t pid;
 
 	if (podman_check(t, code, sizeof(code), cause) != 0 ||
@@ -742,34 +740,8 @@ podman_launch(struct tcloned *t, struct trun *r, char **cause)
 		json_object_object_add(c, "uid", json_object_new_int64(r->tr_uid));
 		json_object_object_add(r->tr_rec, "confinement", c);
 	}
-	r->tr_pid = pid;
-	if (proc_read_stat(pid, &ps) != 0) {
-		util_cause(cause, "the podman holder is gone: %s", strerror(errno));
+	if (launch_create_operation(t, r, pid, " (podman)", cause) != 0)
 		goto fail;
-	}
-	r->tr_start_ticks = ps.ps_start_ticks;
-	params = json_object_new_object();
-	json_object_object_add(params, "pid", json_object_new_int(pid));
-	json_object_object_add(params, "start_time_ticks", json_object_new_int64((int64_t)ps.ps_start_ticks));
-	json_object_object_add(params, "source_run", json_object_new_string(TCLONED_NAME));
-	{
-		const char *a0 = json_object_get_string(json_object_array_get_idx(r->tr_argv, 0));
-		char cmd[300];
-		snprintf(cmd, sizeof(cmd), "tclone %s %s (podman): %s", r->tr_role, r->tr_id,
-		    a0 ? a0 : "");
-		json_object_object_add(params, "command", json_object_new_string(cmd));
-	}
-	if (r->tr_network != NULL && !r->tr_observe_only)
-		json_object_object_add(params, "network", json_object_get(r->tr_network));
-	if (tcloned_bd_call(t, "operation.create", params, &res, code, sizeof(code), cause) != 0)
-		goto fail;
-	util_strlcpy(r->tr_op, schema_string(res, "operation_id") ? schema_string(res,
-	    "operation_id") : "", sizeof(r->tr_op));
-	json_object_put(res);
-	if (r->tr_op[0] == '\0') {
-		util_cause(cause, "boundaryd returned no operation id");
-		goto fail;
-	}
 	/* The cgroup the container goes in, recorded (and for the v1 cleanup). */
 	{
 		char path[64], *buf = NULL;

@@ -8,6 +8,7 @@ import contextlib
 import glob
 import json
 import os
+import tempfile
 
 from harness import call, check, main
 from podimage import PODMAN, Store
@@ -339,6 +340,43 @@ def podman_tcloned_restart(env):
         t.g("run", "delete", "--all")
 
 
+def podman_file_rules(env):
+    """A podman run gets the same boundary as one our launcher starts: the
+    user's fanotify rules reach its operation (boundaryd holds the create
+    until sensord has the marks), as they do for the same workspace run
+    without Podman."""
+    env.start()
+    env.start_sensord()
+    home = tempfile.mkdtemp(prefix="home.", dir=env.bindir)
+    os.makedirs(os.path.join(home, ".ssh"))
+    with open(os.path.join(home, "policy.json"), "w") as f:
+        json.dump({"linux": {"fanotify": {"enabled": True,
+                                          "paths": [os.path.join(home, ".ssh")]}}}, f)
+    for d, _, files in os.walk(home):
+        os.chown(d, env.uid, env.gid)
+        for n in files:
+            os.chown(os.path.join(d, n), env.uid, env.gid)
+    os.chmod(home, 0o755)
+    uenv = {"HOME": home, "GENSEE_HOME": home}
+    with podman_tclone(env) as t:
+        t.workspace({"a.txt": "a\n"})
+        pod = t.g("run", "--runtime", "tclone", "--podman", "--json", "--", "sh", "agent.sh",
+                  json_out=True, env=uenv)
+        ns = t.g("run", "--runtime", "tclone", "--json", "--", "sh", "agent.sh",
+                 json_out=True, env=uenv)
+        for r in (pod, ns):
+            t.wait_done(r["run_id"])
+            rec = env.record(r["operation_id"])
+            fa = rec.get("fanotify") or {}
+            check(fa.get("enabled") is True and any(
+                p.startswith(os.path.join(home, ".ssh")) for p in json.dumps(fa).split('"')),
+                  "%s: operation fanotify %r" % (r["run_id"], fa))
+            check(rec["sensors"]["fanotify"] == "active", "%s: sensors %r" % (
+                r["run_id"], rec["sensors"]))
+        t.g("run", "delete", "--all")
+
+
 if __name__ == "__main__":
     main({f.__name__: f for f in (podman_lifecycle, podman_boundaries, podman_refusals,
+                                  podman_file_rules,
                                   podman_tcloned_restart)})
