@@ -421,13 +421,24 @@ proxy_authorized(struct mediatord *md, int64_t id, struct json_object *result,
 	proxy_fail(mr, 503, "Service Unavailable", "authority_error");
 }
 
+static void proxy_close_operation(struct mediatord *, const char *, const char *, int);
+
 void
 proxy_channel_lost(struct mediatord *md)
 {
 	struct mreq *mr;
+	struct medop *mo;
 
 	while ((mr = TAILQ_FIRST(&md->md_pending)) != NULL)
 		proxy_fail(mr, 503, "Service Unavailable", "authority_unavailable");
+	/*
+	 * Nothing can be authorized now: the accepted connections are closed
+	 * too, rather than kept for a request no one may allow. Threat: a
+	 * client parks connections while boundaryd is down or restarting and
+	 * finds them open under whatever comes next.
+	 */
+	TAILQ_FOREACH(mo, &md->md_ops, mo_entry)
+		proxy_close_operation(md, mo->mo_id, "authority_unavailable", 0);
 }
 
 static void
@@ -1100,6 +1111,8 @@ proxy_apply_config(struct mediatord *md, struct json_object *ops)
 		if (mo->mo_seen)
 			continue;
 		log_info("%s: no longer configured; listener on %s closed", mo->mo_id, mo->mo_listen);
+		/* The operation ended: its accepted connections end with it. */
+		proxy_close_operation(md, mo->mo_id, "operation_ended", 0);
 		TAILQ_REMOVE(&md->md_ops, mo, mo_entry);
 		md->md_nops--;
 		proxy_medop_retire(mo);

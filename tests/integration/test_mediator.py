@@ -517,13 +517,19 @@ def mediator_bounds(env):
 def mediator_follows_operation_end(env):
     """When the operation ends the mediator stops listening for it, and
     boundaryd refuses what was still in flight."""
-    t = setup(env)
+    t = setup(env, proxy_extra={"io_timeout_seconds": 300})
     r = get(env, t, "http://up.test:8080/")
     check(r["status"] == 200, "before the end: %r" % r)
+    # A connection accepted before the end, idle: it ends with the operation
+    # (not with evhttp's idle timeout).
+    idle = Held(env, t)
     r = env.root_call("operation.end", {"operation_id": OP, "kill": True})
     check(r["result"]["state"] == "ended", "%r" % r)
     env.wait_for("the mediator to close its listener",
                  lambda: "%s: no longer configured" % OP in open(t.medlog).read())
+    w = idle.wait_closed(10)
+    check(w["closed"] in ("eof", "reset") and w["data"] == "",
+          "an accepted connection outlived its operation: %r" % w)
     try:
         get(env, t, "http://up.test:8080/after")
         raise Failure("the mediator still listens after the end")
@@ -682,10 +688,30 @@ def mediator_sock_peer_checked(env):
     check(not os.path.exists(sock), "mediator.sock without --mediator-user")
 
 
+def mediator_channel_loss_closes_connections(env):
+    """boundaryd gone (SIGKILL): nothing can be authorized, so the mediator
+    closes the connections it had accepted instead of keeping them for a
+    request no one may allow; a request written on one gets nothing."""
+    # evhttp's own idle timeout must not be what closes them.
+    t = setup(env, proxy_extra={"io_timeout_seconds": 300})
+    idle = Held(env, t)
+    late = Held(env, t)
+    env.kill9()
+    w = idle.wait_closed(10)
+    check(w["closed"] in ("eof", "reset") and w["data"] == "",
+          "an accepted connection outlived the boundaryd channel: %r" % w)
+    late.send(raw_get("http://up.test:8080/after-loss"))
+    got = late.read(5)
+    check(got["closed"] in ("eof", "reset") and status_of(got["data"]) in (None, 503),
+          "a request after the channel loss: %r" % got)
+    check("boundaryd channel lost" in open(t.medlog).read(), "the mediator did not see the loss")
+
+
 if __name__ == "__main__":
     main({f.__name__: f for f in (mediator_get_allowed_and_stripped, mediator_refusals,
                                   mediator_https_verified, mediator_bounds,
                                   mediator_help_version_usage, mediator_silent_boundaryd_denies,
                                   mediator_follows_operation_end,
+                                  mediator_channel_loss_closes_connections,
                                   mediator_fails_closed_without_boundaryd, mediator_confined,
                                   mediator_sock_peer_checked)})
