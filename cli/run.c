@@ -289,7 +289,6 @@ run_child(int go_fd, int status_fd, char **cmd, struct run_controls *ctl, int js
 	char *cause = NULL;
 	struct run_status rs;
 	char buf[384];
-	size_t got = 0;
 
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	if (getppid() == 1)
@@ -324,21 +323,8 @@ run_child(int go_fd, int status_fd, char **cmd, struct run_controls *ctl, int js
 			run_child_fail(status_fd, "seccomp: cannot hand the listener to the launcher");
 		close(ctl->rc_seccomp.sp_notify_fd);
 	}
-	while (got < sizeof(buf) - 1) {
-		ssize_t n = read(go_fd, buf + got, sizeof(buf) - 1 - got);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		got += (size_t)n;
-		if (memchr(buf, '\n', got) != NULL)
-			break;
-	}
-	buf[got] = '\0';
-	char *nl = strchr(buf, '\n');
-	if (nl == NULL)
+	if (util_read_line(go_fd, buf, sizeof(buf)) != 0)
 		_exit(RUN_EXIT_GENSEE); /* the launcher gave up: never run unsupervised */
-	*nl = '\0';
 	close(go_fd);
 	/*
 	 * "ID" or "ID PROXY_URL": an operation that names hosts has a CONNECT

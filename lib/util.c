@@ -136,6 +136,29 @@ util_read_path(const char *path, size_t max, char **out, size_t *outlen)
 }
 
 int
+util_read_line(int fd, char *buf, size_t len)
+{
+	size_t got = 0;
+	char *nl;
+
+	while (got < len - 1) {
+		ssize_t n = read(fd, buf + got, len - 1 - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+		if (memchr(buf, '\n', got) != NULL)
+			break;
+	}
+	buf[got] = '\0';
+	if ((nl = strchr(buf, '\n')) == NULL)
+		return -1;
+	*nl = '\0';
+	return 0;
+}
+
+int
 util_write_all(int fd, const void *buf, size_t len)
 {
 	const char *p = buf;

@@ -35,6 +35,12 @@ int util_read_fd(int fd, size_t max, char **out, size_t *outlen);
 int util_read_path(const char *path, size_t max, char **out, size_t *outlen);
 /* Write a whole buffer, retrying on EINTR and short writes. */
 int util_write_all(int fd, const void *buf, size_t len);
+/*
+ * Block until fd (a pipe) gives one line: its text, without the newline, in
+ * buf (len > 1). 0, or -1 when it ended (or failed) before a whole line.
+ * What follows the newline in the same read is dropped.
+ */
+int util_read_line(int fd, char *buf, size_t len);
 
 /*
  * Receive one netlink datagram without blocking, and only from the kernel

@@ -313,7 +313,7 @@ launch_child(struct tcloned *t, struct trun *r, int go, int st, struct seccomp_p
 	char ws[PATH_MAX], tc[PATH_MAX], sock[PATH_MAX], ctx[PATH_MAX], buf[128];
 	char rundir[PATH_MAX], rt[PATH_MAX], fdpath[64], bhost[PATH_MAX], bview[PATH_MAX];
 	char *env[32], **argv;
-	size_t ne = 0, got = 0, na;
+	size_t ne = 0, na;
 	struct passwd *pw;
 	sigset_t none;
 
@@ -413,21 +413,8 @@ launch_child(struct tcloned *t, struct trun *r, int go, int st, struct seccomp_p
 	if (sethostname("gensee-tclone", strlen("gensee-tclone")) != 0)
 		child_fail(st, "sethostname", "");
 	/* Held until boundaryd has made the operation. */
-	while (got < sizeof(buf) - 1) {
-		ssize_t n = read(go, buf + got, sizeof(buf) - 1 - got);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		got += (size_t)n;
-		if (memchr(buf, '\n', got) != NULL)
-			break;
-	}
-	buf[got] = '\0';
-	char *nl = strchr(buf, '\n');
-	if (nl == NULL)
+	if (util_read_line(go, buf, sizeof(buf)) != 0)
 		_exit(LAUNCH_EXIT_SETUP);	/* no operation: never run unsupervised */
-	*nl = '\0';
 	close(go);
 	pw = getpwuid(r->tr_uid);
 	env[0] = NULL;

@@ -663,27 +663,15 @@ podman_launch(struct tcloned *t, struct trun *r, char **cause)
 	if (pid == 0) {
 		/* The holder: nothing runs until boundaryd has put this process in the operation. */
 		char buf[160], cg[PATH_MAX], *line = NULL;
-		size_t got = 0, cap = 0;
+		size_t cap = 0;
 		sigset_t none;
 		FILE *f;
 		sigemptyset(&none);
 		sigprocmask(SIG_SETMASK, &none, NULL);
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		close(go[1]);
-		while (got < sizeof(buf) - 1) {
-			ssize_t n = read(go[0], buf + got, sizeof(buf) - 1 - got);
-			if (n < 0 && errno == EINTR)
-				continue;
-			if (n <= 0)
-				break;
-			got += (size_t)n;
-			if (memchr(buf, '\n', got) != NULL)
-				break;
-		}
-		buf[got] = '\0';
-		if (strchr(buf, '\n') == NULL)
+		if (util_read_line(go[0], buf, sizeof(buf)) != 0)
 			_exit(125);	/* no operation: never run unsupervised */
-		*strchr(buf, '\n') = '\0';
 		/* The cgroup boundaryd put us in (v2): the container's parent cgroup. */
 		cg[0] = '\0';
 		if ((f = fopen("/proc/self/cgroup", "re")) != NULL) {

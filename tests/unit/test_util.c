@@ -41,6 +41,34 @@ START_TEST(test_path_below)
 }
 END_TEST
 
+START_TEST(test_read_line)
+{
+	int p[2];
+	char buf[16];
+
+	/* One line, in two writes, with more after it. */
+	ck_assert_int_eq(pipe(p), 0);
+	ck_assert_int_eq(write(p[1], "op_1", 4), 4);
+	ck_assert_int_eq(write(p[1], "2\nrest", 7), 7);
+	ck_assert_int_eq(util_read_line(p[0], buf, sizeof(buf)), 0);
+	ck_assert_str_eq(buf, "op_12");
+	close(p[0]);
+	close(p[1]);
+	/* The writer gone before a whole line: no line (the child must not run). */
+	ck_assert_int_eq(pipe(p), 0);
+	ck_assert_int_eq(write(p[1], "op_", 3), 3);
+	close(p[1]);
+	ck_assert_int_eq(util_read_line(p[0], buf, sizeof(buf)), -1);
+	close(p[0]);
+	/* Longer than the buffer without a newline: no line either. */
+	ck_assert_int_eq(pipe(p), 0);
+	ck_assert_int_eq(write(p[1], "0123456789abcdefXYZ\n", 20), 20);
+	ck_assert_int_eq(util_read_line(p[0], buf, sizeof(buf)), -1);
+	close(p[0]);
+	close(p[1]);
+}
+END_TEST
+
 START_TEST(test_strlcpy)
 {
 	char buf[8];
@@ -228,6 +256,7 @@ util_suite(void)
 
 	tcase_set_timeout(tc, 30);
 	tcase_add_test(tc, test_strlcpy);
+	tcase_add_test(tc, test_read_line);
 	tcase_add_test(tc, test_path_below);
 	tcase_add_test(tc, test_parse_rfc3339);
 	tcase_add_test(tc, test_parse_i64);
