@@ -523,6 +523,26 @@ def no_sanitizer_report(text):
         check(bad not in (text or ""), "sanitizer report:\n" + (text or ""))
 
 
+def process_tree(root, limit=1000):
+    """root and its descendants (the children of every thread), depth first,
+    at most limit of them."""
+    found, unvisited = [], [root]
+    while unvisited and len(found) < limit:
+        p = unvisited.pop()
+        found.append(p)
+        try:
+            tids = os.listdir("/proc/%d/task" % p)
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                with open("/proc/%d/task/%s/children" % (p, tid)) as f:
+                    unvisited += [int(c) for c in f.read().split()]
+            except OSError:
+                pass
+    return found
+
+
 def pids_with_cmdline(needle):
     """Processes whose argv is exactly needle (b"sleep 301" means argv
     ["sleep", "301"]), so a CLI whose arguments mention it does not count."""
@@ -549,6 +569,14 @@ def main(cases):
         sys.exit(2)
     name = sys.argv[1]
     env = Env()
+
+    # Killed (meson's timeout, an operator's Ctrl-C): a failure like any
+    # other, so every finally and the cleanup below still run and the case
+    # leaves no namespace, cgroup, table, mount or loop device behind.
+    def killed(signum, frame):
+        raise Failure("killed by signal %d" % signum)
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, killed)
     try:
         cases[name](env)
     except Exception as e:

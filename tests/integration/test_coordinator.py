@@ -17,7 +17,7 @@ import time
 
 import test_mediator as tm
 import test_transactions as tt
-from harness import check, main
+from harness import check, main, process_tree
 
 OP = tm.OP
 WORKER = r"""
@@ -183,20 +183,12 @@ def coordinator_sigterm_revokes(env):
 
 def coordinator_pid(top):
     """The gensee process at or below top (the harness may wrap it in nsenter)."""
-    todo = [top]
-    while todo:
-        p = todo.pop()
+    for p in process_tree(top):
         try:
-            exe = os.readlink("/proc/%d/exe" % p)
+            if os.path.basename(os.readlink("/proc/%d/exe" % p)) == "gensee":
+                return p
         except OSError:
-            continue
-        if os.path.basename(exe) == "gensee":
-            return p
-        for tid in os.listdir("/proc/%d/task" % p):
-            try:
-                todo += [int(c) for c in open("/proc/%d/task/%s/children" % (p, tid)).read().split()]
-            except OSError:
-                pass
+            pass
     raise AssertionError("no gensee process below %d" % top)
 
 

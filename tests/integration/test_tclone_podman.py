@@ -10,7 +10,7 @@ import json
 import os
 import tempfile
 
-from harness import call, check, main
+from harness import call, check, main, process_tree
 from podimage import PODMAN, Store
 from test_tclone import AGENT, Tclone
 
@@ -63,16 +63,7 @@ def container_pids(t, name):
     init = int(r.stdout.strip() or 0)
     if init <= 0:
         return []
-    pids, todo = [], [init]
-    while todo and len(pids) < 1000:
-        p = todo.pop()
-        pids.append(p)
-        try:
-            with open("/proc/%d/task/%d/children" % (p, p)) as f:
-                todo += [int(x) for x in f.read().split()]
-        except OSError:
-            pass
-    return pids
+    return process_tree(init)
 
 
 def cgroup_of(pid):
