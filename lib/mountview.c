@@ -443,17 +443,40 @@ mountview_mountpoint(const char *path, int dir, char **cause)
 	return 0;
 }
 
+/*
+ * Does expose i need binding back: is it under the private /tmp or a
+ * hidden directory (hidden_dir[h]), and not inside an expose already bound
+ * back (bound[j], j < i, which brings it back with it)?
+ */
+static int
+mountview_needs_bind(const struct mountview_plan *mv, size_t i, const int *hidden_dir,
+    const int *bound)
+{
+	const char *p = mv->mv_expose[i];
+	int covered = mv->mv_private_tmp && util_path_below(p, "/tmp");
+
+	for (size_t h = 0; h < mv->mv_nhide && !covered; h++)
+		covered = hidden_dir[h] && util_path_below(p, mv->mv_hide[h]);
+	for (size_t j = 0; j < i && covered; j++)
+		if (bound[j] && util_path_below(p, mv->mv_expose[j]))
+			covered = 0;
+	return covered;
+}
+
 /* Build the view in the child. */
 int
 mountview_apply(const struct mountview_plan *mv, struct json_object *warnings, char **cause)
 {
 	int xfd[MOUNTVIEW_MAX_PATHS], hidden_dir[MOUNTVIEW_MAX_PATHS];
+	int bound[MOUNTVIEW_MAX_PATHS];
 	int rc = -1;
 
 	if (!mv->mv_apply)
 		return 0;
-	for (size_t i = 0; i < mv->mv_nexpose; i++)
+	for (size_t i = 0; i < mv->mv_nexpose; i++) {
 		xfd[i] = -1;
+		bound[i] = 0;
+	}
 	if (mountview_unshare(mv, cause) != 0) {
 		/* Only the namespaces may be missing in best_effort: nothing was changed yet. */
 		if (mv->mv_mode == MOUNTVIEW_BEST_EFFORT && warnings != NULL) {
@@ -466,8 +489,21 @@ mountview_apply(const struct mountview_plan *mv, struct json_object *warnings, c
 		}
 		return -1;
 	}
-	/* Copies of what is to be bound back, taken while it is still visible. */
+	/*
+	 * Copies of what is to be bound back, taken while it is still visible,
+	 * and only of what will be covered: a copy never attached is dissolved
+	 * when its fd closes, and that waits for an RCU grace period (about
+	 * 1 ms here, on every launch). Which hidden places are directories is
+	 * looked at now and again when hiding; if one changed in between (its
+	 * owner raced us), the check below refuses the view.
+	 */
+	for (size_t h = 0; h < mv->mv_nhide; h++) {
+		struct stat st;
+		hidden_dir[h] = stat(mv->mv_hide[h], &st) == 0 && S_ISDIR(st.st_mode);
+	}
 	for (size_t i = 0; i < mv->mv_nexpose; i++) {
+		if (!(bound[i] = mountview_needs_bind(mv, i, hidden_dir, bound)))
+			continue;
 		xfd[i] = open_tree(AT_FDCWD, mv->mv_expose[i], OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC |
 		    AT_RECURSIVE);
 		if (xfd[i] < 0) {
@@ -486,22 +522,23 @@ mountview_apply(const struct mountview_plan *mv, struct json_object *warnings, c
 			goto out;
 	for (size_t i = 0; i < mv->mv_nexpose; i++) {
 		const char *p = mv->mv_expose[i];
-		int covered = mv->mv_private_tmp && util_path_below(p, "/tmp");
 		struct stat st;
 
-		for (size_t h = 0; h < mv->mv_nhide && !covered; h++)
-			covered = hidden_dir[h] && util_path_below(p, mv->mv_hide[h]);
-		/* A path below one already bound back is back with it. */
-		for (size_t j = 0; j < i && covered; j++)
-			if (xfd[j] == -2 && util_path_below(p, mv->mv_expose[j]))
-				covered = 0;
-		if (!covered)
+		bound[i] = 0;
+		if (!mountview_needs_bind(mv, i, hidden_dir, bound))
 			continue;
+		/* Covered now but not copied before: it would be lost, so refuse. */
+		if (xfd[i] < 0) {
+			util_cause(cause, "mount view: %s: a hidden place above it changed "
+			    "while the view was built", p);
+			goto out;
+		}
 		if (fstat(xfd[i], &st) != 0 || mountview_mountpoint(p, S_ISDIR(st.st_mode),
 		    cause) != 0 || mountview_attach(xfd[i], p, 0, cause) != 0)
 			goto out;
 		close(xfd[i]);
-		xfd[i] = -2;	/* bound */
+		xfd[i] = -1;
+		bound[i] = 1;
 	}
 	/*
 	 * A bound-back tree is a copy taken before anything was hidden: hide
@@ -511,7 +548,7 @@ mountview_apply(const struct mountview_plan *mv, struct json_object *warnings, c
 	for (size_t i = 0; i < mv->mv_nhide; i++) {
 		int inside = 0;
 		for (size_t j = 0; j < mv->mv_nexpose && !inside; j++)
-			inside = xfd[j] == -2 && strcmp(mv->mv_hide[i], mv->mv_expose[j]) != 0 &&
+			inside = bound[j] && strcmp(mv->mv_hide[i], mv->mv_expose[j]) != 0 &&
 			    util_path_below(mv->mv_hide[i], mv->mv_expose[j]);
 		if (inside && mountview_hide(mv->mv_hide[i], &hidden_dir[i], cause) != 0)
 			goto out;

@@ -28,6 +28,12 @@ int safefs_mkdirs(int dirfd, const char *rel, mode_t mode);
 /* Open an existing directory beneath dirfd (O_DIRECTORY, no symlinks). */
 int safefs_opendir(int dirfd, const char *rel);
 /*
+ * Ask the filesystem to spread the subdirectories of the directory fd
+ * across its allocation groups (ext4's "top of hierarchy" flag, chattr +T),
+ * best effort: 0 if set, -1 (errno) where the filesystem has no such flag.
+ */
+int safefs_spread_subdirs(int fd);
+/*
  * Remove the directory name (one component) beneath dirfd and the files
  * and sockets directly in it, without following symlinks (a symlink is
  * removed, not its target). A subdirectory makes it fail (ENOTEMPTY):

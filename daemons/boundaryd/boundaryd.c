@@ -468,6 +468,7 @@ main(int argc, char **argv)
 		fatal("mkdir %s/operations", state_root);
 	if ((bd.bd_ops_fd = safefs_opendir(bd.bd_state_fd, "operations")) < 0)
 		fatal("open %s/operations", state_root);
+	(void)safefs_spread_subdirs(bd.bd_ops_fd);	/* best effort: a speed hint */
 	/*
 	 * The v2 root directory is mode 0555: creating gensee/ needs
 	 * CAP_DAC_OVERRIDE, which is dropped below, so it is made now. Its

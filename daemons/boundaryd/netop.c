@@ -127,6 +127,7 @@ netop_init(struct boundaryd *bd, char **cause)
 		util_cause(cause, "open network-operations: %s", strerror(errno));
 		return -1;
 	}
+	(void)safefs_spread_subdirs(bd->bd_netops_fd);	/* best effort (safefs.c) */
 	if (netop_load_key(bd, cause) != 0)
 		return -1;
 	if (nft_open(&bd->bd_nft, cause) != 0) {
