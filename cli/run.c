@@ -90,7 +90,9 @@ struct run_controls {
 	struct seccomp_profile rc_seccomp;
 	struct landlock_plan rc_landlock;
 	int rc_notify_sock[2];	/* the child sends the seccomp listener on [1] */
-	int rc_bpf_pipe[2];	/* the launcher sends the compiled filter on [1] */
+	/* The filter, written before the fork: the child only reads it. */
+	struct sock_filter rc_bpf[1024];
+	size_t rc_bpf_len;
 };
 
 /*
@@ -273,8 +275,8 @@ run_confine(struct run_controls *ctl, char **cause)
 		*cause = NULL;
 		close(rfd);
 	}
-	if (ctl->rc_seccomp.sp_enabled &&
-	    seccomp_profile_load_bpf(&ctl->rc_seccomp, ctl->rc_bpf_pipe[0], cause) != 0)
+	if (ctl->rc_seccomp.sp_enabled && seccomp_profile_load_program(&ctl->rc_seccomp,
+	    ctl->rc_bpf, ctl->rc_bpf_len, cause) != 0)
 		return -1;
 	return 0;
 }
@@ -293,9 +295,6 @@ run_child(int go_fd, int status_fd, char **cmd, struct run_controls *ctl, int js
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	if (getppid() == 1)
 		_exit(RUN_EXIT_GENSEE);
-	/* Else the filter's pipe never ends: the launcher writes it, and closes. */
-	if (ctl != NULL && ctl->rc_bpf_pipe[1] >= 0)
-		close(ctl->rc_bpf_pipe[1]);
 	/*
 	 * Sockets are matched by the cgroup they were created in: one
 	 * inherited from before the move would escape the operation's network
@@ -362,24 +361,12 @@ run_child(int go_fd, int status_fd, char **cmd, struct run_controls *ctl, int js
 }
 
 /*
- * In the launcher, once the create is on its way: compile the child's
- * filter into its pipe and start the listener that answers its refusals.
- * A failure leaves the child without a filter: it refuses to run.
+ * In the launcher, once the create is on its way: start the listener that
+ * answers the child's refusals.
  */
 static void
 run_start_controls(struct run_controls *ctl)
 {
-	char *cause = NULL;
-
-	if (ctl->rc_bpf_pipe[1] >= 0) {
-		if (seccomp_profile_compile(&ctl->rc_seccomp, &cause) != 0 ||
-		    seccomp_profile_export_bpf(&ctl->rc_seccomp, ctl->rc_bpf_pipe[1], &cause) != 0) {
-			fprintf(stderr, "gensee run: %s\n", cause);
-			free(cause);
-		}
-		close(ctl->rc_bpf_pipe[1]);
-		ctl->rc_bpf_pipe[1] = -1;
-	}
 	if (ctl->rc_notify_sock[1] >= 0) {
 		pthread_t t;
 		close(ctl->rc_notify_sock[1]);
@@ -478,7 +465,7 @@ run_plan(struct json_object *policy, int seccomp_force, struct landlock_opts *ll
 	if (!notify)
 		fprintf(stderr, "gensee run: warning: seccomp refusals will not be listed: "
 		    "this kernel or libseccomp has no user notification\n");
-	/* Compiled later, while boundaryd creates the operation (run_start_controls). */
+	/* The program is written once the listener is settled (cmd_run). */
 	if (seccomp_profile_plan_notify(policy, seccomp_force, notify, &ctl->rc_seccomp,
 	    cause) != 0) {
 		mountview_plan_free(&ctl->rc_mountview);
@@ -543,11 +530,6 @@ run_controls_free(struct run_controls *ctl)
 	mountview_plan_free(&ctl->rc_mountview);
 	seccomp_profile_free(&ctl->rc_seccomp);
 	landlock_plan_free(&ctl->rc_landlock);
-	for (int i = 0; i < 2; i++)
-		if (ctl->rc_bpf_pipe[i] >= 0) {
-			close(ctl->rc_bpf_pipe[i]);
-			ctl->rc_bpf_pipe[i] = -1;
-		}
 }
 
 /*
@@ -905,7 +887,6 @@ cmd_run(int argc, char **argv)
 	/* Static: the listener thread reads its profile until the process exits. */
 	static struct run_controls ctl = {
 		.rc_notify_sock = { -1, -1 },
-		.rc_bpf_pipe = { -1, -1 },
 	};
 	struct json_object *netspec = NULL, *hostctl = NULL;
 
@@ -1084,13 +1065,14 @@ cmd_run(int argc, char **argv)
 			ctl.rc_seccomp.sp_notify = 0;
 		}
 		/*
-		 * The filter is compiled to BPF after the fork, while the child
-		 * sets up its mount view and Landlock and boundaryd creates the
-		 * operation; the child waits for it before anything of the agent's
-		 * runs. At most 32 KiB: the pipe takes it without a reader.
+		 * The filter, written before the fork in microseconds
+		 * (seccompbpf.c: libseccomp's compiler took a millisecond or
+		 * more here); the child loads it from its copy of this memory.
 		 */
-		if (ctl.rc_seccomp.sp_enabled && pipe2(ctl.rc_bpf_pipe, O_CLOEXEC) != 0) {
-			perror("gensee run: pipe");
+		if (ctl.rc_seccomp.sp_enabled && seccomp_profile_program(&ctl.rc_seccomp,
+		    ctl.rc_bpf, nitems(ctl.rc_bpf), &ctl.rc_bpf_len, &cause) != 0) {
+			fprintf(stderr, "gensee run: %s\n", cause);
+			free(cause);
 			run_controls_free(&ctl);
 			return RUN_EXIT_GENSEE;
 		}
@@ -1139,10 +1121,6 @@ cmd_run(int argc, char **argv)
 	}
 	close(go[0]);
 	close(st[1]);
-	if (ctl.rc_bpf_pipe[0] >= 0) {
-		close(ctl.rc_bpf_pipe[0]);
-		ctl.rc_bpf_pipe[0] = -1;
-	}
 	if (proc_read_stat(child, &ps) != 0) {
 		perror("gensee run: reading the child's start time");
 		kill(child, SIGKILL);

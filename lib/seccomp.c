@@ -553,51 +553,6 @@ seccomp_profile_export_bpf(const struct seccomp_profile *sp, int fd, char **caus
 	return 0;
 }
 
-/*
- * Install a filter exported by seccomp_profile_export_bpf (another process
- * compiled it) from fd, read to its end. The same program and flags
- * seccomp_load() would install: libseccomp generates the very BPF it
- * exports, and asks for a listener when refusals are notified.
- */
-int
-seccomp_profile_load_bpf(struct seccomp_profile *sp, int fd, char **cause)
-{
-	/* The kernel's limit (BPF_MAXINSNS): a longer program is not a filter of ours. */
-	static struct sock_filter insns[BPF_MAXINSNS];
-	size_t got = 0;
-	ssize_t n;
-
-	while (got < sizeof(insns)) {
-		n = read(fd, (char *)insns + got, sizeof(insns) - got);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			util_cause(cause, "seccomp: reading the filter: %s", strerror(errno));
-			return -1;
-		}
-		if (n == 0)
-			break;
-		got += (size_t)n;
-	}
-	if (got == 0 || got % sizeof(insns[0]) != 0 || got == sizeof(insns)) {
-		util_cause(cause, "seccomp: no whole filter came from the launcher (%zu bytes)", got);
-		return -1;
-	}
-	struct sock_fprog prog = {
-		.len = (unsigned short)(got / sizeof(insns[0])),
-		.filter = insns,
-	};
-	long rc = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER,
-	    sp->sp_notify ? SECCOMP_FILTER_FLAG_NEW_LISTENER : 0, &prog);
-	if (rc < 0) {
-		util_cause(cause, "seccomp: loading the filter: %s", strerror(errno));
-		return -1;
-	}
-	if (sp->sp_notify)
-		sp->sp_notify_fd = (int)rc;
-	return 0;
-}
-
 /* The names of the denied syscalls, each once, in profile order. */
 static struct json_object *
 seccomp_profile_denied(const struct seccomp_profile *sp)

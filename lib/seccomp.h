@@ -15,6 +15,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <linux/filter.h>
 
 struct json_object;
 
@@ -95,6 +96,20 @@ int seccomp_profile_build_notify(struct json_object *policy, int force, int noti
 int seccomp_profile_plan_notify(struct json_object *policy, int force, int notify,
     struct seccomp_profile *sp, char **cause);
 int seccomp_profile_compile(struct seccomp_profile *sp, char **cause);
+/*
+ * The profile's filter as a classic BPF program in prog (at most max
+ * instructions; *n set), written directly (seccompbpf.c says why), or
+ * libseccomp's on an architecture that code does not cover. The profile
+ * must be enabled.
+ */
+int seccomp_profile_program(struct seccomp_profile *sp, struct sock_filter *prog, size_t max,
+    size_t *n, char **cause);
+/*
+ * Install prog on the calling thread, with a listener when the profile
+ * notifies (its fd in sp_notify_fd). no_new_privs must be set; irreversible.
+ */
+int seccomp_profile_load_program(struct seccomp_profile *sp, const struct sock_filter *prog,
+    size_t n, char **cause);
 /* Whether this kernel and libseccomp have user notification. */
 int seccomp_profile_notify_available(void);
 void seccomp_profile_free(struct seccomp_profile *sp);
@@ -125,16 +140,11 @@ void seccomp_profile_serve(const struct seccomp_profile *sp, int fd,
     void (*count)(int nr, void *arg), void *arg);
 
 /*
- * Write the compiled filter as raw BPF to fd: for tests and debugging, and
- * so that the launcher compiles while its child confines itself (run.c).
+ * Write libseccomp's compiled filter as raw BPF to fd: for tests (the
+ * program seccompbpf.c writes is checked against it) and for architectures
+ * seccompbpf.c does not cover.
  */
 int seccomp_profile_export_bpf(const struct seccomp_profile *sp, int fd, char **cause);
-/*
- * Read such a program from fd to its end and install it on the calling
- * thread, as seccomp_profile_load would (no_new_privs must be set; with
- * sp_notify the listener lands in sp_notify_fd).
- */
-int seccomp_profile_load_bpf(struct seccomp_profile *sp, int fd, char **cause);
 
 /* The whole profile for `gensee debug seccomp-profile --json`. */
 struct json_object *seccomp_profile_json(const struct seccomp_profile *sp);

@@ -315,6 +315,18 @@ export_bpf(const struct seccomp_profile *sp, size_t *n)
 	return (struct sock_filter *)(void *)buf;
 }
 
+/* The program seccompbpf.c writes for sp (caller frees). */
+static struct sock_filter *
+own_program(struct seccomp_profile *sp, size_t *n)
+{
+	struct sock_filter *f = calloc(BPF_MAXINSNS, sizeof(*f));
+	char *cause = NULL;
+
+	ck_assert_ptr_nonnull(f);
+	ck_assert_msg(seccomp_profile_program(sp, f, BPF_MAXINSNS, n, &cause) == 0, "%s", cause);
+	return f;
+}
+
 /* The verdict for one syscall of one arch with argument i set to v. */
 static uint32_t
 verdict_arg(const struct sock_filter *f, size_t n, uint32_t arch, int nr, int i, uint64_t v)
@@ -345,8 +357,10 @@ START_TEST(test_filter_verdicts)
 	const uint64_t thread = CLONE_VM | CLONE_FS | CLONE_FILES | CLONE_SIGHAND | CLONE_THREAD |
 	    CLONE_SYSVSEM | CLONE_SETTLS | CLONE_PARENT_SETTID | CLONE_CHILD_CLEARTID;
 
+	/* libseccomp's program, then the one the launcher loads (seccompbpf.c). */
+	for (int own = 0; own < 2; own++) {
 	build(NULL, SECCOMP_PROFILE_FROM_POLICY, &sp);
-	f = export_bpf(&sp, &n);
+	f = own ? own_program(&sp, &n) : export_bpf(&sp, &n);
 	ck_assert_uint_eq(verdict(f, n, x64, __NR_getpid, 0), RET_ALLOW);
 	ck_assert_uint_eq(verdict(f, n, x64, __NR_execve, 0), RET_ALLOW);
 	ck_assert_uint_eq(verdict(f, n, x64, __NR_ptrace, 0), RET_EPERM);
@@ -423,19 +437,108 @@ START_TEST(test_filter_verdicts)
 	/* A key set false really leaves its syscalls out of the filter. */
 	build("{\"linux\": {\"seccomp\": {\"deny_ptrace\": false}}}", SECCOMP_PROFILE_FROM_POLICY,
 	    &sp);
-	f = export_bpf(&sp, &n);
+	f = own ? own_program(&sp, &n) : export_bpf(&sp, &n);
 	ck_assert_uint_eq(verdict(f, n, x64, __NR_ptrace, 0), RET_ALLOW);
 	ck_assert_uint_eq(verdict(f, n, x64, __NR_bpf, 0), RET_EPERM);
 	ck_assert_uint_eq(verdict(f, n, AUDIT_ARCH_I386, 20, 0), RET_KILL);
 	free(f);
 	seccomp_profile_free(&sp);
+	}
 #else
 	ck_abort_msg("the verdict table is written for x86_64");
 #endif
 }
 END_TEST
 
-/* Load through exported BPF (run.c's launcher compiles, its child loads). */
+/*
+ * The program seccompbpf.c writes decides exactly as libseccomp's for the
+ * same profile: every key alone, all but one, all and none, notified or
+ * not; every syscall number of both ABIs and the edges; the arguments the
+ * rules read at their boundaries and at random.
+ */
+START_TEST(test_program_matches_libseccomp)
+{
+	static const uint64_t edges[] = {
+		0, 1, 2, 3, 4, 7, 8, 9, 10, 11, 15, 16, 17, 0x7f, 0x80, 0xff, 0x100,
+		0x7fffffff, 0x80000000, 0xfffffffe, 0xffffffff, 0x100000000ull, 0x100000001ull,
+		0x100000002ull, 0x10000000aull, 0xffffffff00000001ull, 0xffffffffffffffffull,
+		0x8000000000000000ull, PER_LINUX32, UNAME26, UNAME26 | PER_LINUX32,
+		UNAME26 | 1, TIOCSTI, TIOCLINUX, 0x100000000ull | TIOCSTI, TIOCGWINSZ,
+		CLONE_NEWNS, CLONE_NEWUSER | SIGCHLD, CLONE_NEWCGROUP | CLONE_VM,
+		CLONE_NEWUTS | CLONE_NEWIPC, CLONE_NEWPID | 0x100000000ull, CLONE_NEWNET,
+		CLONE_VM | CLONE_FS | CLONE_FILES | CLONE_SIGHAND | CLONE_THREAD, SIGCHLD,
+	};
+	const uint32_t arches[] = { seccomp_arch_native(), AUDIT_ARCH_I386, AUDIT_ARCH_AARCH64,
+		AUDIT_ARCH_X86_64, 0 };
+	uint64_t rnd = 0x9e3779b97f4a7c15ull;
+
+	for (int variant = 0; variant < 2 * (2 * SECCOMP_PROFILE_NKEYS + 2); variant++) {
+		int notify = variant & 1, v = variant / 2;
+		struct json_object *pol = json_object_new_object(), *lx = json_object_new_object(),
+		    *sc = json_object_new_object();
+		for (int k = 0; k < SECCOMP_PROFILE_NKEYS; k++) {
+			/* v < NKEYS: only key v; < 2 NKEYS: all but one; then all, then none. */
+			int on = v < SECCOMP_PROFILE_NKEYS ? k == v :
+			    v < 2 * SECCOMP_PROFILE_NKEYS ? k != v - SECCOMP_PROFILE_NKEYS :
+			    v == 2 * SECCOMP_PROFILE_NKEYS;
+			const char *name = seccomp_profile_key_name((enum seccomp_profile_key)k);
+			json_object_object_add(sc, strrchr(name, '.') + 1,
+			    json_object_new_boolean(on));
+		}
+		json_object_object_add(lx, "seccomp", sc);
+		json_object_object_add(pol, "linux", lx);
+		struct seccomp_profile sp;
+		char *cause = NULL;
+		size_t nl, no;
+		ck_assert_msg(seccomp_profile_build_notify(pol, SECCOMP_PROFILE_FORCE_ON, notify, &sp,
+		    &cause) == 0, "%s", cause);
+		json_object_put(pol);
+		struct sock_filter *lib = export_bpf(&sp, &nl), *own = own_program(&sp, &no);
+
+		for (size_t a = 0; a < nitems(arches); a++) {
+			for (uint32_t nr = 0; nr < 1100; nr++) {
+				/* The numbers, then the same with x32's bit, then the top. */
+				uint32_t num = nr < 500 ? nr : nr < 1000 ?
+				    (nr - 500) | __X32_SYSCALL_BIT : 0xffffffffU - (nr - 1000);
+				struct seccomp_data d;
+				memset(&d, 0, sizeof(d));
+				d.arch = arches[a];
+				d.nr = (int)num;
+				ck_assert_msg(bpf_run(lib, nl, &d) == bpf_run(own, no, &d),
+				    "variant %d arch 0x%x nr 0x%x", variant, arches[a], num);
+				/* Arguments matter only to the native numbers with rules. */
+				int ruled = 0;
+				for (size_t r = 0; r < sp.sp_nrules && !ruled; r++)
+					ruled = seccomp_syscall_resolve_name(
+					    sp.sp_rules[r].spr_syscall) == (int)num;
+				if (a != 0 || num >= 500 || (!ruled && num > 3))
+					continue;
+				for (int i = 0; i < 3; i++) {
+					for (size_t e = 0; e < nitems(edges) + 24; e++) {
+						if (e < nitems(edges)) {
+							d.args[i] = edges[e];
+						} else {
+							rnd ^= rnd << 13;
+							rnd ^= rnd >> 7;
+							rnd ^= rnd << 17;
+							d.args[i] = e & 1 ? rnd : rnd & 0xffffffffull;
+						}
+						ck_assert_msg(bpf_run(lib, nl, &d) == bpf_run(own, no, &d),
+						    "variant %d nr %u arg%d 0x%llx", variant, num, i,
+						    (unsigned long long)d.args[i]);
+					}
+					d.args[i] = 0;
+				}
+			}
+		}
+		free(lib);
+		free(own);
+		seccomp_profile_free(&sp);
+	}
+}
+END_TEST
+
+/* Load the program seccompbpf.c writes, as run.c's held child does. */
 static int load_from_bpf;
 
 /* In a child: build and load the default profile as run.c does. */
@@ -444,7 +547,6 @@ child_load(int rep)
 {
 	struct seccomp_profile sp;
 	char *cause = NULL;
-	int p[2];
 
 	CHILD_CHECK(seccomp_profile_build(NULL, SECCOMP_PROFILE_FROM_POLICY, &sp, &cause) == 0,
 	    "build: %s", cause);
@@ -453,11 +555,12 @@ child_load(int rep)
 		CHILD_CHECK(seccomp_profile_load(&sp, &cause) == 0, "load: %s", cause);
 		return;
 	}
-	CHILD_CHECK(pipe(p) == 0, "pipe: %m");
-	CHILD_CHECK(seccomp_profile_export_bpf(&sp, p[1], &cause) == 0, "export: %s", cause);
-	close(p[1]);
-	CHILD_CHECK(seccomp_profile_load_bpf(&sp, p[0], &cause) == 0, "load_bpf: %s", cause);
-	close(p[0]);
+	static struct sock_filter prog[BPF_MAXINSNS];
+	size_t n;
+	CHILD_CHECK(seccomp_profile_program(&sp, prog, nitems(prog), &n, &cause) == 0,
+	    "program: %s", cause);
+	CHILD_CHECK(seccomp_profile_load_program(&sp, prog, n, &cause) == 0, "load_program: %s",
+	    cause);
 }
 
 /* A thread that only returns its argument. */
@@ -543,30 +646,35 @@ START_TEST(test_loaded_from_bpf)
 }
 END_TEST
 
-/* In a child: nothing, half an instruction, a closed writer: never a filter. */
+/* In a child: no program, or one the kernel refuses: never a filter, and a cause. */
 static void
 child_bad_bpf(int rep)
 {
 	struct seccomp_profile sp;
 	char *cause = NULL;
-	int p[2];
+	/* Falls off its end without a return: the kernel's checker refuses it. */
+	static const struct sock_filter no_ret[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 0),
+	};
+	static const struct sock_filter bad_jump[] = {
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 5, 0),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
 
+	(void)rep;
 	memset(&sp, 0, sizeof(sp));
 	CHILD_CHECK(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0, "no_new_privs: %m");
-	CHILD_CHECK(pipe(p) == 0, "pipe: %m");
-	close(p[1]);
-	CHILD_CHECK(seccomp_profile_load_bpf(&sp, p[0], &cause) == -1 && cause != NULL,
-	    "an empty pipe loaded");
+	CHILD_CHECK(seccomp_profile_load_program(&sp, no_ret, 0, &cause) == -1 && cause != NULL,
+	    "an empty program loaded");
 	free(cause);
 	cause = NULL;
-	close(p[0]);
-	CHILD_CHECK(pipe(p) == 0, "pipe: %m");
-	CHILD_CHECK(write(p[1], "\x06\0\0\0", 4) == 4, "write: %m");
-	close(p[1]);
-	CHILD_CHECK(seccomp_profile_load_bpf(&sp, p[0], &cause) == -1 && cause != NULL,
-	    "half an instruction loaded");
+	CHILD_CHECK(seccomp_profile_load_program(&sp, no_ret, nitems(no_ret), &cause) == -1 &&
+	    cause != NULL, "a program without a return loaded");
 	free(cause);
-	close(p[0]);
+	cause = NULL;
+	CHILD_CHECK(seccomp_profile_load_program(&sp, bad_jump, nitems(bad_jump), &cause) == -1 &&
+	    cause != NULL, "a jump past the end loaded");
+	free(cause);
 	/* Nothing was installed: a syscall the profile denies still works. */
 	CHILD_CHECK(unshare(0) == 0, "unshare(0): %m");
 	int mode = prctl(PR_GET_SECCOMP, 0, 0, 0, 0);
@@ -914,6 +1022,7 @@ seccomp_suite(void)
 	tcase_add_test(tc, test_enabled_and_overrides);
 	tcase_add_test(tc, test_bad_policy);
 	tcase_add_test(tc, test_filter_verdicts);
+	tcase_add_test(tc, test_program_matches_libseccomp);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("kernel");
 	tcase_set_timeout(tc, 60);
