@@ -23,7 +23,7 @@ static const struct schema_field no_params[] = {
 
 static const struct schema_field operation_create_params[] = {
 	{ "pid", SCHEMA_INT, SCHEMA_REQUIRED, 1, 4194304, 0 },
-	{ "start_time_ticks", SCHEMA_INT, SCHEMA_REQUIRED, 0, INT64_MAX, 0 },
+	{ "start_time_ticks", SCHEMA_INT, 0, 0, INT64_MAX, 0 },
 	{ "timeout_seconds", SCHEMA_INT, 0, 0, PROTO_TIMEOUT_MAX, 0 },
 	{ "kill_grace_seconds", SCHEMA_INT, 0, 0, PROTO_KILL_GRACE_MAX, 0 },
 	{ "action_class", SCHEMA_STRING, 0, 1, 64, 0 },
@@ -409,6 +409,7 @@ proto_parse_operation_create(struct json_object *params, struct proto_operation_
 	memset(out, 0, sizeof(*out));
 	out->oc_pid = (pid_t)schema_int(params, "pid", 0);
 	out->oc_start_ticks = (uint64_t)schema_int(params, "start_time_ticks", 0);
+	out->oc_start_given = json_object_object_get_ex(params, "start_time_ticks", NULL);
 	out->oc_timeout_seconds = schema_int(params, "timeout_seconds", 0);
 	out->oc_kill_grace_seconds = schema_int(params, "kill_grace_seconds",
 	    PROTO_KILL_GRACE_DEFAULT);

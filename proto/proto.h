@@ -159,7 +159,8 @@ struct json_object *proto_event_new(const char *event, struct json_object *param
 
 struct proto_operation_create {
 	pid_t oc_pid;
-	uint64_t oc_start_ticks;
+	uint64_t oc_start_ticks;	/* read by boundaryd when not given */
+	int oc_start_given;
 	int64_t oc_timeout_seconds;
 	int64_t oc_kill_grace_seconds;	/* SIGTERM, then SIGKILL after this, at the timeout */
 	const char *oc_action_class;

@@ -1157,27 +1157,40 @@ op_alloc(struct boundaryd *bd)
 
 /*
  * Verify that pid is the caller's held child: its parent is the caller,
- * it runs as the caller's uid, it has the start time the caller named, and
- * the pidfd we hold refers to it (so a pid reused after a race is refused).
+ * it runs as the caller's uid, it has the start time the caller named (or,
+ * not named, the one read here becomes its identity), and the pidfd we
+ * hold refers to it (so a pid reused after a race is refused).
+ *
+ * Why a child may come without its start time: only its parent can reap
+ * it, so its pid cannot be reused while the caller waits for this answer,
+ * and a pid the caller let go and got back can only name another child of
+ * the caller's own, which it could have named anyway. A process adopted by
+ * root is no one's held child: its start time is required.
  */
 static int
-op_verify_child(const struct peer *p, const struct proto_operation_create *c, int *pidfd,
+op_verify_child(const struct peer *p, struct proto_operation_create *c, int *pidfd,
     struct op_reply *r)
 {
 	int adopt = c->oc_adopt_existing && p->pr_uid == 0;
 	struct proc_stat st;
 	uid_t uids[4];
 
+	if (adopt && !c->oc_start_given) {
+		reply_error(r, PE_INVALID_PARAMS, "adopt_existing needs start_time_ticks");
+		return -1;
+	}
 	*pidfd = proc_pidfd_open(c->oc_pid);
 	if (*pidfd < 0) {
 		reply_error(r, PE_NOT_CHILD, "process %d does not exist", (int)c->oc_pid);
 		return -1;
 	}
-	if (proc_read_stat(c->oc_pid, &st) != 0 || st.ps_start_ticks != c->oc_start_ticks) {
+	if (proc_read_stat(c->oc_pid, &st) != 0 ||
+	    (c->oc_start_given && st.ps_start_ticks != c->oc_start_ticks)) {
 		reply_error(r, PE_IDENTITY, "process %d does not have start time %llu",
 		    (int)c->oc_pid, (unsigned long long)c->oc_start_ticks);
 		return -1;
 	}
+	c->oc_start_ticks = st.ps_start_ticks;
 	/* Root's debug network-apply supervises a tree it did not start. */
 	if ((!adopt && st.ps_ppid != p->pr_pid) || peer_alive(p) != 0) {
 		reply_error(r, PE_NOT_CHILD, "process %d is not a child of the caller",

@@ -124,8 +124,17 @@ if pid == 0:
     time.sleep(5); os._exit(0)
 start = int(open("/proc/%d/stat" % pid).read().rsplit(")", 1)[1].split()[19])
 out = {}
+# A child's start time may be left out (boundaryd reads it); that must not
+# open the way to a process that is not the caller's live child.
+gone = os.fork()
+if gone == 0:
+    os._exit(0)
+os.waitpid(gone, 0)
 for name, params in (("wrong_start", {"pid": pid, "start_time_ticks": start + 1}),
-                     ("grandparent", {"pid": os.getppid(), "start_time_ticks": 0})):
+                     ("grandparent", {"pid": os.getppid(), "start_time_ticks": 0}),
+                     ("no_start_grandparent", {"pid": os.getppid()}),
+                     ("no_start_init", {"pid": 1}),
+                     ("no_start_reaped", {"pid": gone})):
     s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])
     d = json.dumps({"proto": 1, "id": 1, "method": "operation.create", "params": params}).encode()
     s.sendall(struct.pack(">I", len(d)) + d)
@@ -143,6 +152,15 @@ print(json.dumps(out))
     out = json.loads(r.stdout)
     check(out["wrong_start"]["error"]["code"] == "identity_mismatch", "%r" % out)
     check(out["grandparent"]["error"]["code"] in ("identity_mismatch", "not_caller_child"), "%r" % out)
+    for name in ("no_start_grandparent", "no_start_init", "no_start_reaped"):
+        check(out[name].get("error", {}).get("code") == "not_caller_child", "%s: %r" % (name, out))
+    # Root adopting a tree it did not start must name its start time.
+    tree = subprocess.Popen(["sleep", "30"])
+    env.children.append(tree)
+    reply = env.root_call("operation.create", {"pid": tree.pid, "adopt_existing": True,
+                                               "action_class": "watch"})
+    check(reply.get("error", {}).get("code") == "invalid_params" and
+          "start_time_ticks" in reply["error"]["message"], "%r" % reply)
     check(env.running_ops() == [], "an operation was created")
 
 
