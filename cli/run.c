@@ -97,7 +97,8 @@ struct run_controls {
 
 /*
  * What the seccomp profile refused, by syscall number, counted by the
- * launcher's listener thread (run_listen) and read at the end.
+ * launcher's wait loop (run_wait) or, without a pidfd, its listener thread
+ * (run_listen), and read at the end.
  */
 #define RUN_MAX_NR 1024
 static unsigned int run_denied[RUN_MAX_NR];
@@ -166,7 +167,7 @@ run_recv_fd(int sock)
 	return fd;
 }
 
-/* The listener thread's count of one refusal. */
+/* The count of one refusal (run_wait, run_listen). */
 static void
 run_count_denial(int nr, void *arg)
 {
@@ -176,7 +177,7 @@ run_count_denial(int nr, void *arg)
 }
 
 /*
- * The launcher's listener thread: takes the seccomp listener from the
+ * Without a pidfd, the launcher's listener thread: takes the seccomp listener from the
  * child, then answers (and counts) every refusal of the tree until the
  * process exits. It never lets a syscall through (seccomp_profile_serve).
  */
@@ -361,13 +362,85 @@ run_child(int go_fd, int status_fd, char **cmd, struct run_controls *ctl, int js
 }
 
 /*
- * In the launcher, once the create is on its way: start the listener that
- * answers the child's refusals.
+ * Wait for the child; forward the terminal's signals, kill it if boundaryd
+ * missed its timeout (fallback, a monotonic ms deadline, or 0), and with a
+ * pidfd answer the tree's seccomp refusals here: the listener arrives on
+ * rc_notify_sock[0] once the child has loaded its filter. A listener
+ * thread instead made the launcher two threads, so that every
+ * copy-on-write fault after the fork had to flush the other CPU's TLB, and
+ * cost its own start and exit on every launch. The listener stays open
+ * after the wait: a refusal of what remains of the tree waits for the
+ * operation's end, which kills it.
+ */
+static int
+run_wait(pid_t child, int pidfd, struct run_controls *ctl, const char *opid, int64_t fallback,
+    int *fallback_fired, int *status)
+{
+	int sock = pidfd >= 0 ? ctl->rc_notify_sock[0] : -1, lfd = -1;
+
+	for (;;) {
+		pid_t w = waitpid(child, status, fallback || pidfd >= 0 ? WNOHANG : 0);
+		if (w == child)
+			break;
+		if (w < 0 && errno != EINTR) {
+			perror("gensee run: waitpid");
+			return -1;
+		}
+		if (run_forward_sig) {
+			kill(child, run_forward_sig);
+			run_forward_sig = 0;
+		}
+		if (fallback && !*fallback_fired && util_monotonic_ms() > fallback) {
+			/* boundaryd should have ended it; do not let it outlive the timeout. */
+			fprintf(stderr, "gensee: supervisor did not end %s at its timeout; "
+			    "killing the root process\n", opid);
+			kill(child, SIGKILL);
+			*fallback_fired = 1;
+		}
+		if (pidfd < 0) {
+			if (fallback)
+				usleep(20000);
+			continue;
+		}
+		struct pollfd p[3] = {
+			{ .fd = pidfd, .events = POLLIN },
+			{ .fd = sock, .events = POLLIN },
+			{ .fd = lfd, .events = POLLIN },
+		};
+		if (poll(p, 3, fallback ? 20 : -1) < 0 && errno != EINTR) {
+			perror("gensee run: poll");
+			return -1;
+		}
+		if (sock >= 0 && p[1].revents != 0) {
+			/* Nothing came (the child failed before): the kernel answers ENOSYS. */
+			lfd = run_recv_fd(sock);
+			close(sock);
+			sock = ctl->rc_notify_sock[0] = -1;
+		}
+		if (lfd >= 0 && p[2].revents != 0 && (!(p[2].revents & POLLIN) ||
+		    seccomp_profile_answer(&ctl->rc_seccomp, lfd, run_count_denial, NULL) != 0)) {
+			close(lfd);	/* no filter user left */
+			lfd = -1;
+		}
+	}
+	(void)lfd;	/* kept open, see above; the process exit closes it */
+	if (pidfd >= 0)
+		close(pidfd);
+	return 0;
+}
+
+/*
+ * In the launcher, once the create is on its way: close the child's end of
+ * the listener's socket, and unless the wait loop answers the refusals
+ * (in_loop: run_wait), start a thread that does.
  */
 static void
-run_start_controls(struct run_controls *ctl)
+run_start_controls(struct run_controls *ctl, int in_loop)
 {
-	if (ctl->rc_notify_sock[1] >= 0) {
+	if (ctl->rc_notify_sock[1] >= 0 && in_loop) {
+		close(ctl->rc_notify_sock[1]);
+		ctl->rc_notify_sock[1] = -1;
+	} else if (ctl->rc_notify_sock[1] >= 0) {
 		pthread_t t;
 		close(ctl->rc_notify_sock[1]);
 		ctl->rc_notify_sock[1] = -1;
@@ -1130,9 +1203,16 @@ cmd_run(int argc, char **argv)
 	int create_fd = client_send_on(early_fd, "client.sock", "operation.create", params,
 	    &create_id, &err);
 	early_fd = -1;
-	/* While boundaryd creates the operation: the child's filter, the listener. */
+	/*
+	 * The wait loop answers the tree's seccomp refusals itself (run_wait)
+	 * when it can wait on a pidfd; else a listener thread does.
+	 */
+	int child_pidfd = sandbox && ctl.rc_notify_sock[0] >= 0 ?
+	    (int)syscall(SYS_pidfd_open, child, 0) : -1;
+	if (child_pidfd >= 0)
+		fcntl(child_pidfd, F_SETFD, FD_CLOEXEC);
 	if (create_fd >= 0 && sandbox)
-		run_start_controls(&ctl);
+		run_start_controls(&ctl, child_pidfd >= 0);
 	if (create_fd < 0 || client_recv_keep(create_fd, create_id, &res, &err) != 0) {
 		if (create_fd >= 0)
 			close(create_fd);
@@ -1199,28 +1279,8 @@ cmd_run(int argc, char **argv)
 	int64_t fallback = timeout > 0 ?
 	    util_monotonic_ms() + timeout * 1000 + grace_ms + RUN_FALLBACK_GRACE_MS : 0;
 	int fallback_fired = 0;
-	for (;;) {
-		pid_t w = waitpid(child, &status, fallback ? WNOHANG : 0);
-		if (w == child)
-			break;
-		if (w < 0 && errno != EINTR) {
-			perror("gensee run: waitpid");
-			return RUN_EXIT_GENSEE;
-		}
-		if (run_forward_sig) {
-			kill(child, run_forward_sig);
-			run_forward_sig = 0;
-		}
-		if (fallback && !fallback_fired && util_monotonic_ms() > fallback) {
-			/* boundaryd should have ended it; do not let it outlive the timeout. */
-			fprintf(stderr, "gensee: supervisor did not end %s at its timeout; "
-			    "killing the root process\n", opid);
-			kill(child, SIGKILL);
-			fallback_fired = 1;
-		}
-		if (fallback)
-			usleep(20000);
-	}
+	if (run_wait(child, child_pidfd, &ctl, opid, fallback, &fallback_fired, &status) != 0)
+		return RUN_EXIT_GENSEE;
 	run_child_report(st[0], cmd[0]);
 	close(st[0]);
 	struct json_object *denied = sandbox ? run_denials() : NULL;

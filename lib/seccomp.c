@@ -490,17 +490,39 @@ seccomp_profile_errno(const struct seccomp_profile *sp, int nr)
  * decided. When the launcher is gone the kernel answers ENOSYS for it, a
  * refusal all the same.
  */
-void
-seccomp_profile_serve(const struct seccomp_profile *sp, int fd,
+int
+seccomp_profile_answer(const struct seccomp_profile *sp, int fd,
     void (*count)(int nr, void *arg), void *arg)
 {
 	struct seccomp_notif *req = NULL;
 	struct seccomp_notif_resp *resp = NULL;
+	int rc = 0;
 
-	if (seccomp_notify_alloc(&req, &resp) != 0) {
-		close(fd);
-		return;
+	if (seccomp_notify_alloc(&req, &resp) != 0)
+		return -1;
+	/* The kernel refuses a receive into a struct that is not zeroed. */
+	memset(req, 0, sizeof(*req));
+	if (seccomp_notify_receive(fd, req) != 0) {
+		/* Interrupted, or the caller died meanwhile; else no filter user is left. */
+		rc = errno == EINTR || errno == ENOENT ? 0 : -1;
+		goto out;
 	}
+	memset(resp, 0, sizeof(*resp));
+	resp->id = req->id;
+	resp->error = -seccomp_profile_errno(sp, req->data.nr);
+	if (count != NULL)
+		count(req->data.nr, arg);
+	if (seccomp_notify_respond(fd, resp) != 0 && errno != ENOENT)
+		rc = -1;
+out:
+	seccomp_notify_free(req, resp);
+	return rc;
+}
+
+void
+seccomp_profile_serve(const struct seccomp_profile *sp, int fd,
+    void (*count)(int nr, void *arg), void *arg)
+{
 	for (;;) {
 		/*
 		 * Wait for a notification or for the last user of the filter to
@@ -514,24 +536,9 @@ seccomp_profile_serve(const struct seccomp_profile *sp, int fd,
 				continue;
 			break;
 		}
-		if (!(pfd.revents & POLLIN))
+		if (!(pfd.revents & POLLIN) || seccomp_profile_answer(sp, fd, count, arg) != 0)
 			break;			/* POLLHUP: no filter user left */
-		/* The kernel refuses a receive into a struct that is not zeroed. */
-		memset(req, 0, sizeof(*req));
-		if (seccomp_notify_receive(fd, req) != 0) {
-			if (errno == EINTR || errno == ENOENT)
-				continue;	/* interrupted, or the caller died meanwhile */
-			break;			/* no filter user left */
-		}
-		memset(resp, 0, sizeof(*resp));
-		resp->id = req->id;
-		resp->error = -seccomp_profile_errno(sp, req->data.nr);
-		if (count != NULL)
-			count(req->data.nr, arg);
-		if (seccomp_notify_respond(fd, resp) != 0 && errno != ENOENT)
-			break;
 	}
-	seccomp_notify_free(req, resp);
 	/* Without a listener the kernel answers ENOSYS: refused, never left waiting. */
 	close(fd);
 }

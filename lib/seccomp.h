@@ -132,6 +132,13 @@ int seccomp_profile_load(struct seccomp_profile *sp, char **cause);
  */
 int seccomp_profile_notify(struct seccomp_profile *sp, char **cause);
 /*
+ * Receive one notification on listener fd (readable) and answer it with
+ * its rule's errno, never "continue"; count(nr, arg) is called for it (may
+ * be NULL). 0, or -1 when the fd has no filter user left or failed.
+ */
+int seccomp_profile_answer(const struct seccomp_profile *sp, int fd,
+    void (*count)(int nr, void *arg), void *arg);
+/*
  * Answer every notification on listener fd with its rule's errno until the
  * fd has no more users; count(nr, arg) is called for each (may be NULL).
  * Runs in the launcher, outside the filter.
