@@ -111,6 +111,76 @@ run_on_signal(int sig)
 	run_forward_sig = sig;
 }
 
+/*
+ * The agent's environment, made before the fork: the caller's without its
+ * own GENSEE_OPERATION_ID (and, in re_proxy_envp, without its proxy
+ * variables), then slots for ours, pointing at buffers the held child
+ * fills after the go. setenv there allocated, searched and bound symbols:
+ * a dozen pages, each copied first while the child shares them with the
+ * launcher (about 30 us a page on our test VMs), between the go and exec.
+ */
+#define RUN_PROXY_VARS 4
+static const char *const run_proxy_vars[RUN_PROXY_VARS] = {
+	"HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy",
+};
+static struct {
+	char **re_envp;		/* GENSEE_OPERATION_ID last */
+	char **re_proxy_envp;	/* GENSEE_OPERATION_ID, then the proxy variables */
+	char re_opid[160];
+	char re_proxy[RUN_PROXY_VARS][240];
+} run_env;
+
+/* Whether the environment entry e sets name. */
+static int
+run_env_is(const char *e, const char *name)
+{
+	size_t n = strlen(name);
+
+	return strncmp(e, name, n) == 0 && e[n] == '=';
+}
+
+static int
+run_env_prepare(void)
+{
+	size_t n = 0, a = 0, b = 0;
+
+	while (environ[n] != NULL)
+		n++;
+	run_env.re_envp = calloc(n + 2, sizeof(char *));
+	run_env.re_proxy_envp = calloc(n + 2 + RUN_PROXY_VARS, sizeof(char *));
+	if (run_env.re_envp == NULL || run_env.re_proxy_envp == NULL)
+		return -1;
+	for (size_t i = 0; i < n; i++) {
+		int proxy = 0;
+		if (run_env_is(environ[i], "GENSEE_OPERATION_ID"))
+			continue;
+		run_env.re_envp[a++] = environ[i];
+		for (size_t v = 0; v < RUN_PROXY_VARS && !proxy; v++)
+			proxy = run_env_is(environ[i], run_proxy_vars[v]);
+		if (!proxy)
+			run_env.re_proxy_envp[b++] = environ[i];
+	}
+	run_env.re_envp[a] = run_env.re_opid;
+	run_env.re_proxy_envp[b++] = run_env.re_opid;
+	for (size_t v = 0; v < RUN_PROXY_VARS; v++)
+		run_env.re_proxy_envp[b++] = run_env.re_proxy[v];
+	return 0;
+}
+
+/* "NAME=value" into dst (size n), without printf's stack: 0, or -1 if too long. */
+static int
+run_env_fill(char *dst, size_t n, const char *name, const char *value)
+{
+	size_t ln = strlen(name), lv = strlen(value);
+
+	if (ln + 1 + lv + 1 > n)
+		return -1;
+	memcpy(dst, name, ln);
+	dst[ln] = '=';
+	memcpy(dst + ln + 1, value, lv + 1);
+	return 0;
+}
+
 /* In the child: report why it will not run the command, and exit. */
 static void __attribute__((noreturn))
 run_child_fail(int status_fd, const char *reason)
@@ -330,17 +400,18 @@ run_child(int go_fd, int status_fd, char **cmd, struct run_controls *ctl, int js
 	 * "ID" or "ID PROXY_URL": an operation that names hosts has a CONNECT
 	 * egress; tools that honour the proxy variables use it (network.md).
 	 */
-	char *proxy_url = strchr(buf, ' ');
+	char *proxy_url = strchr(buf, ' '), **envp = run_env.re_envp;
 	if (proxy_url != NULL) {
 		*proxy_url++ = '\0';
-		if (setenv("HTTPS_PROXY", proxy_url, 1) != 0 ||
-		    setenv("https_proxy", proxy_url, 1) != 0 ||
-		    setenv("HTTP_PROXY", proxy_url, 1) != 0 ||
-		    setenv("http_proxy", proxy_url, 1) != 0)
-			run_child_fail(status_fd, "setenv: out of memory");
+		for (size_t v = 0; v < RUN_PROXY_VARS; v++)
+			if (run_env_fill(run_env.re_proxy[v], sizeof(run_env.re_proxy[v]),
+			    run_proxy_vars[v], proxy_url) != 0)
+				run_child_fail(status_fd, "the proxy URL is too long");
+		envp = run_env.re_proxy_envp;
 	}
-	if (setenv("GENSEE_OPERATION_ID", buf, 1) != 0)
-		run_child_fail(status_fd, "setenv: out of memory");
+	if (run_env_fill(run_env.re_opid, sizeof(run_env.re_opid), "GENSEE_OPERATION_ID",
+	    buf) != 0)
+		run_child_fail(status_fd, "the operation id is too long");
 	signal(SIGINT, SIG_DFL);
 	signal(SIGQUIT, SIG_DFL);
 	signal(SIGTERM, SIG_DFL);
@@ -352,7 +423,7 @@ run_child(int go_fd, int status_fd, char **cmd, struct run_controls *ctl, int js
 	 */
 	if (json && dup2(STDERR_FILENO, STDOUT_FILENO) < 0)
 		run_child_fail(status_fd, "dup2: cannot move stdout to stderr for --json");
-	execvp(cmd[0], cmd);
+	execvpe(cmd[0], cmd, envp);
 	memset(&rs, 0, sizeof(rs));
 	rs.rs_kind = RUN_STATUS_EXEC;
 	rs.rs_errno = errno;
@@ -1180,6 +1251,10 @@ cmd_run(int argc, char **argv)
 		json_object_object_add(params, "host_controls", hostctl);
 	else
 		json_object_put(hostctl);
+	if (run_env_prepare() != 0) {
+		perror("gensee run: the agent's environment");
+		return RUN_EXIT_GENSEE;
+	}
 	fflush(NULL);
 	child = fork();
 	if (child < 0) {

@@ -228,6 +228,10 @@ mountview_plan_build(struct json_object *policy, const struct mountview_opts *o,
 	mv->mv_skipped = json_object_new_array();
 	mv->mv_uid = o->mo_uid;
 	mv->mv_gid = o->mo_gid;
+	snprintf(mv->mv_uid_map, sizeof(mv->mv_uid_map), "%u %u 1\n", (unsigned)mv->mv_uid,
+	    (unsigned)mv->mv_uid);
+	snprintf(mv->mv_gid_map, sizeof(mv->mv_gid_map), "%u %u 1\n", (unsigned)mv->mv_gid,
+	    (unsigned)mv->mv_gid);
 	if (mountview_parse(policy, mv, &hide, &allow, cause) != 0)
 		goto fail;
 	if (mv->mv_mode == MOUNTVIEW_OFF) {
@@ -334,19 +338,14 @@ mountview_write_proc(const char *path, const char *text, char **cause)
 static int
 mountview_unshare(const struct mountview_plan *mv, char **cause)
 {
-	char map[64];
-
 	if (unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0) {
 		util_cause(cause, "mount view: unshare(CLONE_NEWUSER|CLONE_NEWNS): %s "
 		    "(unprivileged user namespaces may be off on this host)", strerror(errno));
 		return -1;
 	}
-	snprintf(map, sizeof(map), "%u %u 1\n", (unsigned)mv->mv_uid, (unsigned)mv->mv_uid);
 	if (mountview_write_proc("/proc/self/setgroups", "deny", cause) != 0 ||
-	    mountview_write_proc("/proc/self/uid_map", map, cause) != 0)
-		return -1;
-	snprintf(map, sizeof(map), "%u %u 1\n", (unsigned)mv->mv_gid, (unsigned)mv->mv_gid);
-	if (mountview_write_proc("/proc/self/gid_map", map, cause) != 0)
+	    mountview_write_proc("/proc/self/uid_map", mv->mv_uid_map, cause) != 0 ||
+	    mountview_write_proc("/proc/self/gid_map", mv->mv_gid_map, cause) != 0)
 		return -1;
 	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) {
 		util_cause(cause, "mount view: making / private: %s", strerror(errno));

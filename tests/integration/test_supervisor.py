@@ -10,11 +10,20 @@ from harness import Failure, check, main, pids_with_cmdline
 
 def run_exit_code(env):
     env.start()
-    r = env.gensee("run", "--json", "--", "sh", "-c", 'echo "op=$GENSEE_OPERATION_ID" >&2; exit 7')
+    # The caller's own GENSEE_OPERATION_ID is replaced (once), the rest of
+    # its environment kept; an operation without a CONNECT egress leaves
+    # the caller's proxy variables alone.
+    r = env.gensee("run", "--json", "--", "sh", "-c",
+                   'echo "op=$GENSEE_OPERATION_ID" >&2; env >&2; exit 7',
+                   env={"GENSEE_OPERATION_ID": "op_forged", "HTTPS_PROXY": "http://mine:1",
+                        "KEEP_ME": "kept"})
     check(r.returncode == 7, "exit status %d, want 7: %s" % (r.returncode, r.stderr))
     out = json.loads(r.stdout)
     opid = out["operation_id"]
     check(("op=" + opid) in r.stderr, "child did not see GENSEE_OPERATION_ID=%s: %s" % (opid, r.stderr))
+    check(r.stderr.count("GENSEE_OPERATION_ID=") == 1 and "op_forged" not in r.stderr,
+          "the caller's GENSEE_OPERATION_ID reached the agent: %s" % r.stderr)
+    check("KEEP_ME=kept" in r.stderr and "HTTPS_PROXY=http://mine:1" in r.stderr, r.stderr)
     check(out["state"] == "exited", "state %r" % out["state"])
     check(out["exit"] == {"reported_by": "launcher", "code": 7, "signal": None}, "exit %r" % out["exit"])
     rec = env.record(opid)
