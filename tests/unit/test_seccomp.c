@@ -496,7 +496,8 @@ START_TEST(test_program_matches_libseccomp)
 		struct sock_filter *lib = export_bpf(&sp, &nl), *own = own_program(&sp, &no);
 
 		for (size_t a = 0; a < nitems(arches); a++) {
-			for (uint32_t nr = 0; nr < 1100; nr++) {
+			/* A foreign architecture is killed whatever the number: 0..499 tell. */
+			for (uint32_t nr = 0; nr < (a == 0 ? 1100U : 500U); nr++) {
 				/* The numbers, then the same with x32's bit, then the top. */
 				uint32_t num = nr < 500 ? nr : nr < 1000 ?
 				    (nr - 500) | __X32_SYSCALL_BIT : 0xffffffffU - (nr - 1000);
@@ -506,10 +507,11 @@ START_TEST(test_program_matches_libseccomp)
 				d.nr = (int)num;
 				ck_assert_msg(bpf_run(lib, nl, &d) == bpf_run(own, no, &d),
 				    "variant %d arch 0x%x nr 0x%x", variant, arches[a], num);
-				/* Arguments matter only to the native numbers with rules. */
+				/* Arguments matter only to the native numbers with conditions. */
 				int ruled = 0;
 				for (size_t r = 0; r < sp.sp_nrules && !ruled; r++)
-					ruled = seccomp_syscall_resolve_name(
+					ruled = sp.sp_rules[r].spr_when != SECCOMP_WHEN_ALWAYS &&
+					    seccomp_syscall_resolve_name(
 					    sp.sp_rules[r].spr_syscall) == (int)num;
 				if (a != 0 || num >= 500 || (!ruled && num > 3))
 					continue;
@@ -1023,6 +1025,8 @@ seccomp_suite(void)
 	tcase_add_test(tc, test_bad_policy);
 	tcase_add_test(tc, test_filter_verdicts);
 	tcase_add_test(tc, test_program_matches_libseccomp);
+	/* The differential check runs two interpreters a million times: slow under ASan. */
+	tcase_set_timeout(tc, 60);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("kernel");
 	tcase_set_timeout(tc, 60);
