@@ -90,8 +90,8 @@ int seccomp_profile_build_notify(struct json_object *policy, int force, int noti
     struct seccomp_profile *sp, char **cause);
 /*
  * The same without compiling (sp_ctx stays NULL): the rules are chosen and
- * their names checked; seccomp_profile_compile makes the filter later
- * (run.c compiles while boundaryd creates the operation).
+ * their names checked. run.c then writes the program itself
+ * (seccomp_profile_program); seccomp_profile_compile makes libseccomp's.
  */
 int seccomp_profile_plan_notify(struct json_object *policy, int force, int notify,
     struct seccomp_profile *sp, char **cause);
