@@ -10,9 +10,9 @@
  * seccomp_syscall_resolve_name) and the native architecture, and the unit
  * tests run this program and libseccomp's for the same profiles through a
  * BPF interpreter over every syscall number and edge argument, requiring
- * the same action for each. Architectures other than x86-64 and AArch64
- * (where one audit architecture may carry several syscall ABIs) use
- * libseccomp's program.
+ * the same action for each. Other architectures (where one audit
+ * architecture may carry several syscall ABIs, and where these tests have
+ * not run) use libseccomp's program.
  *
  * The program: a wrong architecture kills the process (an i386 or x32
  * entry point would bypass every rule), then each denied syscall number
@@ -238,7 +238,7 @@ seccomp_profile_program(struct seccomp_profile *sp, struct sock_filter *prog, si
 		util_cause(cause, "seccomp: the profile is disabled");
 		return -1;
 	}
-	if (arch != AUDIT_ARCH_X86_64 && arch != AUDIT_ARCH_AARCH64)
+	if (arch != AUDIT_ARCH_X86_64)
 		return libseccomp_program(sp, prog, max, n, cause);
 	if (gen_program(sp, arch, &g) != 0) {
 		util_cause(cause, "seccomp: the profile's program does not fit in %zu "
