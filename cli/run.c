@@ -494,7 +494,7 @@ run_wait(pid_t child, int pidfd, struct run_controls *ctl, const char *opid, int
 			lfd = -1;
 		}
 	}
-	(void)lfd;	/* kept open, see above; the process exit closes it */
+	/* lfd stays open (see above): the process exit closes it. */
 	if (pidfd >= 0)
 		close(pidfd);
 	return 0;

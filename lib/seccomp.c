@@ -307,7 +307,7 @@ seccomp_profile_compile(struct seccomp_profile *sp, char **cause)
 	}
 	for (size_t i = 0; i < sp->sp_nrules; i++) {
 		const struct seccomp_profile_rule *r = &sp->sp_rules[i];
-		int nr = seccomp_syscall_resolve_name(r->spr_syscall);
+		int nr = r->spr_nr;
 
 		/* An unknown name must not quietly drop a rule. */
 		if (nr == __NR_SCMP_ERROR) {
@@ -400,13 +400,14 @@ seccomp_profile_plan_notify(struct json_object *policy, int force, int notify,
 			return -1;
 		}
 		/* An unknown name must not quietly drop a rule: refused before anything starts. */
-		if (seccomp_syscall_resolve_name(seccomp_profile_default[i].spr_syscall) ==
-		    __NR_SCMP_ERROR) {
+		int nr = seccomp_syscall_resolve_name(seccomp_profile_default[i].spr_syscall);
+		if (nr == __NR_SCMP_ERROR) {
 			util_cause(cause, "seccomp: libseccomp does not know %s",
 			    seccomp_profile_default[i].spr_syscall);
 			return -1;
 		}
-		sp->sp_rules[sp->sp_nrules++] = seccomp_profile_default[i];
+		sp->sp_rules[sp->sp_nrules] = seccomp_profile_default[i];
+		sp->sp_rules[sp->sp_nrules++].spr_nr = nr;
 	}
 	return 0;
 }
@@ -479,7 +480,7 @@ static int
 seccomp_profile_errno(const struct seccomp_profile *sp, int nr)
 {
 	for (size_t i = 0; i < sp->sp_nrules; i++)
-		if (seccomp_syscall_resolve_name(sp->sp_rules[i].spr_syscall) == nr)
+		if (sp->sp_rules[i].spr_nr == nr)
 			return sp->sp_rules[i].spr_errno;
 	return EPERM;
 }
@@ -624,8 +625,7 @@ seccomp_profile_json(const struct seccomp_profile *sp)
 		struct json_object *jr = json_object_new_object();
 
 		json_object_object_add(jr, "syscall", json_object_new_string(r->spr_syscall));
-		json_object_object_add(jr, "number", json_object_new_int(
-		    seccomp_syscall_resolve_name(r->spr_syscall)));
+		json_object_object_add(jr, "number", json_object_new_int(r->spr_nr));
 		snprintf(action, sizeof(action), "errno(%s)", r->spr_errno == EPERM ? "EPERM" :
 		    r->spr_errno == ENOSYS ? "ENOSYS" : "?");
 		json_object_object_add(jr, "action", json_object_new_string(action));

@@ -56,6 +56,7 @@ struct seccomp_profile_rule {
 	size_t spr_nallowed;
 	unsigned int spr_arg;	/* which argument the condition reads */
 	enum seccomp_profile_key spr_key;
+	int spr_nr;		/* its number here, resolved once by the plan (< 0: none here) */
 };
 
 struct seccomp_profile {

@@ -6,8 +6,8 @@
  * 3 ms while a launch competes for the CPUs, on the path of every
  * sandboxed run. The profile has four rule shapes (seccomp.h) and no rule
  * of the user's, so its program is small and made here in one pass, in
- * microseconds. libseccomp still names the syscalls (the numbers come from
- * seccomp_syscall_resolve_name) and the native architecture, and the unit
+ * microseconds. libseccomp still names the syscalls (the plan's numbers come
+ * from seccomp_syscall_resolve_name) and the native architecture, and the unit
  * tests run this program and libseccomp's for the same profiles through a
  * BPF interpreter over every syscall number and edge argument, requiring
  * the same action for each. Other architectures (where one audit
@@ -23,6 +23,7 @@
 #include <fcntl.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include <sys/syscall.h>
@@ -133,22 +134,14 @@ gen_rule(struct bpfgen *g, const struct seccomp_profile *sp, const struct seccom
 	return -1;
 }
 
-/* The syscall number of rule i, or -1 where this architecture has none. */
-static int
-rule_nr(const struct seccomp_profile *sp, size_t i)
-{
-	int nr = seccomp_syscall_resolve_name(sp->sp_rules[i].spr_syscall);
-
-	return nr < 0 ? -1 : nr;
-}
-
 static int
 gen_program(const struct seccomp_profile *sp, uint32_t arch, struct bpfgen *g)
 {
 	int nrs[SECCOMP_PROFILE_MAX_RULES];
 
+	/* The plan's numbers; -1 where this architecture has none (libseccomp's pseudo numbers). */
 	for (size_t i = 0; i < sp->sp_nrules; i++)
-		nrs[i] = rule_nr(sp, i);
+		nrs[i] = sp->sp_rules[i].spr_nr < 0 ? -1 : sp->sp_rules[i].spr_nr;
 	gen_ld(g, OFF_ARCH);
 	gen(g, BPF_JMP | BPF_JEQ | BPF_K, 1, 0, arch);
 	gen_ret(g, SECCOMP_RET_KILL_PROCESS);
@@ -196,8 +189,8 @@ libseccomp_program(struct seccomp_profile *sp, struct sock_filter *prog, size_t 
     size_t *n, char **cause)
 {
 	int p[2], rc = -1;
+	char *buf = NULL;
 	size_t got = 0;
-	ssize_t r;
 
 	if (sp->sp_ctx == NULL && seccomp_profile_compile(sp, cause) != 0)
 		return -1;
@@ -206,23 +199,21 @@ libseccomp_program(struct seccomp_profile *sp, struct sock_filter *prog, size_t 
 		return -1;
 	}
 	/* At most 32 KiB (BPF_MAXINSNS): a pipe takes it without a reader. */
-	if (seccomp_profile_export_bpf(sp, p[1], cause) != 0)
-		goto out;
+	int exported = seccomp_profile_export_bpf(sp, p[1], cause);
 	close(p[1]);
-	p[1] = -1;
-	while ((r = read(p[0], (char *)prog + got, max * sizeof(*prog) - got)) > 0 ||
-	    (r < 0 && errno == EINTR))
-		got += r > 0 ? (size_t)r : 0;
-	if (got == 0 || got % sizeof(*prog) != 0 || got == max * sizeof(*prog)) {
-		util_cause(cause, "seccomp: libseccomp's program does not fit (%zu bytes)", got);
-		goto out;
+	if (exported == 0) {
+		if (util_read_fd(p[0], max * sizeof(*prog), &buf, &got) != 0 || got == 0 ||
+		    got % sizeof(*prog) != 0) {
+			util_cause(cause, "seccomp: libseccomp's program does not fit (%zu bytes)",
+			    got);
+		} else {
+			memcpy(prog, buf, got);
+			*n = got / sizeof(*prog);
+			rc = 0;
+		}
 	}
-	*n = got / sizeof(*prog);
-	rc = 0;
-out:
+	free(buf);
 	close(p[0]);
-	if (p[1] >= 0)
-		close(p[1]);
 	return rc;
 }
 

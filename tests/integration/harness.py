@@ -321,6 +321,13 @@ class Env:
         self.proc.wait()
         self.proc = None
 
+    def chown_to_user(self, top):
+        """Give the tree at top (a test home or workspace) to the test user."""
+        for d, _, files in os.walk(top):
+            os.chown(d, self.uid, self.gid)
+            for n in files:
+                os.chown(os.path.join(d, n), self.uid, self.gid)
+
     def user_env(self, extra=None):
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "GENSEE_RUNTIME_DIR": self.runtime,
                "HOME": "/nonexistent", "LANG": "C.UTF-8"}

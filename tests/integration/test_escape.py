@@ -51,13 +51,6 @@ def write_as_user(env, path, text, mode=0o600):
     os.chown(path, env.uid, env.gid)
 
 
-def chown_tree(env, top):
-    for d, _, files in os.walk(top):
-        os.chown(d, env.uid, env.gid)
-        for n in files:
-            os.chown(os.path.join(d, n), env.uid, env.gid)
-
-
 def gensee_home(env, policy=None):
     """A GENSEE_HOME the test user owns, with policy.json = policy (if any)."""
     home = user_dir(env, "gensee-it-gh.")
@@ -279,7 +272,7 @@ def credentials_hidden_and_policy_readonly(env):
         write_as_user(env, os.path.join(home, rel), text + "\n")
     pol = os.path.join(home, ".gensee", "policy.json")
     write_as_user(env, pol, "{}", 0o600)
-    chown_tree(env, home)
+    env.chown_to_user(home)
     script = ("for f in %s; do cat $HOME/$f; done; "
               "ASAN_OPTIONS=detect_leaks=0 gensee policy set linux.seccomp.enabled false; "
               "echo policy=$?; "

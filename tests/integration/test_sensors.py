@@ -88,10 +88,7 @@ def fanotify_sensitive_paths(env):
             f.write(text)
     with open(os.path.join(home, "policy.json"), "w") as f:
         json.dump(fan_policy({"enabled": True, "paths": ["**/.env"]}), f)
-    for d, _, files in os.walk(home):
-        os.chown(d, env.uid, env.gid)
-        for n in files:
-            os.chown(os.path.join(d, n), env.uid, env.gid)
+    env.chown_to_user(home)
     os.chmod(home, 0o755)
     user_env = {"HOME": home, "GENSEE_HOME": home}
     key = os.path.join(home, ".ssh", "id_ed25519")
@@ -190,10 +187,7 @@ def fanotify_inode_hits_use_own_policy(env):
             json.dump(fan_policy({"enabled": True, "rules": [
                 {"path": keys + "/**", "action": action}]}), f)
         homes[name] = gh
-    for d, _, files in os.walk(home):
-        os.chown(d, env.uid, env.gid)
-        for n in files:
-            os.chown(os.path.join(d, n), env.uid, env.gid)
+    env.chown_to_user(home)
     os.chmod(home, 0o755)
     obs = env.gensee_bg("run", "--sandbox", "linux", "--deny-all", "--", "sleep", "30",
                         env={"HOME": home, "GENSEE_HOME": homes["observer"]})
@@ -246,10 +240,7 @@ def make_home(env, with_policy=True):
     if with_policy:
         with open(os.path.join(home, "policy.json"), "w") as f:
             json.dump(fan_policy({"enabled": True, "paths": ["**/.env"]}), f)
-    for d, _, files in os.walk(home):
-        os.chown(d, env.uid, env.gid)
-        for n in files:
-            os.chown(os.path.join(d, n), env.uid, env.gid)
+    env.chown_to_user(home)
     os.chmod(home, 0o755)
     return home, ws
 

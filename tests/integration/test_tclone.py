@@ -121,6 +121,15 @@ class Tclone:
         return {c["path"]: c["change"] for c in self.g("run", "diff", run, "--json",
                                                           json_out=True)["changes"]}
 
+    def check_agent_forks(self, f0, f1):
+        """Wait for two forks of AGENT (fork 0, fork 1) and check their diffs."""
+        self.wait_done(f0)
+        self.wait_done(f1)
+        d0, d1 = self.diff(f0), self.diff(f1)
+        check(d0.get("alpha.txt") == "added" and d0.get("shared.txt") == "modified" and
+              d0.get("gone.txt") == "deleted" and "started.txt" not in d0, "fork0 diff %r" % d0)
+        check(d1.get("beta.txt") == "added" and "alpha.txt" not in d1, "fork1 diff %r" % d1)
+
     def wait_done(self, run):
         return self.env.wait_for("agent of %s" % run,
                                  lambda: "done-" + run in self.diff(run), timeout=30)
@@ -942,12 +951,7 @@ def btrfs_backend(env):
             a = os.lstat(os.path.join(t.root, "tclone", "runs", sid, "ws", "src", "keep.c"))
             b = os.lstat(os.path.join(t.root, "tclone", "runs", f, "ws", "src", "keep.c"))
             check(a.st_ino == b.st_ino and a.st_dev != b.st_dev, "inodes %r %r" % (a, b))
-        t.wait_done(f0)
-        t.wait_done(f1)
-        d0, d1 = t.diff(f0), t.diff(f1)
-        check(d0.get("alpha.txt") == "added" and d0.get("shared.txt") == "modified" and
-              d0.get("gone.txt") == "deleted" and "started.txt" not in d0, "fork0 diff %r" % d0)
-        check(d1.get("beta.txt") == "added" and "alpha.txt" not in d1, "fork1 diff %r" % d1)
+        t.check_agent_forks(f0, f1)
         cmp_ = t.g("run", "compare", f0, "--json", json_out=True)
         check(len(cmp_["forks"]) == 2, "compare %r" % cmp_)
 

@@ -282,10 +282,7 @@ def file_rules(env):
     with open(os.path.join(home, "policy.json"), "w") as f:
         json.dump({"linux": {"fanotify": {"enabled": True, "paths": [os.path.join(
             home, ".ssh"), "**/.env"]}, "mount_view": {"mode": "off"}, "landlock": {"mode": "off"}}}, f)
-    for d, _, files in os.walk(home):
-        os.chown(d, env.uid, env.gid)
-        for n in files:
-            os.chown(os.path.join(d, n), env.uid, env.gid)
+    env.chown_to_user(home)
     os.chmod(home, 0o755)
     uenv = {"HOME": home, "GENSEE_HOME": home}
     with tclone(env) as t:

@@ -120,12 +120,7 @@ def podman_lifecycle(env):
                   f["authority"]["network"] == {"mode": "allowlist", "allow": []},
                   "fork authority %r" % f["authority"])
             check(f["operation_id"] != src["operation_id"], "fork shares the operation")
-        t.wait_done(f0)
-        t.wait_done(f1)
-        d0, d1 = t.diff(f0), t.diff(f1)
-        check(d0.get("alpha.txt") == "added" and d0.get("shared.txt") == "modified" and
-              d0.get("gone.txt") == "deleted" and "started.txt" not in d0, "fork0 diff %r" % d0)
-        check(d1.get("beta.txt") == "added" and "alpha.txt" not in d1, "fork1 diff %r" % d1)
+        t.check_agent_forks(f0, f1)
         names = t.store.containers()
         check(all("gensee-tclone-" + x in names for x in (sid, f0, f1)), "containers %r" % names)
 
@@ -343,10 +338,7 @@ def podman_file_rules(env):
     with open(os.path.join(home, "policy.json"), "w") as f:
         json.dump({"linux": {"fanotify": {"enabled": True,
                                           "paths": [os.path.join(home, ".ssh")]}}}, f)
-    for d, _, files in os.walk(home):
-        os.chown(d, env.uid, env.gid)
-        for n in files:
-            os.chown(os.path.join(d, n), env.uid, env.gid)
+    env.chown_to_user(home)
     os.chmod(home, 0o755)
     uenv = {"HOME": home, "GENSEE_HOME": home}
     with podman_tclone(env) as t:
