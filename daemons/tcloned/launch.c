@@ -694,14 +694,8 @@ launch_agent(struct tcloned *t, struct trun *r, const char *context, char **caus
 	if (launch_create_operation(t, r, pid, "", cause) != 0)
 		goto fail;
 	/* The child's setup before the go: a failure there is reported on st. */
-	{
-		char line[160];
-		int n = snprintf(line, sizeof(line), "%s\n", r->tr_op);
-		if (util_write_all(go[1], line, (size_t)n) != 0) {
-			util_cause(cause, "releasing the agent: %s", strerror(errno));
-			goto fail_op;
-		}
-	}
+	if (launch_release(go[1], r, "the agent", cause) != 0)
+		goto fail_op;
 	close(go[1]);
 	go[1] = -1;
 	{
@@ -731,6 +725,20 @@ fail:
 	r->tr_pid = 0;
 	bridge_close(t, r);
 	return -1;
+}
+
+/* Release a held child: its operation id on its go pipe. */
+int
+launch_release(int go, const struct trun *r, const char *what, char **cause)
+{
+	char line[160];
+	int n = snprintf(line, sizeof(line), "%s\n", r->tr_op);
+
+	if (util_write_all(go, line, (size_t)n) != 0) {
+		util_cause(cause, "releasing %s: %s", what, strerror(errno));
+		return -1;
+	}
+	return 0;
 }
 
 /* End the run's agent through boundaryd (it owns the cgroup): asked, or killed. */

@@ -744,14 +744,8 @@ podman_launch(struct tcloned *t, struct trun *r, char **cause)
 			free(buf);
 		}
 	}
-	{
-		char line[160];
-		int n = snprintf(line, sizeof(line), "%s\n", r->tr_op);
-		if (util_write_all(go[1], line, (size_t)n) != 0) {
-			util_cause(cause, "releasing the holder: %s", strerror(errno));
-			goto fail_op;
-		}
-	}
+	if (launch_release(go[1], r, "the holder", cause) != 0)
+		goto fail_op;
 	close(go[1]);
 	go[1] = -1;
 	/*

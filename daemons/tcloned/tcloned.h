@@ -144,6 +144,7 @@ int launch_base_path(struct tcloned *td, struct trun *r, char *out, size_t len, 
 int launch_agent(struct tcloned *td, struct trun *r, const char *context, char **cause);
 int launch_create_operation(struct tcloned *td, struct trun *r, pid_t pid, const char *label,
     char **cause);
+int launch_release(int go, const struct trun *r, const char *what, char **cause);
 void launch_end(struct tcloned *td, struct trun *r, int kill_now);
 void launch_reaped(struct tcloned *td, pid_t pid, int status);
 int launch_runtime_dir(struct tcloned *td, struct trun *r, char **cause);
