@@ -122,9 +122,7 @@ class Env:
         # Outside /tmp: a sandboxed run has a private /tmp, and runs these tools.
         self.bindir = tempfile.mkdtemp(prefix="gensee-it-bin.", dir="/var/tmp")
         os.chmod(self.bindir, 0o755)
-        self.cli = os.path.join(self.bindir, "gensee")
-        shutil.copy2(os.path.join(BUILD, "cli", "gensee"), self.cli)
-        os.chmod(self.cli, 0o755)
+        self.cli = self.user_binary("cli/gensee")
         self.boundaryd = os.path.join(BUILD, "daemons", "boundaryd", "gensee-boundaryd")
         self.proc = None
         self.logs = []
@@ -211,11 +209,24 @@ class Env:
             time.sleep(0.05)
         raise Failure("remount %s %s: %s" % (opt, path, r.stderr))
 
+    # Whatever runs as the test user (or inside a sandbox) is run from a copy
+    # in bindir: the clone may sit under a parent that user cannot traverse
+    # (root's own 0700 home), and a sandbox hides /tmp. Nothing a test runs
+    # as another user is ever named by its place in the source or build tree.
+
     def tool(self, name):
         """A copy of a helper script that the test user can read."""
+        return self._user_copy(os.path.join(os.path.dirname(os.path.abspath(__file__)), name), name)
+
+    def user_binary(self, rel):
+        """A copy of the build tree's binary rel (e.g. "cli/gensee") that the
+        test user can run."""
+        return self._user_copy(os.path.join(BUILD, rel), os.path.basename(rel))
+
+    def _user_copy(self, src, name):
         dst = os.path.join(self.bindir, name)
         if not os.path.exists(dst):
-            shutil.copy(os.path.join(os.path.dirname(os.path.abspath(__file__)), name), dst)
+            shutil.copy2(src, dst)
             os.chmod(dst, 0o755)
         return dst
 

@@ -17,7 +17,7 @@ import tempfile
 import termios
 import time
 
-from harness import BUILD, check, main
+from harness import check, main
 
 RUN = ["run", "--sandbox", "linux", "--deny-all"]
 # Inside the sandbox ptrace is refused and LeakSanitizer (in a sanitized
@@ -28,10 +28,7 @@ NOLSAN = ["env", "ASAN_OPTIONS=detect_leaks=0"]
 def setup(env):
     env.use_netns()
     env.start()
-    tool = os.path.join(env.bindir, "escape")
-    shutil.copy2(os.path.join(BUILD, "tests", "integration", "escape"), tool)
-    os.chmod(tool, 0o755)
-    return tool
+    return env.user_binary("tests/integration/escape")
 
 
 def user_dir(env, prefix, base="/var/tmp"):

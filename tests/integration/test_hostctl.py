@@ -14,7 +14,7 @@ import signal
 import subprocess
 import tempfile
 
-from harness import BUILD, Failure, check, main
+from harness import Failure, check, main
 
 SIGSYS_EXIT = 128 + signal.SIGSYS
 
@@ -255,9 +255,7 @@ def seccomp_policy_keys_and_overrides(env):
 
 def seccomp_other_abis_killed(env):
     setup(env)
-    helper = os.path.join(env.bindir, "int80")
-    shutil.copy2(os.path.join(BUILD, "tests", "integration", "int80"), helper)
-    os.chmod(helper, 0o755)
+    helper = env.user_binary("tests/integration/int80")
 
     def outside(abi):
         return subprocess.run(env.ns_prefix() + env.user_prefix() + [helper, abi],

@@ -490,7 +490,9 @@ def mediator_help_version_usage(env):
                 ["--runtime-dir", env.runtime, "extra"]):
         r = run(*bad)
         check(r.returncode == 2 and "usage: gensee-httpmediatord" in r.stderr, "%r: %r" % (bad, r))
-    r = run("--runtime-dir", env.runtime, user=env.uid, group=env.gid, extra_groups=[])
+    mediatord = env.user_binary("daemons/httpmediatord/gensee-httpmediatord")
+    r = subprocess.run([mediatord, "--runtime-dir", env.runtime], capture_output=True, text=True,
+                       timeout=30, user=env.uid, group=env.gid, extra_groups=[])
     check(r.returncode == 1 and "must be started as root" in r.stderr, "non-root: %r" % r)
     r = run("--runtime-dir", env.runtime, "--user", "gensee-no-such-user")
     check(r.returncode == 1 and "no such user" in r.stderr, "unknown user: %r" % r)

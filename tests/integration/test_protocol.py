@@ -162,7 +162,8 @@ def unsafe_roots_refused(env):
         rc, log = env.start(runtime=link, expect_fail=True)
         check(rc != 0 and "refusing runtime dir" in log, log)
         # Not root: refused before anything else.
-        r = subprocess.run([env.boundaryd, "--state-root", good, "--runtime-dir", env.runtime],
+        r = subprocess.run([env.user_binary("daemons/boundaryd/gensee-boundaryd"),
+                            "--state-root", good, "--runtime-dir", env.runtime],
                            capture_output=True, text=True, timeout=10, user=env.uid, group=env.gid,
                            extra_groups=[])
         check(r.returncode != 0 and "must run as root" in r.stderr, r.stderr)

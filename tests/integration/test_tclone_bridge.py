@@ -9,10 +9,9 @@ import os
 import subprocess
 import tempfile
 
-from harness import BUILD, Failure, check, main
+from harness import Failure, check, main
 from test_tclone import HOLDER, tclone
 
-GENSEE = os.path.join(BUILD, "cli", "gensee")
 
 # A same-uid process outside the run: connect to a socket path however long
 # (through an O_PATH fd of its directory), send one request, print the reply.
@@ -50,7 +49,7 @@ def inside(t, run, *args, env=None, ok=True):
     # Inside the agent seccomp denies ptrace, which LeakSanitizer's exit check
     # needs: a sanitized CLI there checks everything else.
     pre = ["env", "ASAN_OPTIONS=detect_leaks=0"] + ["%s=%s" % kv for kv in (env or {}).items()]
-    r = t.g("run", "exec", run, "--", *(pre + [GENSEE] + list(args)), ok=False)
+    r = t.g("run", "exec", run, "--", *(pre + [t.env.cli] + list(args)), ok=False)
     if ok and r.returncode != 0:
         raise Failure("inside %s: gensee %s: %d\n%s\n%s\n--- tcloned ---\n%s" % (
             run, " ".join(args), r.returncode, r.stdout, r.stderr, t.logtext()[-3000:]))
