@@ -1,7 +1,8 @@
 /*
- * connect.c: the CONNECT egress of a `gensee run` operation that names
- * hosts (issue 12): a tunnel, without TLS interception, for tools that
- * ignore DNS but honour HTTPS_PROXY.
+ * connect.c: the egress of a `gensee run` operation that names hosts: a
+ * CONNECT tunnel, without TLS interception, and absolute-form http://
+ * requests forwarded in origin form (one per connection, Connection:
+ * close), for tools that honour HTTPS_PROXY and HTTP_PROXY.
  *
  * Trust model: the client is the agent (untrusted) and the tunnel's far
  * end an upstream it chose. Threats answered here:
@@ -16,8 +17,11 @@
  *  - rebinding between check and use: the mediator connects to the one
  *    address boundaryd pinned, never resolves again;
  *  - slow or endless requests: the request head is bounded (8 KiB, 10 s),
- *    tunnels per operation are bounded, an idle tunnel is closed.
- * No byte of the tunnel is parsed or kept.
+ *    tunnels per operation are bounded, an idle tunnel is closed;
+ *  - a forwarded head two readers split differently (request smuggling):
+ *    connreq.c refuses every ambiguity and rebuilds the head we send.
+ * No byte after the head is parsed or kept: what follows a forwarded
+ * request goes to the same upstream, as it would through a tunnel to it.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -68,6 +72,7 @@ struct ctun {
 	struct bufferevent *ct_up;
 	char ct_host[DNSMSG_NAME_MAX + 1];
 	uint16_t ct_port;
+	struct connreq ct_req;	/* FORWARD: method, path and the upstream head */
 	char ct_addrs[16][64];
 	size_t ct_naddrs;
 	int64_t ct_auth_id;
@@ -96,6 +101,7 @@ ctun_free(struct ctun *t)
 		bufferevent_free(t->ct_cli);
 	if (t->ct_up != NULL)
 		bufferevent_free(t->ct_up);
+	connreq_free(&t->ct_req);
 	conop_unref(t->ct_op);
 	free(t);
 }
@@ -127,19 +133,66 @@ con_closing_event_cb(struct bufferevent *bev, short what, void *arg)
 	ctun_drop(arg);
 }
 
-/* An HTTP refusal, then close once it is written. */
+/*
+ * What would allow a refused request, for the agent and the person reading
+ * its output: a flag or policy key, or nothing when no policy can (a
+ * restricted address is never reached by name).
+ */
+static void
+con_refusal_hint(const struct ctun *t, const char *code, char *buf, size_t n,
+    const char **key)
+{
+	*key = NULL;
+	buf[0] = '\0';
+	if (strcmp(code, "name_not_allowed") == 0 && t->ct_host[0] != '\0') {
+		*key = "linux.network.allow";
+		snprintf(buf, n, "--allow-net %s,tcp,%u", t->ct_host, t->ct_port);
+	} else if (strcmp(code, "method_not_allowed") == 0) {
+		*key = "linux.network.http_methods";
+		snprintf(buf, n, "gensee policy set linux.network.http_methods '[\"%s\"]' "
+		    "(with the others it needs)", t->ct_req.cr_method);
+	} else if (strcmp(code, "deny_list") == 0) {
+		*key = "linux.network.deny";
+	} else if (strcmp(code, "address_literal") == 0) {
+		*key = "linux.network.allow";
+		snprintf(buf, n, "ask for a name, allowed with --allow-net NAME,tcp,PORT");
+	} else if (strcmp(code, "https_needs_connect") == 0) {
+		snprintf(buf, n, "send https:// through CONNECT (HTTPS_PROXY)");
+	}
+}
+
+/* An HTTP refusal with a JSON body naming the rule, then close once it is written. */
 static void
 ctun_refuse(struct ctun *t, const char *status, const char *code)
 {
+	struct json_object *b;
+	const char *key, *text;
+	char hint[320];
+
 	if (t->ct_cli == NULL) {
 		ctun_drop(t);
 		return;
 	}
-	log_info("%s: CONNECT %s:%u refused: %s", t->ct_op->co_id, t->ct_host[0] ? t->ct_host :
-	    "?", t->ct_port, code);
+	log_info("%s: %s %s:%u refused: %s", t->ct_op->co_id, t->ct_req.cr_method[0] ?
+	    t->ct_req.cr_method : "request", t->ct_host[0] ? t->ct_host : "?", t->ct_port, code);
+	con_refusal_hint(t, code, hint, sizeof(hint), &key);
+	b = json_object_new_object();
+	json_object_object_add(b, "error", json_object_new_string(code));
+	json_object_object_add(b, "status", json_object_new_int(atoi(status)));
+	json_object_object_add(b, "method", t->ct_req.cr_method[0] ?
+	    json_object_new_string(t->ct_req.cr_method) : NULL);
+	json_object_object_add(b, "host", t->ct_host[0] ? json_object_new_string(t->ct_host) :
+	    NULL);
+	json_object_object_add(b, "port", t->ct_port ? json_object_new_int(t->ct_port) : NULL);
+	json_object_object_add(b, "policy_key", key ? json_object_new_string(key) : NULL);
+	json_object_object_add(b, "allow_with", hint[0] ? json_object_new_string(hint) : NULL);
+	json_object_object_add(b, "by", json_object_new_string("gensee egress"));
+	text = json_object_to_json_string_ext(b, JSON_C_TO_STRING_PLAIN);
 	evbuffer_add_printf(bufferevent_get_output(t->ct_cli), "HTTP/1.1 %s\r\n"
-	    "X-Gensee-Refusal: %s\r\n%sContent-Length: 0\r\nConnection: close\r\n\r\n", status, code,
-	    strncmp(status, "407", 3) == 0 ? "Proxy-Authenticate: Basic realm=\"gensee\"\r\n" : "");
+	    "X-Gensee-Refusal: %s\r\n%sContent-Type: application/json\r\nContent-Length: %zu\r\n"
+	    "Connection: close\r\n\r\n%s\n", status, code, strncmp(status, "407", 3) == 0 ?
+	    "Proxy-Authenticate: Basic realm=\"gensee\"\r\n" : "", strlen(text) + 1, text);
+	json_object_put(b);
 	bufferevent_disable(t->ct_cli, EV_READ);
 	bufferevent_setcb(t->ct_cli, NULL, con_closing_write_cb, con_closing_event_cb, t);
 	bufferevent_enable(t->ct_cli, EV_WRITE);
@@ -240,9 +293,16 @@ con_upstream_event_cb(struct bufferevent *bev, short what, void *arg)
 		ctun_free(t);
 		return;
 	}
-	evbuffer_add_printf(bufferevent_get_output(t->ct_cli),
-	    "HTTP/1.1 200 Connection established\r\n\r\n");
-	/* Bytes the client sent after its head go through too. */
+	if (t->ct_req.cr_kind == CONNREQ_FORWARD) {
+		/* Our rebuilt head, never the client's; the answer is relayed as it comes. */
+		evbuffer_add(bufferevent_get_output(t->ct_up), t->ct_req.cr_upstream,
+		    t->ct_req.cr_upstream_len);
+		connreq_free(&t->ct_req);
+	} else {
+		evbuffer_add_printf(bufferevent_get_output(t->ct_cli),
+		    "HTTP/1.1 200 Connection established\r\n\r\n");
+	}
+	/* Bytes the client sent after its head go through too (a body, or the tunnel's). */
 	evbuffer_add_buffer(bufferevent_get_output(t->ct_up), bufferevent_get_input(t->ct_cli));
 	bufferevent_setcb(t->ct_cli, con_relay_read_cb, NULL, con_relay_event_cb, t);
 	bufferevent_setcb(t->ct_up, con_relay_read_cb, NULL, con_relay_event_cb, t);
@@ -251,7 +311,8 @@ con_upstream_event_cb(struct bufferevent *bev, short what, void *arg)
 	bufferevent_setwatermark(t->ct_cli, EV_READ, 0, 0);
 	bufferevent_enable(t->ct_cli, EV_READ | EV_WRITE);
 	bufferevent_enable(t->ct_up, EV_READ | EV_WRITE);
-	log_info("%s: CONNECT %s:%u tunnelled", t->ct_op->co_id, t->ct_host, t->ct_port);
+	log_info("%s: %s %s:%u %s", t->ct_op->co_id, t->ct_req.cr_method, t->ct_host, t->ct_port,
+	    t->ct_req.cr_kind == CONNREQ_FORWARD ? "forwarded" : "tunnelled");
 }
 
 /* boundaryd's answer to mediator.connect; 0 when id is not one of ours. */
@@ -358,6 +419,17 @@ con_resolved_cb(int err, struct evutil_addrinfo *res, void *arg)
 	json_object_object_add(p, "host", json_object_new_string(t->ct_host));
 	json_object_object_add(p, "port", json_object_new_int(t->ct_port));
 	json_object_object_add(p, "addresses", addrs);
+	if (t->ct_req.cr_kind == CONNREQ_FORWARD) {
+		char url[DNSMSG_NAME_MAX + CONNREQ_PATH_MAX + 32];
+		/* The query stays out of the evidence: it often carries tokens. */
+		if (t->ct_port == 80)
+			snprintf(url, sizeof(url), "http://%s%s", t->ct_host, t->ct_req.cr_path);
+		else
+			snprintf(url, sizeof(url), "http://%s:%u%s", t->ct_host, t->ct_port,
+			    t->ct_req.cr_path);
+		json_object_object_add(p, "method", json_object_new_string(t->ct_req.cr_method));
+		json_object_object_add(p, "url", json_object_new_string(url));
+	}
 	if (mediatord_send(t->ct_op->co_md, "mediator.connect", p, &id) != 0) {
 		ctun_refuse(t, "503 Service Unavailable", "authority_unavailable");
 		return;
@@ -373,7 +445,6 @@ con_head_cb(struct bufferevent *bev, void *arg)
 	struct ctun *t = arg;
 	struct evbuffer *in = bufferevent_get_input(bev);
 	struct evbuffer_ptr end = evbuffer_search(in, "\r\n\r\n", 4, NULL);
-	struct connreq cr;
 	const char *code = NULL;
 	char *head;
 	int status = 0, rc;
@@ -396,17 +467,18 @@ con_head_cb(struct bufferevent *bev, void *arg)
 	 * decides: a silent boundaryd closes the request at 10 s.
 	 */
 	bufferevent_setcb(bev, NULL, NULL, con_closing_event_cb, t);
-	rc = connreq_parse(head, (size_t)end.pos, t->ct_op->co_expect, &cr, &status, &code);
+	rc = connreq_parse(head, (size_t)end.pos, t->ct_op->co_expect, &t->ct_req, &status, &code);
 	OPENSSL_cleanse(head, (size_t)end.pos);
 	free(head);
+	/* What was parsed before a refusal still names it (host, port, method). */
+	util_strlcpy(t->ct_host, t->ct_req.cr_host, sizeof(t->ct_host));
+	t->ct_port = t->ct_req.cr_port;
 	if (rc != 0) {
-		ctun_refuse(t, status == 405 ? "405 Method Not Allowed" : status == 407 ?
-		    "407 Proxy Authentication Required" : status == 403 ? "403 Forbidden" :
-		    "400 Bad Request", code);
+		ctun_refuse(t, status == 407 ? "407 Proxy Authentication Required" : status == 403 ?
+		    "403 Forbidden" : status == 414 ? "414 URI Too Long" : status == 431 ?
+		    "431 Request Header Fields Too Large" : "400 Bad Request", code);
 		return;
 	}
-	util_strlcpy(t->ct_host, cr.cr_host, sizeof(t->ct_host));
-	t->ct_port = cr.cr_port;
 	struct evutil_addrinfo hints;
 	memset(&hints, 0, sizeof(hints));
 	hints.ai_family = AF_UNSPEC;
