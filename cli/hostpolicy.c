@@ -266,6 +266,18 @@ hostpolicy_narrow_key(const struct policy_key *k, struct json_object *user,
 		if (json_object_array_length(h) > 0)
 			v = hostpolicy_union(u, h);
 		break;
+	case POLICY_NARROW_INTERSECT:
+		/* What both allow: an unset user key is its default, narrowed all the same. */
+		v = json_object_new_array();
+		for (size_t i = 0; i < json_object_array_length(u); i++) {
+			struct json_object *e = json_object_array_get_idx(u, i);
+			for (size_t j = 0; j < json_object_array_length(h); j++)
+				if (json_object_equal(e, json_object_array_get_idx(h, j))) {
+					json_object_array_add(v, json_object_get(e));
+					break;
+				}
+		}
+		break;
 	case POLICY_NARROW_WITHIN:
 		/* Unset in the host: no ceiling. Unset in the user: nothing to check. */
 		if (policy_is_unset(host, k->pk_name) || policy_is_unset(user, k->pk_name))

@@ -232,6 +232,14 @@ netspec_build(const struct netspec_opts *o, struct json_object *policy,
 	    netspec_copy(scopes, sc, ns, "lease_scopes", warnings, cause) != 0)
 		goto fail;
 	json_object_object_add(spec, "max_lease_ttl_seconds", json_object_new_int64(ttl));
+	/* What the egress forwards for http:// (already narrowed by the host policy). */
+	struct json_object *m = policy_get_effective(policy, "linux.network.http_methods");
+	if (m == NULL || !json_object_is_type(m, json_type_array)) {
+		json_object_put(m);
+		util_cause(cause, "%s: linux.network.http_methods must be a list", policy_path());
+		goto fail;
+	}
+	json_object_object_add(spec, "http_methods", m);
 	return spec;
 fail:
 	json_object_put(spec);

@@ -22,6 +22,7 @@
 #include <json-c/json.h>
 
 #include "cli.h"
+#include "connreq.h"
 #include "dnspolicy.h"
 #include "frame.h"
 #include "landlock.h"
@@ -148,6 +149,12 @@ static const struct policy_key policy_table[] = {
 	{ .pk_name = "linux.network.lease_scopes", .pk_type = POLICY_NETS,
 	  .pk_narrow = POLICY_NARROW_WITHIN, .pk_default = "[]",
 	  .pk_help = "destinations an operation-scoped lease may open" },
+	{ .pk_name = "linux.network.http_methods", .pk_type = POLICY_METHODS,
+	  .pk_narrow = POLICY_NARROW_INTERSECT,
+	  .pk_default = "[\"GET\", \"HEAD\", \"POST\", \"PUT\", \"PATCH\", \"DELETE\", "
+	  "\"OPTIONS\"]",
+	  .pk_help = "methods the egress forwards for plain http:// to an allowed name (GET and "
+	  "HEAD always)" },
 	{ .pk_name = "linux.network.max_lease_ttl_seconds", .pk_type = POLICY_INT,
 	  .pk_narrow = POLICY_NARROW_MIN,
 	  .pk_min = 0, .pk_max = NETPOLICY_MAX_LEASE_TTL, .pk_default = "0",
@@ -196,6 +203,8 @@ policy_item_what(enum policy_type t)
 		return "a network entry CIDR[,tcp|udp[,PORT|LO-HI]] or NAME,tcp|udp,PORT";
 	case POLICY_RULES:
 		return "an object {\"path\": PATTERN, \"action\": ACTION}";
+	case POLICY_METHODS:
+		return "an HTTP method in capitals (POST, PUT ...; not CONNECT)";
 	case POLICY_BOOL:
 	case POLICY_ENUM:
 	case POLICY_INT:
@@ -493,6 +502,10 @@ policy_check_list(const struct policy_key *k, struct json_object *v,
 			if (policy_check_net(k, name, s, warnings, cause) != 0)
 				return -1;
 			break;
+		case POLICY_METHODS:
+			if (!connreq_valid_method(s) || strcmp(s, "CONNECT") == 0)
+				why = "is not a method";
+			break;
 		case POLICY_BOOL:
 		case POLICY_ENUM:
 		case POLICY_INT:
@@ -538,6 +551,7 @@ policy_validate_key(const struct policy_key *k, struct json_object *value,
 	case POLICY_PATTERNS:
 	case POLICY_NETS:
 	case POLICY_RULES:
+	case POLICY_METHODS:
 		return policy_check_list(k, value, warnings, cause);
 	}
 	util_cause(cause, "%s: unknown type", k->pk_name);
@@ -827,6 +841,7 @@ policy_parse_value(const struct policy_key *k, const char *text,
 	case POLICY_PATTERNS:
 	case POLICY_NETS:
 	case POLICY_RULES:
+	case POLICY_METHODS:
 		while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
 			p++;
 		if (*p == '[' || (k->pk_type == POLICY_RULES && *p == '{')) {
@@ -1384,6 +1399,9 @@ policy_type_text(const struct policy_key *k, char *buf, size_t len)
 		break;
 	case POLICY_RULES:
 		snprintf(buf, len, "JSON list of rule objects");
+		break;
+	case POLICY_METHODS:
+		snprintf(buf, len, "list of HTTP methods");
 		break;
 	}
 }

@@ -22,6 +22,7 @@ enum policy_type {
 	POLICY_PATTERNS,	/* list of fanotify path patterns */
 	POLICY_NETS,		/* list of CIDR[,tcp|udp[,PORT|LO-HI]] */
 	POLICY_RULES,		/* list of {"path": PATTERN, "action": ACTION} */
+	POLICY_METHODS,		/* list of HTTP methods (A-Z, not CONNECT) */
 };
 
 /*
@@ -36,6 +37,7 @@ enum policy_narrow {
 	POLICY_NARROW_MIN,	/* the smaller of the two */
 	POLICY_NARROW_UNION,	/* the host's entries are added (deny lists, hides) */
 	POLICY_NARROW_WITHIN,	/* every user entry lies within a host entry (allow lists) */
+	POLICY_NARROW_INTERSECT,	/* only what both lists hold (the defaults' when unset) */
 };
 
 struct policy_key {

@@ -59,8 +59,13 @@ timeline_print(const char *id, struct json_object *e)
 		if (schema_string(e, "decision") != NULL)
 			printf(" -> %s", schema_string(e, "decision"));
 	}
-	/* A CONNECT egress decision. */
+	/* An egress decision: a CONNECT tunnel, or a forwarded http:// request. */
 	if (schema_string(e, "type") != NULL && strcmp(schema_string(e, "type"),
+	    "connect_decision") == 0 && schema_string(e, "method") != NULL)
+		printf(" HTTP %s %s -> %s", schema_string(e, "method"), schema_string(e, "url") ?
+		    schema_string(e, "url") : "?", schema_string(e, "decision") ?
+		    schema_string(e, "decision") : "?");
+	else if (schema_string(e, "type") != NULL && strcmp(schema_string(e, "type"),
 	    "connect_decision") == 0)
 		printf(" CONNECT %s:%lld -> %s", schema_string(e, "host") ? schema_string(e, "host") :
 		    "?", (long long)schema_int(e, "port", 0), schema_string(e, "decision") ?

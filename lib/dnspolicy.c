@@ -13,6 +13,7 @@
 
 #include <json-c/json.h>
 
+#include "connreq.h"
 #include "dnspolicy.h"
 #include "netpolicy.h"
 #include "schema.h"
@@ -26,6 +27,8 @@ static const struct schema_field dns_fields[] = {
 	{ "max_ttl_seconds", SCHEMA_INT, 0, 1, NETPOLICY_MAX_LEASE_TTL, 0 },
 	/* set by boundaryd for a gensee run operation: its CONNECT listener */
 	{ "connect_listen", SCHEMA_STRING, 0, 3, 64, 0 },
+	/* what its egress forwards besides GET and HEAD (gensee run: linux.network.http_methods) */
+	{ "http_methods", SCHEMA_STRING_ARRAY, 0, 0, DNSPOLICY_MAX_METHODS, 16 },
 };
 
 static const struct schema_field entry_fields[] = {
@@ -73,6 +76,15 @@ dnspolicy_parse(struct json_object *dns, struct dnspolicy *p, char **cause)
 		util_cause(cause, "dns: min_ttl_seconds over max_ttl_seconds");
 		return -1;
 	}
+	struct json_object *m = schema_child(dns, "http_methods");
+	for (size_t i = 0; m != NULL && i < json_object_array_length(m); i++) {
+		const char *s = json_object_get_string(json_object_array_get_idx(m, i));
+		if (!connreq_valid_method(s) || strcmp(s, "CONNECT") == 0) {
+			util_cause(cause, "dns.http_methods[%zu]: not a method (A-Z, not CONNECT)", i);
+			return -1;
+		}
+		util_strlcpy(p->dp_methods[p->dp_nmethods++], s, sizeof(p->dp_methods[0]));
+	}
 	allow = schema_child(dns, "allow");
 	p->dp_n = json_object_array_length(allow);
 	if (p->dp_n > 0 && (p->dp_v = calloc(p->dp_n, sizeof(*p->dp_v))) == NULL) {
@@ -113,6 +125,17 @@ dnspolicy_parse(struct json_object *dns, struct dnspolicy *p, char **cause)
 fail:
 	dnspolicy_free(p);
 	return -1;
+}
+
+int
+dnspolicy_method_allowed(const struct dnspolicy *p, const char *method)
+{
+	if (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0)
+		return 1;
+	for (size_t i = 0; i < p->dp_nmethods; i++)
+		if (strcmp(p->dp_methods[i], method) == 0)
+			return 1;
+	return 0;
 }
 
 int

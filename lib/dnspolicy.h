@@ -6,7 +6,8 @@
  *   "dns": {"listen": "198.51.100.1:53", "client_address": "198.51.100.12",
  *           "allow": [{"name": "api.example.com", "protocol": "tcp", "ports": [443]},
  *                     {"name": "*.pypi.org", "protocol": "tcp", "ports": [443]}],
- *           "min_ttl_seconds": 5, "max_ttl_seconds": 300}
+ *           "min_ttl_seconds": 5, "max_ttl_seconds": 300,
+ *           "http_methods": ["GET", "HEAD", "POST"]}
  *
  * A hostname entry authorizes no address by itself: only what the proxy
  * resolved and boundaryd leased, for the TTL bounded by the two limits.
@@ -24,6 +25,7 @@ struct json_object;
 #define DNSPOLICY_MAX_ENTRIES 256
 #define DNSPOLICY_DEFAULT_MIN_TTL 5
 #define DNSPOLICY_DEFAULT_MAX_TTL 300
+#define DNSPOLICY_MAX_METHODS 16
 
 struct dnspolicy_entry {
 	char de_pattern[DNSMSG_NAME_MAX + 1];
@@ -39,6 +41,9 @@ struct dnspolicy {
 	struct dnspolicy_entry *dp_v;
 	size_t dp_n;
 	int64_t dp_min_ttl, dp_max_ttl;
+	/* http_methods: what the egress may forward besides GET and HEAD */
+	char dp_methods[DNSPOLICY_MAX_METHODS][17];
+	size_t dp_nmethods;
 };
 
 /*
@@ -63,6 +68,12 @@ int dnspolicy_parse(struct json_object *dns, struct dnspolicy *p, char **cause);
 void dnspolicy_free(struct dnspolicy *p);
 /* The first entry matching name at or after *from, or -1. */
 ssize_t dnspolicy_match(const struct dnspolicy *p, const char *name, size_t from);
+/*
+ * May the egress forward an absolute-form request with method? GET and
+ * HEAD always; others only when http_methods lists them (none when it is
+ * absent: fail closed). CONNECT is never a forwarded method.
+ */
+int dnspolicy_method_allowed(const struct dnspolicy *p, const char *method);
 /* ttl clamped to [min, max]. */
 int64_t dnspolicy_ttl(const struct dnspolicy *p, int64_t ttl);
 

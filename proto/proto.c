@@ -186,6 +186,9 @@ static const struct schema_field mediator_connect_params[] = {
 	{ "host", SCHEMA_STRING, SCHEMA_REQUIRED, 1, 253, 0 },
 	{ "port", SCHEMA_INT, SCHEMA_REQUIRED, 1, 65535, 0 },
 	{ "addresses", SCHEMA_STRING_ARRAY, SCHEMA_REQUIRED, 0, 16, 64 },
+	/* an absolute-form request the egress would forward: its method and URL (no query) */
+	{ "method", SCHEMA_STRING, 0, 1, 16, 0 },
+	{ "url", SCHEMA_STRING, 0, 8, 2400, 0 },
 };
 
 static const struct schema_field network_commit_token_params[] = {

@@ -35,6 +35,7 @@
 #include <json-c/json.h>
 
 #include "boundaryd.h"
+#include "connreq.h"
 #include "dnspolicy.h"
 #include "ids.h"
 #include "log.h"
@@ -54,6 +55,7 @@
 #define DLR_RESTRICTED NPR_RESTRICTED
 #define DLR_DENY_LIST NPR_DENY_LIST
 #define DLR_LEASE_FAILED "lease_failed"
+#define DLR_METHOD "method_not_allowed"
 
 struct dl_state {
 	struct operation *op;
@@ -266,6 +268,12 @@ dnslease_answer(struct boundaryd *bd, struct json_object *params, struct op_repl
  * answer is refused), none deny-listed. The first address is pinned: the
  * mediator connects to it and no other. No lease: the tunnel leaves from
  * the mediator's socket, not the operation's cgroup.
+ *
+ * With method (and url, for the evidence) it is an absolute-form request
+ * the egress would forward: the same checks, and the method must be GET,
+ * HEAD or one of the operation's http_methods. A method limit adds little
+ * while a tunnel to the same name and port carries any bytes, but it is
+ * the policy's to narrow, and the evidence names every request.
  */
 void
 dnslease_connect(struct boundaryd *bd, struct json_object *params, struct op_reply *r)
@@ -274,6 +282,7 @@ dnslease_connect(struct boundaryd *bd, struct json_object *params, struct op_rep
 	const char *host = schema_string(params, "host");
 	struct json_object *addrs = schema_child(params, "addresses");
 	uint16_t port = (uint16_t)schema_int(params, "port", 0);
+	const char *method = schema_string(params, "method"), *url = schema_string(params, "url");
 	const char *reason = DLR_ALLOW, *bad = NULL;
 	struct operation *op;
 	struct dnspolicy pol;
@@ -317,6 +326,14 @@ dnslease_connect(struct boundaryd *bd, struct json_object *params, struct op_rep
 		if (reason == NULL)
 			bad = NULL;
 	}
+	if (reason == NULL && method != NULL && (!connreq_valid_method(method) ||
+	    strcmp(method, "CONNECT") == 0 || url == NULL)) {
+		reason = DLR_BAD;
+		bad = method;
+	} else if (reason == NULL && method != NULL && !dnspolicy_method_allowed(&pol, method)) {
+		reason = DLR_METHOD;
+		bad = method;
+	}
 	if (reason == NULL && json_object_array_length(addrs) == 0)
 		reason = DLR_NO_ADDRESS;
 	for (size_t i = 0; reason == NULL && i < json_object_array_length(addrs); i++) {
@@ -349,7 +366,12 @@ dnslease_connect(struct boundaryd *bd, struct json_object *params, struct op_rep
 	if (op != NULL) {
 		struct json_object *o = json_object_new_object();
 		json_object_object_add(o, "type", json_object_new_string("connect_decision"));
-		json_object_object_add(o, "kind", json_object_new_string("connect"));
+		json_object_object_add(o, "kind", json_object_new_string(method ? "http" :
+		    "connect"));
+		if (method != NULL) {
+			json_object_object_add(o, "method", json_object_new_string(method));
+			json_object_object_add(o, "url", url ? json_object_new_string(url) : NULL);
+		}
 		json_object_object_add(o, "decision_id", json_object_new_string(did));
 		json_object_object_add(o, "decision", json_object_new_string(allow ? "allow" : "deny"));
 		json_object_object_add(o, "reason", json_object_new_string(reason));

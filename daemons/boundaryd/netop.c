@@ -27,6 +27,7 @@
 #include <sodium.h>
 
 #include "boundaryd.h"
+#include "connreq.h"
 #include "dnspolicy.h"
 #include "frame.h"
 #include "log.h"
@@ -209,6 +210,8 @@ static const struct schema_field network_fields[] = {
 	{ "lease_scopes", SCHEMA_STRING_ARRAY, 0, 0, 4096, 160 },
 	{ "max_lease_ttl_seconds", SCHEMA_INT, 0, 0, NETPOLICY_MAX_LEASE_TTL, 0 },
 	{ "restricted_destinations", SCHEMA_STRING_ARRAY, 0, 0, NETPOLICY_MAX_RESTRICTED, 64 },
+	/* methods the egress forwards besides GET and HEAD; checked in dnspolicy_parse */
+	{ "http_methods", SCHEMA_STRING_ARRAY, 0, 0, DNSPOLICY_MAX_METHODS, 16 },
 };
 
 /*
@@ -283,6 +286,16 @@ netop_spec_from_params(struct json_object *net, struct netop_spec *s, char **cau
 		json_object_put(dns_allow);
 		return -1;
 	}
+	struct json_object *hm = schema_child(net, "http_methods");
+	for (size_t i = 0; hm != NULL && i < json_object_array_length(hm); i++) {
+		const char *m = json_object_get_string(json_object_array_get_idx(hm, i));
+		if (!connreq_valid_method(m) || strcmp(m, "CONNECT") == 0) {
+			json_object_put(dns_allow);
+			util_cause(cause, "network.http_methods[%zu]: not a method (A-Z, not CONNECT)",
+			    i);
+			return -1;
+		}
+	}
 	if (json_object_array_length(dns_allow) > DNSPOLICY_MAX_ENTRIES) {
 		json_object_put(dns_allow);
 		util_cause(cause, "network.allow: more than %d hostname entries", DNSPOLICY_MAX_ENTRIES);
@@ -292,6 +305,9 @@ netop_spec_from_params(struct json_object *net, struct netop_spec *s, char **cau
 		/* The listen address is chosen at attach (netop_dns_listen). */
 		s->ns_dns = json_object_new_object();
 		json_object_object_add(s->ns_dns, "allow", dns_allow);
+		if (schema_child(net, "http_methods") != NULL)
+			json_object_object_add(s->ns_dns, "http_methods",
+			    json_object_get(schema_child(net, "http_methods")));
 	} else {
 		json_object_put(dns_allow);
 	}

@@ -216,6 +216,8 @@ def show_json_defaults(env):
                              "on_sensor_loss": "freeze"},
           "%r" % lx["fanotify"])
     check(lx["network"] == {"mode": "allowlist", "allow": [], "deny": [], "lease_scopes": [],
+                            "http_methods": ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE",
+                                             "OPTIONS"],
                             "max_lease_ttl_seconds": 0}, "%r" % lx["network"])
     check(not os.path.exists(home), "show created %s" % home)
     r = policy(env, home, "show")

@@ -207,6 +207,10 @@ START_TEST(test_lists)
 	    "\"action\": \"nope\"}]}}}", "linux.fanotify.rules[0].action", "observe");
 	refused("{\"linux\": {\"fanotify\": {\"rules\": [{\"path\": \"x\", "
 	    "\"action\": \"deny\"}]}}}", "linux.fanotify.rules[0].path", "not absolute");
+	refused("{\"linux\": {\"network\": {\"http_methods\": [\"get\"]}}}",
+	    "linux.network.http_methods[0]", "not a method");
+	refused("{\"linux\": {\"network\": {\"http_methods\": [\"CONNECT\"]}}}",
+	    "linux.network.http_methods[0]", "not a method");
 	/* The bound netspec reads. */
 	char big[POLICY_MAX_LIST * 8 + 64];
 	size_t off = (size_t)snprintf(big, sizeof(big), "{\"linux\": {\"network\": {\"deny\": [");
@@ -585,6 +589,14 @@ START_TEST(test_host_narrows)
 	    "{\"linux\": {\"fanotify\": {\"enabled\": false}}}", "linux.fanotify.enabled", "true");
 	NARROW("{}", "{\"linux\": {\"landlock\": {\"default_paths\": false}}}",
 	    "linux.landlock.default_paths", "false");
+	/* Intersections: what both allow, the user's default included. */
+	NARROW("{}", "{\"linux\": {\"network\": {\"http_methods\": [\"POST\", \"MKCOL\"]}}}",
+	    "linux.network.http_methods", "[\"POST\"]");
+	NARROW("{\"linux\": {\"network\": {\"http_methods\": [\"PUT\", \"POST\"]}}}",
+	    "{\"linux\": {\"network\": {\"http_methods\": [\"POST\", \"DELETE\"]}}}",
+	    "linux.network.http_methods", "[\"POST\"]");
+	NARROW("{\"linux\": {\"network\": {\"http_methods\": [\"PUT\"]}}}", "{}",
+	    "linux.network.http_methods", "[\"PUT\"]");
 	/* Orders: the stricter mode. */
 	NARROW("{\"linux\": {\"mount_view\": {\"mode\": \"off\"}}}",
 	    "{\"linux\": {\"mount_view\": {\"mode\": \"best_effort\"}}}",
@@ -682,6 +694,8 @@ START_TEST(test_every_key_narrows)
 		}
 		if (w == POLICY_NARROW_MIN)
 			ck_assert_msg(k[i].pk_type == POLICY_INT, "%s", k[i].pk_name);
+		if (w == POLICY_NARROW_INTERSECT)
+			ck_assert_msg(k[i].pk_type == POLICY_METHODS, "%s", k[i].pk_name);
 		if (w == POLICY_NARROW_UNION || w == POLICY_NARROW_WITHIN)
 			ck_assert_msg(k[i].pk_type == POLICY_PATHS || k[i].pk_type == POLICY_NETS ||
 			    k[i].pk_type == POLICY_PATTERNS || k[i].pk_type == POLICY_RULES, "%s",
