@@ -30,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <linux/close_range.h>
 #include <netinet/in.h>
 #include <sys/ioctl.h>
@@ -119,10 +120,16 @@ run_on_signal(int sig)
  * a dozen pages, each copied first while the child shares them with the
  * launcher (about 30 us a page on our test VMs), between the go and exec.
  */
-#define RUN_PROXY_VARS 4
+#define RUN_PROXY_VARS 6
 static const char *const run_proxy_vars[RUN_PROXY_VARS] = {
-	"HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy",
+	"HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "NO_PROXY", "no_proxy",
 };
+/*
+ * Loopback goes direct: the egress refuses every address, and the
+ * operation's table decides what of loopback it may reach. The caller's
+ * own NO_PROXY is replaced: it named exceptions to the caller's proxy.
+ */
+#define RUN_NO_PROXY "localhost,127.0.0.1,::1"
 static struct {
 	char **re_envp;		/* GENSEE_OPERATION_ID last */
 	char **re_proxy_envp;	/* GENSEE_OPERATION_ID, then the proxy variables */
@@ -405,7 +412,8 @@ run_child(int go_fd, int status_fd, char **cmd, struct run_controls *ctl, int js
 		*proxy_url++ = '\0';
 		for (size_t v = 0; v < RUN_PROXY_VARS; v++)
 			if (run_env_fill(run_env.re_proxy[v], sizeof(run_env.re_proxy[v]),
-			    run_proxy_vars[v], proxy_url) != 0)
+			    run_proxy_vars[v], strcasecmp(run_proxy_vars[v], "no_proxy") == 0 ?
+			    RUN_NO_PROXY : proxy_url) != 0)
 				run_child_fail(status_fd, "the proxy URL is too long");
 		envp = run_env.re_proxy_envp;
 	}

@@ -14,12 +14,16 @@ body "hello from ADDR". Special targets:
   /size/N               a body of N bytes (at most 16 MiB)
   .../slow               (last segment "slow", not /slow...) answered after
                         4 s, after its request line is logged
+  /files/PATH           with HTTPSERVE_ROOT=DIR in the environment: the file
+                        DIR/PATH (a directory's index.html), 404 if none: a
+                        package index or a dumb-HTTP git repository
 POST, PUT and DELETE bodies are logged as their SHA-256 and length.
 Prints "ready" once every socket listens. Runs inside a test network
 namespace."""
 
 import hashlib
 import json
+import os
 import socket
 import socketserver
 import ssl
@@ -30,6 +34,7 @@ from urllib.parse import parse_qs, urlsplit
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 LOG = sys.argv[1]
+ROOT = os.path.realpath(os.environ["HTTPSERVE_ROOT"]) if os.environ.get("HTTPSERVE_ROOT") else None
 lock = threading.Lock()
 
 
@@ -59,6 +64,9 @@ class Handler(BaseHTTPRequestHandler):
             self.send_header("Set-Cookie", "session=redirect-secret")
             self.send_header("Content-Length", "0")
             self.end_headers()
+            return
+        if ROOT is not None and path.startswith("/files/"):
+            self.static(path[len("/files/"):], body)
             return
         head, _, n = path.rpartition("/")
         if head.endswith("/chain") and n.isdigit():
@@ -99,6 +107,24 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Keep-Alive", "timeout=5")
         self.send_header("X-Upstream", "1")
         self.send_header("ETag", '"v1"')
+        self.end_headers()
+        if body:
+            self.wfile.write(data)
+
+    def static(self, rel, body):
+        full = os.path.realpath(os.path.join(ROOT, rel))
+        if os.path.isdir(full):
+            full = os.path.join(full, "index.html")
+        if not full.startswith(ROOT + "/") or not os.path.isfile(full):
+            self.send_response(404)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        data = open(full, "rb").read()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html" if full.endswith(".html") else
+                         "application/octet-stream")
+        self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         if body:
             self.wfile.write(data)

@@ -18,12 +18,15 @@ query with its source and every TCP server answers "ok", so "refused" is
 proven by what a server never saw, not by a timeout alone.
 """
 
+import base64
+import hashlib
 import json
 import os
 import stat
 import subprocess
 import tempfile
 import time
+import zipfile
 
 import harness
 from harness import BUILD, Failure, check, main
@@ -44,6 +47,7 @@ ZONE = {
     "b.shared.example.com": [["A", "192.0.2.13", 20]],
     "exfil-secret.attacker.example": [["A", "192.0.2.20", 60]],
     "v6.example.com": [["AAAA", "2001:db8::10", 60]],
+    "pkgs.example.com": [["A", "192.0.2.10", 60]],
 }
 ALLOW = ["v6.example.com", "api.example.com", "cdn.example.com", "*.cdn.example.net", "badcname.example.com",
          "rebind.example.com", "meta.example.com", "short.example.com", "*.shared.example.com",
@@ -475,7 +479,10 @@ def dns_connect_egress(env):
                       "/usr/bin/python3", env.tool("dnsclient.py"), "--connect-agent", "6",
                       *cases)
     line = p.stdout.readline()
-    check(line.startswith("{"), "no agent output: %r %s" % (line, open(medlog).read()))
+    if not line.startswith("{"):
+        p.kill()
+        check(False, "no agent output: %r %r %s" % (line, p.communicate()[1],
+                                                   open(medlog).read()))
     got = json.loads(line)
     url = got["proxy_url"]
     check(url and url.startswith("http://gensee:") and url.endswith(":3128"), "url: %r" % url)
@@ -514,6 +521,159 @@ def dns_connect_egress(env):
                 check(token not in open(fp).read(), "the token is in %s" % f)
 
 
+def package_root(env, d):
+    """What pip, git and curl fetch over plain http: a PEP 503 index with one
+    wheel, a dumb-HTTP git repository, a file."""
+    root = os.path.join(d, "www")
+    pkg = os.path.join(root, "simple", "gensee-probe")
+    os.makedirs(pkg)
+    files = {"gensee_probe/__init__.py": b"VALUE = 'probe'\n",
+             "gensee_probe-1.0.dist-info/METADATA":
+                 b"Metadata-Version: 2.1\nName: gensee-probe\nVersion: 1.0\n",
+             "gensee_probe-1.0.dist-info/WHEEL":
+                 b"Wheel-Version: 1.0\nGenerator: gensee-test\nRoot-Is-Purelib: true\n"
+                 b"Tag: py3-none-any\n"}
+    record = ["%s,sha256=%s,%d" % (n, base64.urlsafe_b64encode(hashlib.sha256(b).digest())
+                                   .rstrip(b"=").decode(), len(b)) for n, b in files.items()]
+    whl = "gensee_probe-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(os.path.join(pkg, whl), "w") as z:
+        for n, b in files.items():
+            z.writestr(n, b)
+        z.writestr("gensee_probe-1.0.dist-info/RECORD",
+                   "\n".join(record + ["gensee_probe-1.0.dist-info/RECORD,,"]) + "\n")
+    with open(os.path.join(pkg, "index.html"), "w") as f:
+        f.write('<html><body><a href="%s">%s</a></body></html>\n' % (whl, whl))
+    with open(os.path.join(root, "hello.txt"), "w") as f:
+        f.write("hello over plain http\n")
+    src = os.path.join(d, "src")
+    os.mkdir(src)
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.org", "-c",
+           "init.defaultBranch=main"]
+    subprocess.run(git + ["init", "-q", src], check=True)
+    with open(os.path.join(src, "README"), "w") as f:
+        f.write("cloned through the egress\n")
+    subprocess.run(git + ["-C", src, "add", "README"], check=True)
+    subprocess.run(git + ["-C", src, "commit", "-q", "-m", "one"], check=True)
+    subprocess.run(git + ["clone", "-q", "--bare", src, os.path.join(root, "repo.git")],
+                   check=True)
+    subprocess.run(["git", "--git-dir", os.path.join(root, "repo.git"), "update-server-info"],
+                   check=True)
+    return root
+
+
+# What the agent runs: real curl, git and pip, through the proxy variables
+# gensee run sets; each result lands in a file of the workspace.
+HTTP_TOOLS = r"""
+echo "$http_proxy" > proxy.txt; echo "$NO_PROXY" > noproxy.txt
+c() { out=$1; shift; curl -sS -o "$out" -w '%{http_code}' "$@" > "$out.code" 2> "$out.err"; }
+c hello.out http://pkgs.example.com:8080/files/hello.txt
+c name.json http://exfil-secret.attacker.example:8080/x
+c port.json http://pkgs.example.com:8081/x
+c put.out -X PUT --data-binary @hello.out http://pkgs.example.com:8080/put
+c literal.json http://192.0.2.10:8080/x
+[ "$1" = full ] || exit 0
+git clone -q http://pkgs.example.com:8080/files/repo.git clone > git.out 2>&1; echo $? > git.rc
+python3 -m pip install -q --no-cache-dir --disable-pip-version-check --no-deps --target pipt \
+    --trusted-host pkgs.example.com --index-url http://pkgs.example.com:8080/files/simple/ \
+    gensee-probe > pip.out 2>&1
+echo $? > pip.rc
+"""
+
+
+def dns_http_egress(env):
+    """HTTP_PROXY works: the egress forwards absolute-form http:// requests
+    (curl, git's dumb HTTP, pip's index) to an allowed name and port, in
+    origin form, with our Host and without the proxy credential; every
+    refusal is a 403 whose JSON body names the rule and what would allow it,
+    and every request a decision in the evidence. A policy that narrows
+    linux.network.http_methods refuses the others."""
+    ns, d, dnslog, medlog = local_setup(env)
+    root = package_root(env, d)
+    uplog = os.path.join(d, "upstream.jsonl")
+    open(uplog, "w").close()
+    up = subprocess.Popen(env.ns_prefix(ns) + ["/usr/bin/python3", env.tool("httpserve.py"),
+                                               uplog, "192.0.2.10,8080"],
+                          env=dict(os.environ, HTTPSERVE_ROOT=root), stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True)
+    env.children.append(up)
+    check(up.stdout.readline().strip() == "ready", "httpserve did not start")
+
+    def run(tag, mode, policy=None):
+        ws = tempfile.mkdtemp(prefix="gensee-it-ws.", dir="/var/tmp")
+        env.cleanup_dirs.append(ws)
+        os.chmod(ws, 0o755)
+        gh = os.path.join(ws, ".gensee")
+        os.mkdir(gh)
+        if policy is not None:
+            with open(os.path.join(gh, "policy.json"), "w") as f:
+                json.dump(policy, f)
+        env.chown_to_user(ws)
+        r = env.gensee("run", "--sandbox", "linux", "--allow-net", "pkgs.example.com,tcp,8080",
+                       "--json", "--", "/bin/sh", "-c", HTTP_TOOLS, tag, mode, cwd=ws,
+                       env={"GENSEE_HOME": gh}, timeout=240)
+        check(r.returncode == 0, "%s: rc %d %s\n%s" % (tag, r.returncode, r.stderr,
+                                                      open(medlog).read()))
+        rd = lambda n: open(os.path.join(ws, n)).read() if os.path.exists(os.path.join(ws, n)) \
+            else None
+        return ws, rd, json.loads(r.stdout)["record"]["operation_id"]
+
+    ws, rd, opid = run("full", "full")
+    check(rd("proxy.txt").startswith("http://gensee:") and rd("noproxy.txt").strip() ==
+          "localhost,127.0.0.1,::1", "proxy variables: %r %r" % (rd("proxy.txt"),
+                                                                rd("noproxy.txt")))
+    check(rd("hello.out.code") == "200" and rd("hello.out") == "hello over plain http\n",
+          "curl GET: %r %r %r\n%s" % (rd("hello.out.code"), rd("hello.out"), rd("hello.out.err"),
+                                      open(medlog).read()))
+    check(rd("put.out.code") == "200", "curl PUT: %r %r" % (rd("put.out.code"), rd("put.out")))
+    check(rd("git.rc").strip() == "0" and
+          open(os.path.join(ws, "clone", "README")).read() == "cloned through the egress\n",
+          "git clone http://: %r %r" % (rd("git.rc"), rd("git.out")))
+    check(rd("pip.rc").strip() == "0" and os.path.exists(os.path.join(ws, "pipt", "gensee_probe",
+                                                                     "__init__.py")),
+          "pip install --index-url http://: %r %r" % (rd("pip.rc"), rd("pip.out")))
+    # Refusals: 403, a JSON body with the rule and the flag that would allow it.
+    for f, code, allow in (("name.json", "name_not_allowed",
+                            "--allow-net exfil-secret.attacker.example,tcp,8080"),
+                           ("port.json", "name_not_allowed", "--allow-net pkgs.example.com,tcp,8081"),
+                           ("literal.json", "address_literal", None)):
+        body = json.loads(rd(f))
+        check(rd(f + ".code") == "403" and body["error"] == code and
+              body["policy_key"] == "linux.network.allow" and
+              (allow is None or body["allow_with"] == allow), "%s: %r %r" % (f, rd(f + ".code"), body))
+    # What reached the upstream: origin form, our Host, no credential, close.
+    with open(uplog) as f:
+        reqs = [e for e in (json.loads(l) for l in f if l.strip()) if e["event"] == "request"]
+    hello = [e for e in reqs if e["target"] == "/files/hello.txt"]
+    check(len(hello) == 1 and hello[0]["headers"]["host"] == "pkgs.example.com:8080" and
+          hello[0]["headers"].get("connection") == "close" and
+          not any(k.startswith("proxy-") for e in reqs for k in e["headers"]),
+          "upstream saw: %r" % reqs)
+    check(any(e["method"] == "PUT" and e["target"] == "/put" for e in reqs), "no PUT: %r" % reqs)
+    check(any(e["target"].startswith("/files/repo.git/") for e in reqs) and
+          any(e["target"].startswith("/files/simple/gensee-probe") for e in reqs),
+          "no git or pip request upstream: %r" % [e["target"] for e in reqs])
+    # Evidence: every request a decision; the refused names too.
+    p = os.path.join(env.state, "network-operations", opid, "effects.jsonl")
+    with open(p) as f:
+        ev = [e for e in (json.loads(l) for l in f if l.strip())
+              if e.get("type") == "connect_decision"]
+    http = [(e["method"], e["url"], e["reason"]) for e in ev if e["kind"] == "http"]
+    check(("GET", "http://pkgs.example.com:8080/files/hello.txt", "allowed") in http and
+          ("PUT", "http://pkgs.example.com:8080/put", "allowed") in http and
+          ("GET", "http://exfil-secret.attacker.example:8080/x", "name_not_allowed") in http and
+          ("GET", "http://pkgs.example.com:8081/x", "name_not_allowed") in http, "evidence: %r" % http)
+    r = env.gensee("timeline", "--operation", opid)
+    check("HTTP GET http://pkgs.example.com:8080/files/hello.txt -> allow (allowed)" in r.stdout and
+          "HTTP GET http://pkgs.example.com:8081/x -> deny (name_not_allowed)" in r.stdout,
+          "timeline: %s %s" % (r.stdout, r.stderr))
+    # A policy that allows only GET: PUT is refused, and says which key allows it.
+    ws, rd, opid = run("narrow", "short", {"linux": {"network": {"http_methods": ["GET"]}}})
+    body = json.loads(rd("put.out"))
+    check(rd("put.out.code") == "403" and body["error"] == "method_not_allowed" and
+          body["policy_key"] == "linux.network.http_methods", "PUT narrowed: %r" % body)
+    check(rd("hello.out.code") == "200", "GET narrowed: %r" % rd("hello.out.code"))
+
+
 if __name__ == "__main__":
     main({"dns_allowed_names_leased": dns_allowed_names_leased,
           "dns_refusals": dns_refusals,
@@ -521,4 +681,5 @@ if __name__ == "__main__":
           "dns_survives_restart": dns_survives_restart,
           "dns_gensee_run": dns_gensee_run,
           "dns_run_network_config": dns_run_network_config,
-          "dns_connect_egress": dns_connect_egress})
+          "dns_connect_egress": dns_connect_egress,
+          "dns_http_egress": dns_http_egress})
