@@ -292,6 +292,30 @@ mountview_plan_build(struct json_object *policy, const struct mountview_opts *o,
 	for (size_t i = 0; i < o->mo_nallow_unix; i++)
 		if (mountview_plan_socket(mv, o->mo_allow_unix[i], "--allow-unix", cause) != 0)
 			goto fail;
+	for (size_t i = 0; i < o->mo_noverlay && i < MOUNTVIEW_MAX_OVERLAYS; i++) {
+		const struct mountview_overlay *ov = &o->mo_overlay[i];
+		char opts[3 * PATH_MAX + 64];
+		/* Comma, colon and backslash separate overlay options and layers. */
+		if (strpbrk(ov->mov_target, ",:\\") != NULL || strpbrk(ov->mov_upper, ",:\\") != NULL ||
+		    strpbrk(ov->mov_work, ",:\\") != NULL) {
+			util_cause(cause, "mount view: %s: a ',', ':' or '\\' in an overlay path",
+			    ov->mov_target);
+			goto fail;
+		}
+		snprintf(opts, sizeof(opts), "lowerdir=%s,upperdir=%s,workdir=%s,userxattr",
+		    ov->mov_target, ov->mov_upper, ov->mov_work);
+		if ((mv->mv_overlay[i] = strdup(ov->mov_target)) == NULL ||
+		    (mv->mv_overlay_opts[i] = strdup(opts)) == NULL) {
+			free(mv->mv_overlay[i]);
+			util_cause(cause, "out of memory");
+			goto fail;
+		}
+		mv->mv_noverlay++;
+	}
+	for (size_t i = 0; i < o->mo_nconfig; i++)
+		if (mountview_add(mv->mv_config, &mv->mv_nconfig, nitems(mv->mv_config),
+		    o->mo_config[i], cause) != 0)
+			goto fail;
 	/* Parents before children: mountview_apply binds a parent and its subtree at once. */
 	qsort(mv->mv_expose, mv->mv_nexpose, sizeof(mv->mv_expose[0]), mountview_cmp_len);
 	mv->mv_apply = 1;
@@ -313,6 +337,12 @@ mountview_plan_free(struct mountview_plan *mv)
 		free(mv->mv_expose[i]);
 	for (size_t i = 0; i < mv->mv_nsockets; i++)
 		free(mv->mv_sockets[i]);
+	for (size_t i = 0; i < mv->mv_noverlay; i++) {
+		free(mv->mv_overlay[i]);
+		free(mv->mv_overlay_opts[i]);
+	}
+	for (size_t i = 0; i < mv->mv_nconfig; i++)
+		free(mv->mv_config[i]);
 	free(mv->mv_workspace);
 	json_object_put(mv->mv_skipped);
 	memset(mv, 0, sizeof(*mv));
@@ -477,8 +507,14 @@ mountview_apply(const struct mountview_plan *mv, struct json_object *warnings, c
 		bound[i] = 0;
 	}
 	if (mountview_unshare(mv, cause) != 0) {
-		/* Only the namespaces may be missing in best_effort: nothing was changed yet. */
-		if (mv->mv_mode == MOUNTVIEW_BEST_EFFORT && warnings != NULL) {
+		/*
+		 * Only the namespaces may be missing in best_effort: nothing was
+		 * changed yet. Never with agent state: Landlock lets the agent
+		 * write its state directories, which without the overlay are
+		 * the real ones (configuration included).
+		 */
+		if (mv->mv_mode == MOUNTVIEW_BEST_EFFORT && mv->mv_noverlay == 0 &&
+		    warnings != NULL) {
 			char w[512];
 			snprintf(w, sizeof(w), "mount view: best_effort: not applied: %s", *cause);
 			json_object_array_add(warnings, json_object_new_string(w));
@@ -516,6 +552,17 @@ mountview_apply(const struct mountview_plan *mv, struct json_object *warnings, c
 		util_cause(cause, "mount view: private /tmp: %s", strerror(errno));
 		goto out;
 	}
+	/*
+	 * Agent state: overlays first, so that what is hidden below them
+	 * (a credential in ~/.codex, say) is hidden in the overlay too.
+	 */
+	for (size_t i = 0; i < mv->mv_noverlay; i++)
+		if (mount("gensee-agent", mv->mv_overlay[i], "overlay", MS_NOSUID | MS_NODEV,
+		    mv->mv_overlay_opts[i]) != 0) {
+			util_cause(cause, "mount view: agent state overlay on %s: %s",
+			    mv->mv_overlay[i], strerror(errno));
+			goto out;
+		}
 	for (size_t i = 0; i < mv->mv_nhide; i++)
 		if (mountview_hide(mv->mv_hide[i], &hidden_dir[i], cause) != 0)
 			goto out;
@@ -564,6 +611,18 @@ mountview_apply(const struct mountview_plan *mv, struct json_object *warnings, c
 	for (size_t i = 0; i < mv->mv_nreadonly; i++)
 		if (mountview_bind_ro(mv->mv_readonly[i], mv->mv_readonly[i], cause) != 0)
 			goto out;
+	/*
+	 * The agent's configuration, read-only (EROFS to a write, EBUSY to a
+	 * rename or unlink over it). What does not exist is left: created in
+	 * the store, it is removed before the next run (agentprof_purge).
+	 */
+	for (size_t i = 0; i < mv->mv_nconfig; i++) {
+		struct stat st;
+		if (lstat(mv->mv_config[i], &st) != 0)
+			continue;
+		if (mountview_bind_ro(mv->mv_config[i], mv->mv_config[i], cause) != 0)
+			goto out;
+	}
 	/* The old working directory may now be covered: enter the one in the view. */
 	if (mv->mv_workspace != NULL && chdir(mv->mv_workspace) != 0) {
 		util_cause(cause, "mount view: chdir %s: %s", mv->mv_workspace, strerror(errno));
@@ -598,6 +657,14 @@ mountview_plan_record(const struct mountview_plan *mv)
 	for (size_t i = 0; i < mv->mv_nsockets; i++)
 		json_object_array_add(a, json_object_new_string(mv->mv_sockets[i]));
 	json_object_object_add(o, "unix_sockets", a);
+	a = json_object_new_array();
+	for (size_t i = 0; i < mv->mv_noverlay; i++)
+		json_object_array_add(a, json_object_new_string(mv->mv_overlay[i]));
+	json_object_object_add(o, "agent_state", a);
+	a = json_object_new_array();
+	for (size_t i = 0; i < mv->mv_nconfig; i++)
+		json_object_array_add(a, json_object_new_string(mv->mv_config[i]));
+	json_object_object_add(o, "agent_config_read_only", a);
 	json_object_object_add(o, "skipped", mv->mv_skipped != NULL ?
 	    json_object_get(mv->mv_skipped) : json_object_new_array());
 	return o;

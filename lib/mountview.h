@@ -32,6 +32,19 @@ enum mountview_mode {
 
 #define MOUNTVIEW_MAX_PATHS 96
 #define MOUNTVIEW_MAX_SOCKETS 32
+#define MOUNTVIEW_MAX_OVERLAYS 4
+#define MOUNTVIEW_MAX_CONFIG 64
+
+/*
+ * An agent's state directory (agentprof.h): an overlay at target whose
+ * lower layer is target itself and whose upper layer is the agent's
+ * store, so what the agent writes there never reaches the real directory.
+ */
+struct mountview_overlay {
+	const char *mov_target;
+	const char *mov_upper;
+	const char *mov_work;
+};
 
 /* What the launcher knows about the run (borrowed strings; NULL when unknown). */
 struct mountview_opts {
@@ -44,6 +57,11 @@ struct mountview_opts {
 	gid_t mo_gid;
 	const char *mo_allow_unix[MOUNTVIEW_MAX_SOCKETS];	/* --allow-unix */
 	size_t mo_nallow_unix;
+	struct mountview_overlay mo_overlay[MOUNTVIEW_MAX_OVERLAYS];	/* agent state */
+	size_t mo_noverlay;
+	/* Read-only in the view where they exist when it is built: agent configuration. */
+	const char *mo_config[MOUNTVIEW_MAX_CONFIG];
+	size_t mo_nconfig;
 };
 
 struct mountview_plan {
@@ -68,6 +86,11 @@ struct mountview_plan {
 	size_t mv_nexpose;
 	char *mv_sockets[MOUNTVIEW_MAX_SOCKETS];	/* the exposed Unix sockets, for the record */
 	size_t mv_nsockets;
+	char *mv_overlay[MOUNTVIEW_MAX_OVERLAYS];	/* targets */
+	char *mv_overlay_opts[MOUNTVIEW_MAX_OVERLAYS];	/* lowerdir=...,upperdir=...,... */
+	size_t mv_noverlay;
+	char *mv_config[MOUNTVIEW_MAX_CONFIG];		/* read-only where they exist */
+	size_t mv_nconfig;
 	char *mv_workspace;	/* chdir here after the view is built */
 	struct json_object *mv_skipped;	/* strings: what was not applied, and why */
 };

@@ -1,0 +1,342 @@
+/*
+ * agentprof.c: the built-in agent profiles and how a command is matched
+ * to one (agentprof.h).
+ *
+ * Threat: the agent is the adversary of its own configuration. Codex's
+ * config.toml and hooks, Claude Code's settings.json (hooks live there)
+ * and CLAUDE.md, Gemini CLI's settings.json and GEMINI.md are read by the
+ * user's next run, with or without Gensee. Inside a run the agent sees
+ * them read-only; whatever else it writes under its state directories
+ * lands in Gensee's store for it, never in the real directory, and
+ * configuration it created there is removed before the next run reads
+ * it.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <json-c/json.h>
+
+#include "agentprof.h"
+#include "snapshot.h"
+#include "util.h"
+
+struct agentprof_builtin {
+	const char *ab_name;
+	const char *ab_package;		/* its npm package directory, as a path segment */
+	const char *ab_bins[3];		/* executable names */
+	const char *ab_state_env;	/* the variable that moves its state */
+	const char *ab_state_default;	/* else this, under $HOME */
+	const char *ab_config[AGENTPROF_MAX_CONFIG];
+	const char *ab_hosts[AGENTPROF_MAX_HOSTS];
+	const char *ab_env[AGENTPROF_MAX_ENV];
+};
+
+static const struct agentprof_builtin agentprof_builtins[] = {
+	{ .ab_name = "codex", .ab_package = "/@openai/codex/", .ab_bins = { "codex", "codex.js" },
+	  .ab_state_env = "CODEX_HOME", .ab_state_default = ".codex",
+	  .ab_config = { "config.toml", "AGENTS.md", "AGENTS.override.md", "hooks", "hooks.json",
+		"rules", "prompts", "skills" },
+	  .ab_hosts = { "api.openai.com,tcp,443" } },
+	{ .ab_name = "claude", .ab_package = "/@anthropic-ai/claude-code/",
+	  .ab_bins = { "claude" },
+	  .ab_state_env = "CLAUDE_CONFIG_DIR", .ab_state_default = ".claude",
+	  .ab_config = { "settings.json", "settings.local.json", "CLAUDE.md", "hooks", "commands",
+		"agents", "plugins", "output-styles", "skills" },
+	  .ab_hosts = { "api.anthropic.com,tcp,443" },
+	  /* An update would rewrite the installation from inside the run. */
+	  .ab_env = { "DISABLE_AUTOUPDATER=1" } },
+	{ .ab_name = "gemini", .ab_package = "/@google/gemini-cli/", .ab_bins = { "gemini" },
+	  .ab_state_env = "GEMINI_HOME", .ab_state_default = ".gemini",
+	  .ab_config = { "settings.json", "GEMINI.md", "extensions", "commands", "policies" },
+	  .ab_hosts = { "generativelanguage.googleapis.com,tcp,443" } },
+};
+
+static const char *const agentprof_name_list[] = { "codex", "claude", "gemini", NULL };
+
+const char *const *
+agentprof_names(void)
+{
+	return agentprof_name_list;
+}
+
+static const struct agentprof_builtin *
+agentprof_find(const char *name)
+{
+	for (size_t i = 0; i < nitems(agentprof_builtins); i++)
+		if (strcmp(agentprof_builtins[i].ab_name, name) == 0)
+			return &agentprof_builtins[i];
+	return NULL;
+}
+
+static const char *
+agentprof_base(const char *path)
+{
+	const char *s = strrchr(path, '/');
+	return s ? s + 1 : path;
+}
+
+/* The executable cmd would run, through $PATH, with symlinks followed; 0 or -1. */
+static int
+agentprof_which(const char *cmd, char *out)
+{
+	const char *path = getenv("PATH");
+	char buf[PATH_MAX];
+
+	if (strchr(cmd, '/') != NULL)
+		return realpath(cmd, out) != NULL ? 0 : -1;
+	for (const char *p = path ? path : "/usr/bin:/bin"; *p != '\0';) {
+		size_t n = strcspn(p, ":");
+		if (n > 0 && (size_t)snprintf(buf, sizeof(buf), "%.*s/%s", (int)n, p, cmd) <
+		    sizeof(buf) && access(buf, X_OK) == 0 && realpath(buf, out) != NULL)
+			return 0;
+		p += n + (p[n] == ':');
+	}
+	return -1;
+}
+
+/* Which built-in the executable (as given, and resolved) is; NULL for none. */
+static const struct agentprof_builtin *
+agentprof_match(const char *given, const char *resolved)
+{
+	for (size_t i = 0; i < nitems(agentprof_builtins); i++) {
+		const struct agentprof_builtin *b = &agentprof_builtins[i];
+		if (resolved != NULL && strstr(resolved, b->ab_package) != NULL)
+			return b;
+		for (size_t k = 0; k < nitems(b->ab_bins) && b->ab_bins[k] != NULL; k++)
+			if (strcmp(agentprof_base(given), b->ab_bins[k]) == 0 ||
+			    (resolved != NULL && strcmp(agentprof_base(resolved), b->ab_bins[k]) == 0))
+				return b;
+	}
+	return NULL;
+}
+
+int
+agentprof_detect(char *const *cmd, const char *forced, const char **name, char *how,
+    size_t howlen, char **cause)
+{
+	const struct agentprof_builtin *b = NULL;
+	char exe[PATH_MAX], script[PATH_MAX];
+	int have = 0;
+
+	*name = NULL;
+	if (forced != NULL) {
+		if (strcmp(forced, "none") == 0)
+			return 0;
+		if ((b = agentprof_find(forced)) == NULL) {
+			util_cause(cause, "--agent %s: no such profile (codex, claude, gemini or none)",
+			    forced);
+			return -1;
+		}
+		snprintf(how, howlen, "--agent %s", forced);
+		*name = b->ab_name;
+		return 1;
+	}
+	if (cmd == NULL || cmd[0] == NULL)
+		return 0;
+	have = agentprof_which(cmd[0], exe) == 0;
+	b = agentprof_match(cmd[0], have ? exe : NULL);
+	if (b != NULL) {
+		snprintf(how, howlen, "executable %s%s%s", cmd[0], have ? " -> " : "",
+		    have ? exe : "");
+	} else if (have && (strcmp(agentprof_base(exe), "node") == 0 ||
+	    strcmp(agentprof_base(exe), "nodejs") == 0)) {
+		/* node [OPTIONS] SCRIPT: the script is the agent. */
+		size_t i = 1;
+		while (cmd[i] != NULL && cmd[i][0] == '-')
+			i++;
+		if (cmd[i] != NULL && realpath(cmd[i], script) != NULL &&
+		    (b = agentprof_match(cmd[i], script)) != NULL)
+			snprintf(how, howlen, "node script %s -> %s", cmd[i], script);
+	}
+	if (b == NULL)
+		return 0;
+	*name = b->ab_name;
+	return 1;
+}
+
+int
+agentprof_load(const char *name, struct agentprof *p, char **cause)
+{
+	const struct agentprof_builtin *b = agentprof_find(name);
+
+	memset(p, 0, sizeof(*p));
+	if (b == NULL) {
+		util_cause(cause, "agent profile %s: no such profile", name);
+		return -1;
+	}
+	util_strlcpy(p->ap_name, b->ab_name, sizeof(p->ap_name));
+	for (size_t i = 0; i < AGENTPROF_MAX_CONFIG && b->ab_config[i] != NULL; i++)
+		p->ap_config[p->ap_nconfig++] = b->ab_config[i];
+	for (size_t i = 0; i < AGENTPROF_MAX_HOSTS && b->ab_hosts[i] != NULL; i++)
+		p->ap_hosts[p->ap_nhosts++] = b->ab_hosts[i];
+	for (size_t i = 0; i < AGENTPROF_MAX_ENV && b->ab_env[i] != NULL; i++)
+		p->ap_env[p->ap_nenv++] = b->ab_env[i];
+	return 0;
+}
+
+int
+agentprof_locate(struct agentprof *p, const char *home, const char *gensee_home, char **cause)
+{
+	const struct agentprof_builtin *b = agentprof_find(p->ap_name);
+	struct agentprof_state *s = &p->ap_state[0];
+	const char *env;
+
+	p->ap_nstate = 0;
+	if (b == NULL) {
+		util_cause(cause, "agent profile %s: no such profile", p->ap_name);
+		return -1;
+	}
+	if (gensee_home == NULL || gensee_home[0] != '/') {
+		util_cause(cause, "agent profile %s: no GENSEE_HOME for its store", p->ap_name);
+		return -1;
+	}
+	env = getenv(b->ab_state_env);
+	if (env != NULL && env[0] == '/') {
+		util_strlcpy(s->as_path, env, sizeof(s->as_path));
+		s->as_from_env = 1;
+	} else if (home != NULL && home[0] == '/') {
+		snprintf(s->as_path, sizeof(s->as_path), "%s/%s", home, b->ab_state_default);
+		s->as_from_env = 0;
+	} else {
+		return 0;	/* nowhere to keep state: the agent runs without it */
+	}
+	/*
+	 * The overlay's options are comma- and colon-separated: a path with
+	 * either (or a backslash) could name other layers.
+	 */
+	if (strpbrk(s->as_path, ",:\\") != NULL || strpbrk(gensee_home, ",:\\") != NULL) {
+		util_cause(cause, "agent profile %s: %s or %s has ',', ':' or '\\' in it",
+		    p->ap_name, s->as_path, gensee_home);
+		return -1;
+	}
+	snprintf(s->as_store, sizeof(s->as_store), "%s/agents/%s/state-0", gensee_home,
+	    b->ab_name);
+	p->ap_nstate = 1;
+	return 0;
+}
+
+/* mkdir -p at path (absolute), the last mode mode: 0 or -1 with errno. */
+static int
+agentprof_mkdirs(const char *path, mode_t mode)
+{
+	char buf[PATH_MAX];
+
+	util_strlcpy(buf, path, sizeof(buf));
+	for (char *p = buf + 1; (p = strchr(p, '/')) != NULL; p++) {
+		*p = '\0';
+		if (mkdir(buf, 0700) != 0 && errno != EEXIST)
+			return -1;
+		*p = '/';
+	}
+	return mkdir(buf, mode) != 0 && errno != EEXIST ? -1 : 0;
+}
+
+int
+agentprof_prepare(const struct agentprof *p, char **cause)
+{
+	char path[PATH_MAX + 16];
+
+	for (size_t i = 0; i < p->ap_nstate; i++) {
+		const struct agentprof_state *s = &p->ap_state[i];
+		struct stat st;
+		if (lstat(s->as_path, &st) != 0 && errno == ENOENT && mkdir(s->as_path, 0700) != 0) {
+			util_cause(cause, "agent profile %s: mkdir %s: %s", p->ap_name, s->as_path,
+			    strerror(errno));
+			return -1;
+		}
+		if (lstat(s->as_path, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != getuid()) {
+			util_cause(cause, "agent profile %s: %s is not a directory of yours", p->ap_name,
+			    s->as_path);
+			return -1;
+		}
+		for (int k = 0; k < 2; k++) {
+			snprintf(path, sizeof(path), "%s/%s", s->as_store, k ? "work" : "upper");
+			if (agentprof_mkdirs(path, 0700) != 0) {
+				util_cause(cause, "agent profile %s: mkdir %s: %s", p->ap_name, path,
+				    strerror(errno));
+				return -1;
+			}
+		}
+	}
+	return agentprof_purge(p, cause);
+}
+
+int
+agentprof_purge(const struct agentprof *p, char **cause)
+{
+	char path[PATH_MAX + 16];
+
+	for (size_t i = 0; i < p->ap_nstate; i++) {
+		snprintf(path, sizeof(path), "%s/upper", p->ap_state[i].as_store);
+		int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (fd < 0) {
+			if (errno == ENOENT)
+				continue;
+			util_cause(cause, "agent profile %s: %s: %s", p->ap_name, path,
+			    strerror(errno));
+			return -1;
+		}
+		for (size_t c = 0; c < p->ap_nconfig; c++) {
+			struct stat st;
+			if (fstatat(fd, p->ap_config[c], &st, AT_SYMLINK_NOFOLLOW) != 0)
+				continue;
+			/*
+			 * A file or tree the agent wrote over its configuration,
+			 * or an overlay whiteout (a deletion): either would change
+			 * what the next run reads. Symlinks are removed, never
+			 * followed.
+			 */
+			int rc = S_ISDIR(st.st_mode) ? snapshot_remove(fd, p->ap_config[c], cause) :
+			    unlinkat(fd, p->ap_config[c], 0);
+			if (rc != 0) {
+				if (!S_ISDIR(st.st_mode))
+					util_cause(cause, "agent profile %s: removing %s/%s: %s",
+					    p->ap_name, path, p->ap_config[c], strerror(errno));
+				close(fd);
+				return -1;
+			}
+		}
+		close(fd);
+	}
+	return 0;
+}
+
+struct json_object *
+agentprof_json(const struct agentprof *p)
+{
+	struct json_object *o = json_object_new_object(), *a;
+
+	json_object_object_add(o, "name", json_object_new_string(p->ap_name));
+	json_object_object_add(o, "chosen_by", json_object_new_string(p->ap_how));
+	a = json_object_new_array();
+	for (size_t i = 0; i < p->ap_nstate; i++) {
+		struct json_object *s = json_object_new_object();
+		const struct agentprof_builtin *b = agentprof_find(p->ap_name);
+		json_object_object_add(s, "path", json_object_new_string(p->ap_state[i].as_path));
+		json_object_object_add(s, "store", json_object_new_string(p->ap_state[i].as_store));
+		json_object_object_add(s, "from", json_object_new_string(p->ap_state[i].as_from_env &&
+		    b != NULL ? b->ab_state_env : "default"));
+		json_object_array_add(a, s);
+	}
+	json_object_object_add(o, "state", a);
+	a = json_object_new_array();
+	for (size_t i = 0; i < p->ap_nconfig; i++)
+		json_object_array_add(a, json_object_new_string(p->ap_config[i]));
+	json_object_object_add(o, "read_only_config", a);
+	a = json_object_new_array();
+	for (size_t i = 0; i < p->ap_nhosts; i++)
+		json_object_array_add(a, json_object_new_string(p->ap_hosts[i]));
+	json_object_object_add(o, "hosts", a);
+	a = json_object_new_array();
+	for (size_t i = 0; i < p->ap_nenv; i++)
+		json_object_array_add(a, json_object_new_string(p->ap_env[i]));
+	json_object_object_add(o, "env", a);
+	json_object_object_add(o, "source", json_object_new_string("built-in"));
+	return o;
+}
