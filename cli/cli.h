@@ -23,6 +23,7 @@ int tclone_wanted(int argc, char **argv);
 int cmd_debug(int argc, char **argv);
 int cmd_debug_fanotify(int argc, char **argv);
 int cmd_timeline(int argc, char **argv);
+int cmd_agent(int argc, char **argv);
 
 struct landlock_opts;
 struct mountview_opts;

@@ -27,7 +27,8 @@ usage(FILE *f)
 	    "  run --sandbox linux [--allow-net X]... [--deny-net X]... [--deny-all] [--monitor]\n"
 	    "      [--lease-scope X]... [--max-lease-ttl S] [--network-config FILE]\n"
 	    "      [--linux-seccomp | --no-linux-seccomp] [--linux-landlock-ro PATH]...\n"
-	    "      [--linux-landlock-rw PATH]... [--linux-fanotify] [--linux-network] -- CMD\n"
+	    "      [--linux-landlock-rw PATH]... [--linux-fanotify] [--linux-network]\n"
+	    "      [--agent codex|claude|gemini|none] -- CMD\n"
 	    "                            X is CIDR[,tcp|udp[,PORT|LO-HI]]; --allow-net\n"
 	    "                            also takes NAME,tcp|udp,PORT (NAME or *.SUFFIX:\n"
 	    "                            resolved through the operation's DNS proxy); seccomp,\n"
@@ -42,6 +43,9 @@ usage(FILE *f)
 	    "  timeline [--operation ID [--follow]] [--json] [--ocsf]\n"
 	    "  policy setup [--force] | show [--json] | get KEY [--json] | set KEY VALUE [--json]\n"
 	    "                            $GENSEE_HOME/policy.json (gensee policy help: the keys)\n"
+	    "  agent state NAME [--json] [--reset]\n"
+	    "                            what Gensee runs of agent NAME (codex, claude, gemini)\n"
+	    "                            kept of its state, in $GENSEE_HOME/agents/NAME\n"
 	    "  debug network-plan --session-id ID --pid PID [--allow X]... [--deny X]... [--json]\n"
 	    "  debug network-apply --session-id ID --pid PID ... (root)\n"
 	    "  debug seccomp-profile [--json]\n"
@@ -98,6 +102,7 @@ main(int argc, char **argv)
 		{ "debug", cmd_debug },
 		{ "timeline", cmd_timeline },
 		{ "policy", cmd_policy },
+		{ "agent", cmd_agent },
 	};
 
 	if (argc < 2) {

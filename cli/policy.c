@@ -118,6 +118,10 @@ static const struct policy_key policy_table[] = {
 	{ .pk_name = "linux.unix_sockets.allow", .pk_type = POLICY_PATHS,
 	  .pk_narrow = POLICY_NARROW_WITHIN, .pk_default = "[]",
 	  .pk_help = "Unix sockets the mount view lets through (an ssh-agent, docker.sock)" },
+	{ .pk_name = "linux.agents.profiles", .pk_type = POLICY_BOOL,
+	  .pk_narrow = POLICY_NARROW_FALSE, .pk_default = "true",
+	  .pk_help = "apply the codex, claude and gemini profiles (state in an overlay, "
+	  "configuration read-only, model API hosts allowed)" },
 	{ .pk_name = "linux.fanotify.enabled", .pk_type = POLICY_BOOL,
 	  .pk_narrow = POLICY_NARROW_TRUE, .pk_default = "false",
 	  .pk_help = "fanotify sensitive-path enforcement (needs root)" },

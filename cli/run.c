@@ -45,6 +45,7 @@
 
 #include <seccomp.h> /* lib/seccomp.h, which includes libseccomp's */
 
+#include "agent.h"
 #include "cli.h"
 #include "client.h"
 #include "landlock.h"
@@ -537,7 +538,7 @@ static const char run_usage_text[] =
 	    "                  [--deny-all] [--monitor] [--lease-scope ...]... [--max-lease-ttl S]\n"
 	    "                  [--network-config FILE] [--linux-seccomp | --no-linux-seccomp]\n"
 	    "                  [--linux-landlock-ro PATH]... [--linux-landlock-rw PATH]...\n"
-	    "                  [--allow-unix SOCKET]...]\n"
+	    "                  [--allow-unix SOCKET]... [--agent codex|claude|gemini|none]]\n"
 	    "                  -- CMD [ARGS...]\n"
 	    "       gensee run network inspect|event|revoke|transaction-* ... (see gensee run network --help)\n"
 	    "       gensee run fault (--socket PATH | --operation ID) --fault FILE\n"
@@ -545,6 +546,9 @@ static const char run_usage_text[] =
 	    "                  (the tclone lifecycle: see gensee run list --help)\n"
 	    "At the timeout the tree gets SIGTERM, and SIGKILL after the kill grace\n"
 	    "(default 3 s).\n"
+	    "--agent: the agent profile (default: from the executable): its state in an\n"
+	    "overlay kept in $GENSEE_HOME/agents/NAME, its configuration read-only, its\n"
+	    "model API host allowed (gensee agent state NAME shows what runs wrote).\n"
 	    "--json prints the run's JSON on stdout, alone: the command's stdout goes to\n"
 	    "stderr.\n"
 	    "Exit status: the command's own; 128+N if it died of signal N; 124 on timeout;\n"
@@ -599,15 +603,20 @@ run_host_opts(struct landlock_opts *llo, struct mountview_opts *mvo, int create,
 
 static int
 run_plan(struct json_object *policy, int seccomp_force, struct landlock_opts *llo,
-    struct mountview_opts *mvo, struct run_controls *ctl, char **cause)
+    struct mountview_opts *mvo, struct agent_run *ar, struct run_controls *ctl, char **cause)
 {
 	const char *why = NULL;
 	int abi = landlock_abi(&why);
 
-	if (run_host_opts(llo, mvo, 1, cause) != 0)
+	if (run_host_opts(llo, mvo, 1, cause) != 0 || agent_apply(ar, mvo, 1, cause) != 0)
 		return -1;
 	if (mountview_plan_build(policy, mvo, &ctl->rc_mountview, cause) != 0)
 		return -1;
+	/* The agent's state is writable only through its overlay (agent.c). */
+	if (agent_landlock(ar, llo, ctl->rc_mountview.mv_noverlay > 0, cause) != 0) {
+		mountview_plan_free(&ctl->rc_mountview);
+		return -1;
+	}
 	/*
 	 * Refusals go to the launcher, which answers them with the same errno
 	 * and lists them at the end: the kernel tells no one else. Where the
@@ -1024,6 +1033,7 @@ cmd_run(int argc, char **argv)
 		{ "linux-landlock-ro", required_argument, NULL, 'R' },
 		{ "linux-landlock-rw", required_argument, NULL, 'W' },
 		{ "allow-unix", required_argument, NULL, 'U' },
+		{ "agent", required_argument, NULL, 'A' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ NULL, 0, NULL, 0 },
@@ -1040,6 +1050,9 @@ cmd_run(int argc, char **argv)
 	static struct run_controls ctl = {
 		.rc_notify_sock = { -1, -1 },
 	};
+	/* Static: large, and the mount view plan borrows its paths. */
+	static struct agent_run agent;
+	const char *agent_forced = NULL;
 	struct json_object *netspec = NULL, *hostctl = NULL;
 
 	if (argc >= 2 && strcmp(argv[1], "network") == 0)
@@ -1129,6 +1142,9 @@ cmd_run(int argc, char **argv)
 			mvo.mo_allow_unix[mvo.mo_nallow_unix++] = optarg;
 			host_opts = 1;
 			break;
+		case 'A':
+			agent_forced = optarg;
+			break;
 		case 't':
 			if (util_parse_i64(optarg, 1, 7 * 24 * 3600, &timeout) != 0) {
 				fprintf(stderr, "gensee run: --timeout: expected 1..604800 seconds\n");
@@ -1169,6 +1185,10 @@ cmd_run(int argc, char **argv)
 	int early_fd = client_connect("client.sock", &early_cause);
 	free(early_cause);
 	struct json_object *fanspec = NULL;
+	if (agent_forced != NULL && !sandbox) {
+		fprintf(stderr, "gensee run: --agent needs --sandbox linux\n");
+		return CLI_EXIT_USAGE;
+	}
 	if (host_opts && !sandbox) {
 		fprintf(stderr, "gensee run: --linux-seccomp, --no-linux-seccomp, "
 		    "--linux-landlock-ro/-rw and --allow-unix need --sandbox linux\n");
@@ -1177,9 +1197,19 @@ cmd_run(int argc, char **argv)
 	if (sandbox) {
 		char *cause = NULL;
 		struct json_object *policy = policy_load(&cause);
+		int agent_rc = policy != NULL ? agent_plan(&agent, cmd, agent_forced, policy, &cause) :
+		    0;
+		if (agent_rc < 0) {
+			fprintf(stderr, "gensee run: %s\n", cause);
+			free(cause);
+			json_object_put(policy);
+			return CLI_EXIT_USAGE;
+		}
 		if (policy != NULL && netconfig == NULL) {
 			struct json_object *warnings = json_object_new_array();
 			netspec = netspec_build(&nso, policy, warnings, &cause);
+			/* The model API hosts: a deny-all run still reaches its model. */
+			agent_netspec(&agent, netspec);
 			for (size_t i = 0; i < json_object_array_length(warnings); i++)
 				fprintf(stderr, "gensee run: warning: %s\n",
 				    json_object_get_string(json_object_array_get_idx(warnings, i)));
@@ -1190,7 +1220,7 @@ cmd_run(int argc, char **argv)
 		/* --sandbox linux without enforcement would be a lie: refuse. */
 		if (policy == NULL || (netconfig == NULL && netspec == NULL) || fanspec == NULL ||
 		    run_host_check(seccomp_force, &llo, &mvo, netspec, &cause) != 0 ||
-		    run_plan(policy, seccomp_force, &llo, &mvo, &ctl, &cause) != 0) {
+		    run_plan(policy, seccomp_force, &llo, &mvo, &agent, &ctl, &cause) != 0) {
 			json_object_put(fanspec);
 			fprintf(stderr, "gensee run: %s\n", cause);
 			free(cause);
@@ -1228,6 +1258,10 @@ cmd_run(int argc, char **argv)
 			return RUN_EXIT_GENSEE;
 		}
 		hostctl = run_host_controls(&ctl);
+		if (agent.ar_active) {
+			json_object_object_add(hostctl, "agent", agent_json(&agent));
+			agent_environ(&agent);
+		}
 	}
 
 	if (pipe2(go, O_CLOEXEC) != 0 || pipe2(st, O_CLOEXEC) != 0) {
@@ -1372,6 +1406,7 @@ cmd_run(int argc, char **argv)
 	res = run_report_end(conn, opid, status, denied);
 	if (sandbox)
 		run_controls_free(&ctl);	/* after the report: nothing waits on it */
+	agent_finish(&agent);	/* configuration planted in the store goes now */
 	const char *state = res ? schema_string(res, "state") : NULL;
 	int rc;
 	if ((state != NULL && strcmp(state, "timed_out") == 0) || fallback_fired)

@@ -5,7 +5,7 @@
 
 _gensee_opts_run='--timeout --kill-grace --json --quiet --sandbox --allow-net --deny-net --deny-all --monitor
   --lease-scope --max-lease-ttl --network-config --linux-seccomp --no-linux-seccomp
-  --linux-landlock-ro --linux-landlock-rw --allow-unix --linux-fanotify --linux-network --help
+  --linux-landlock-ro --linux-landlock-rw --allow-unix --linux-fanotify --linux-network --agent --help
   --runtime --observe-only --podman --image --name --detach'
 # The tclone lifecycle (cli/tclone.c): gensee run SUBCOMMAND ...
 _gensee_tclone_subs='list fork diff summary compare merge choose switch keep discard delete attach send exec shell approve'
@@ -36,7 +36,8 @@ _gensee()
 				--linux-landlock-rw | --allow-unix | --pid | --duration-seconds | \
 				--operation | --session-id | --allow | --deny | --seconds | --events | \
 				--socket | --event | --lease | --fault | --older-than | --keep | \
-				--runtime | --name | --copies | --approach | --into | --to | --attach | --tmux) ;;
+				--runtime | --name | --copies | --approach | --into | --to | --attach | --tmux | \
+				--agent) ;;
 				*) sub=${words[i]} ;;
 				esac
 			fi
@@ -60,6 +61,10 @@ _gensee()
 		;;
 	--runtime)
 		COMPREPLY=($(compgen -W 'tclone' -- "$cur"))
+		return 0
+		;;
+	--agent)
+		COMPREPLY=($(compgen -W 'codex claude gemini none' -- "$cur"))
 		return 0
 		;;
 	--attach | --tmux)
@@ -93,7 +98,7 @@ _gensee()
 	local words_list=
 	case $cmd in
 	'')
-		words_list='run status watch operation timeline policy debug --help --version'
+		words_list='run status watch operation timeline policy agent debug --help --version'
 		;;
 	run)
 		case $sub in
@@ -117,6 +122,12 @@ _gensee()
 		esac
 		;;
 	status) words_list='--json --help' ;;
+	agent)
+		case $sub in
+		'') words_list='state --help' ;;
+		*) words_list='codex claude gemini --json --reset --help' ;;
+		esac
+		;;
 	watch) words_list='--pid --duration-seconds --json --linux-fanotify --help' ;;
 	operation)
 		case $sub in

@@ -201,7 +201,8 @@ def show_json_defaults(env):
     doc = json.loads(r.stdout)
     lx = doc["linux"]
     check(set(doc) == {"linux"} and set(lx) == {"posture", "seccomp", "landlock", "mount_view",
-                                                "unix_sockets", "fanotify", "network"},
+                                                "unix_sockets", "agents", "fanotify",
+                                                "network"},
           "%r" % doc)
     check(lx["posture"] == "enforce" and all(lx["seccomp"][k] is True for k in
           ("enabled", "deny_ptrace", "deny_bpf", "deny_kernel_modules", "deny_mount_namespace_changes",
