@@ -35,7 +35,7 @@ int agent_plan(struct agent_run *ar, char *const *cmd, const char *forced,
 int agent_apply(struct agent_run *ar, struct mountview_opts *mvo, int create, char **cause);
 /* Its state directories writable in Landlock, when the view overlays them. */
 int agent_landlock(const struct agent_run *ar, struct landlock_opts *llo, int overlaid,
-    char **cause);
+    int create, char **cause);
 /* Its model API hosts into an allowlist network spec. */
 void agent_netspec(const struct agent_run *ar, struct json_object *netspec);
 /* Its environment into ours (inherited by the agent) where unset. */

@@ -18,6 +18,7 @@
 
 #include <json-c/json.h>
 
+#include "agent.h"
 #include "cli.h"
 #include "fanotify.h"
 #include "fanpolicy.h"
@@ -299,8 +300,30 @@ debug_plan(int argc, char **argv)
 	char *cause = NULL;
 	int json = 0, rc = 1;
 
-	if (debugfan_parse_json(argc, argv, &json, NULL, NULL) != 0) {
-		fprintf(stderr, "usage: gensee debug plan [--json]\n");
+	static const struct option longopts[] = {
+		{ "json", no_argument, NULL, 'j' },
+		{ "agent", required_argument, NULL, 'a' },
+		{ NULL, 0, NULL, 0 },
+	};
+	static struct agent_run ar;	/* large; the mount view plan borrows from it */
+	const char *forced = NULL;
+	char **cmd = NULL;
+	int ch;
+	optind = 1;
+	while ((ch = getopt_long(argc, argv, "+", longopts, NULL)) != -1) {
+		if (ch == 'j') {
+			json = 1;
+		} else if (ch == 'a') {
+			forced = optarg;
+		} else {
+			optind = -1;
+			break;
+		}
+	}
+	if (optind > 0 && optind < argc)
+		cmd = argv + optind;	/* after "--": the command whose profile to show */
+	if (optind < 0) {
+		fprintf(stderr, "usage: gensee debug plan [--json] [--agent NAME] [-- CMD...]\n");
 		json_object_put(out);
 		return CLI_EXIT_USAGE;
 	}
@@ -314,10 +337,14 @@ debug_plan(int argc, char **argv)
 	memset(&lp, 0, sizeof(lp));
 	memset(&mv, 0, sizeof(mv));
 	int abi = landlock_abi(&why);
+	/* As gensee run plans it (run_plan), without making the agent's store. */
 	if (run_host_opts(&lo, &mvo, 0, &cause) != 0 ||
+	    agent_plan(&ar, cmd, forced, policy, &cause) < 0 ||
+	    agent_apply(&ar, &mvo, 0, &cause) != 0 ||
 	    seccomp_profile_build(policy, SECCOMP_PROFILE_FROM_POLICY, &sp, &cause) != 0 ||
-	    landlock_plan_build(policy, &lo, abi, why, &lp, &cause) != 0 ||
-	    mountview_plan_build(policy, &mvo, &mv, &cause) != 0) {
+	    mountview_plan_build(policy, &mvo, &mv, &cause) != 0 ||
+	    agent_landlock(&ar, &lo, mv.mv_noverlay > 0, 0, &cause) != 0 ||
+	    landlock_plan_build(policy, &lo, abi, why, &lp, &cause) != 0) {
 		fprintf(stderr, "gensee debug plan: %s\n", cause);
 		free(cause);
 		goto out;
@@ -325,6 +352,7 @@ debug_plan(int argc, char **argv)
 	netspec_opts_init(&no);
 	warnings = json_object_new_array();
 	struct json_object *net = netspec_build(&no, policy, warnings, &cause);
+	agent_netspec(&ar, net);
 	if (net == NULL) {
 		fprintf(stderr, "gensee debug plan: %s\n", cause);
 		free(cause);
@@ -353,6 +381,7 @@ debug_plan(int argc, char **argv)
 	json_object_object_add(out, "seccomp", seccomp_profile_json(&sp));
 	json_object_object_add(out, "landlock", landlock_plan_record(&lp));
 	json_object_object_add(out, "mount_view", mountview_plan_record(&mv));
+	json_object_object_add(out, "agent", agent_json(&ar));
 	/* A plan that cannot work as meant says so before a run finds out. */
 	struct json_object *hw = json_object_new_array();
 	landlock_plan_warnings(&lp, lo.lo_workspace, hw);
@@ -383,6 +412,14 @@ debug_plan(int argc, char **argv)
 		    lp.lp_default_paths && lp.lp_apply ? ", default lists" : "");
 		printf("mount view   %s, %zu hidden, %zu read-only, %zu socket(s) let through\n",
 		    mountview_mode_name(mv.mv_mode), mv.mv_nhide, mv.mv_nreadonly, mv.mv_nsockets);
+		if (ar.ar_active)
+			printf("agent        %s (%s): state %s in %s, %zu configuration path(s) "
+			    "read-only, %zu host(s) allowed\n", ar.ar_prof.ap_name, ar.ar_prof.ap_how,
+			    ar.ar_prof.ap_nstate ? ar.ar_prof.ap_state[0].as_path : "none",
+			    ar.ar_prof.ap_nstate ? ar.ar_prof.ap_state[0].as_store : "-",
+			    ar.ar_prof.ap_nconfig, ar.ar_prof.ap_nhosts);
+		else
+			printf("agent        none (--agent NAME or -- CMD shows a profile)\n");
 		printf("fanotify     %s, %zu rule(s), %zu mark(s)\n",
 		    schema_bool(fan, "enabled", 0) ? "on" : "off (use --linux-fanotify or "
 		    "linux.fanotify.enabled)", fp.fp_nrules, plan.pl_nmarks);
@@ -401,6 +438,7 @@ out:
 	seccomp_profile_free(&sp);
 	landlock_plan_free(&lp);
 	mountview_plan_free(&mv);
+	agent_run_free(&ar);
 	fanpolicy_plan_free(&plan);
 	fanpolicy_free(&fp);
 	json_object_put(policy);

@@ -614,7 +614,7 @@ run_plan(struct json_object *policy, int seccomp_force, struct landlock_opts *ll
 	if (mountview_plan_build(policy, mvo, &ctl->rc_mountview, cause) != 0)
 		return -1;
 	/* The agent's state is writable only through its overlay (agent.c). */
-	if (agent_landlock(ar, llo, ctl->rc_mountview.mv_noverlay > 0, cause) != 0) {
+	if (agent_landlock(ar, llo, ctl->rc_mountview.mv_noverlay > 0, 1, cause) != 0) {
 		mountview_plan_free(&ctl->rc_mountview);
 		return -1;
 	}

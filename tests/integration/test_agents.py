@@ -186,6 +186,13 @@ def agent_hosts_allowed(env):
     prof = rec["host_controls"]["agent"]
     check(prof["name"] == "claude" and prof["hosts"] == ["api.anthropic.com,tcp,443"] and
           "DISABLE_AUTOUPDATER=1" in prof["env"], "profile: %r" % prof)
+    # gensee debug plan shows the profile a command would get, and makes nothing.
+    r = env.gensee("debug", "plan", "--json", "--", claude, env=uenv, cwd=ws)
+    check(r.returncode == 0, r.stderr)
+    plan = json.loads(r.stdout)
+    check(plan["agent"]["name"] == "claude" and
+          "api.anthropic.com,tcp,443" in plan["network"]["allow"] and
+          os.path.join(home, ".claude") in plan["mount_view"]["agent_state"], "plan: %r" % plan)
     r = env.gensee("run", "--sandbox", "linux", "--deny-all", "--agent", "none", "--json", "--",
                    claude, env=uenv, cwd=ws, timeout=90)
     check(r.returncode == 0, r.stderr)
