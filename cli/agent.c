@@ -48,7 +48,8 @@ agent_plan(struct agent_run *ar, char *const *cmd, const char *forced,
 	int rc;
 
 	memset(ar, 0, sizeof(*ar));
-	rc = agentprof_detect(cmd, forced, &name, ar->ar_how, sizeof(ar->ar_how), cause);
+	rc = agentprof_detect(cmd, forced, &name, &ar->ar_argi, ar->ar_how, sizeof(ar->ar_how),
+	    cause);
 	if (rc <= 0)
 		return rc;
 	/* An administrator may turn profiles off (linux.agents.profiles false). */
@@ -170,6 +171,28 @@ agent_environ(const struct agent_run *ar)
 		if (getenv(name) == NULL)
 			setenv(name, eq + 1, 0);
 	}
+}
+
+char **
+agent_argv(const struct agent_run *ar, char **cmd)
+{
+	size_t n = 0, na = ar->ar_prof.ap_nargs;
+	char **v;
+
+	if (!ar->ar_active || ar->ar_argi < 0 || na == 0)
+		return cmd;
+	while (cmd[n] != NULL)
+		n++;
+	if ((v = calloc(n + na + 1, sizeof(*v))) == NULL)
+		return cmd;	/* without the settings: the agent's own sandbox fails closed */
+	size_t o = 0, at = (size_t)ar->ar_argi;
+	for (size_t i = 0; i <= at; i++)
+		v[o++] = cmd[i];
+	for (size_t i = 0; i < na; i++)
+		v[o++] = (char *)ar->ar_prof.ap_args[i];
+	for (size_t i = at + 1; i < n; i++)
+		v[o++] = cmd[i];
+	return v;	/* lives until exec */
 }
 
 void
@@ -295,7 +318,8 @@ cmd_agent(int argc, char **argv)
 	memset(&llo, 0, sizeof(llo));
 	memset(&mvo, 0, sizeof(mvo));
 	memset(&ar, 0, sizeof(ar));
-	if (agentprof_detect(NULL, name, &ar.ar_name, ar.ar_how, sizeof(ar.ar_how), &cause) != 1 ||
+	if (agentprof_detect(NULL, name, &ar.ar_name, &ar.ar_argi, ar.ar_how, sizeof(ar.ar_how),
+	    &cause) != 1 ||
 	    agentprof_load(ar.ar_name, &ar.ar_prof, &cause) != 0 ||
 	    run_host_opts(&llo, &mvo, 0, &cause) != 0 ||
 	    (ar.ar_active = 1, agent_apply(&ar, &mvo, 0, &cause)) != 0) {

@@ -15,6 +15,7 @@ struct mountview_opts;
 struct agent_run {
 	int ar_active;
 	const char *ar_name;
+	int ar_argi;		/* the profile's arguments go after cmd[ar_argi] (-1: none) */
 	char ar_how[PATH_MAX + 64];
 	struct agentprof ar_prof;
 	/* What the mount view plan borrows until it is built. */
@@ -38,6 +39,8 @@ int agent_landlock(const struct agent_run *ar, struct landlock_opts *llo, int ov
     int create, char **cause);
 /* Its model API hosts into an allowlist network spec. */
 void agent_netspec(const struct agent_run *ar, struct json_object *netspec);
+/* cmd with the profile's arguments inserted (cmd itself when it has none). */
+char **agent_argv(const struct agent_run *ar, char **cmd);
 /* Its environment into ours (inherited by the agent) where unset. */
 void agent_environ(const struct agent_run *ar);
 /* After the run: remove configuration the agent planted in the store. */

@@ -1206,6 +1206,7 @@ cmd_run(int argc, char **argv)
 			json_object_put(policy);
 			return CLI_EXIT_USAGE;
 		}
+		cmd = agent_argv(&agent, cmd);
 		if (policy != NULL && netconfig == NULL) {
 			struct json_object *warnings = json_object_new_array();
 			netspec = netspec_build(&nso, policy, warnings, &cause);

@@ -30,8 +30,21 @@ struct agentprof_builtin {
 	const char *ab_name;
 	const char *ab_package;		/* its npm package directory, as a path segment */
 	const char *ab_bins[3];		/* executable names */
-	const char *ab_state_env;	/* the variable that moves its state */
-	const char *ab_state_default;	/* else this, under $HOME */
+	/*
+	 * The variables that move its state, in order: the directory is the
+	 * value followed by the suffix. Else ab_state_default under $HOME.
+	 */
+	struct { const char *v_name, *v_suffix; } ab_state_env[2];
+	const char *ab_state_default;
+	/* Arguments after the executable (or node's script): documented settings only. */
+	const char *ab_args[4];
+	/*
+	 * A file the agent keeps in $HOME unless ab_pin_env names its state
+	 * directory (Claude Code's ~/.claude.json): the profile sets the
+	 * variable, and the file's first copy is seeded into the store.
+	 */
+	const char *ab_pin_env;
+	const char *ab_home_file;
 	const char *ab_config[AGENTPROF_MAX_CONFIG];
 	const char *ab_hosts[AGENTPROF_MAX_HOSTS];
 	const char *ab_env[AGENTPROF_MAX_ENV];
@@ -39,22 +52,38 @@ struct agentprof_builtin {
 
 static const struct agentprof_builtin agentprof_builtins[] = {
 	{ .ab_name = "codex", .ab_package = "/@openai/codex/", .ab_bins = { "codex", "codex.js" },
-	  .ab_state_env = "CODEX_HOME", .ab_state_default = ".codex",
+	  .ab_state_env = { { "CODEX_HOME", "" } }, .ab_state_default = ".codex",
 	  .ab_config = { "config.toml", "AGENTS.md", "AGENTS.override.md", "hooks", "hooks.json",
 		"rules", "prompts", "skills" },
-	  .ab_hosts = { "api.openai.com,tcp,443" } },
+	  .ab_hosts = { "api.openai.com,tcp,443" },
+	  /*
+	   * Gensee is its sandbox: Codex's own (bubblewrap) needs namespaces
+	   * the seccomp profile refuses, and every tool call failed. A
+	   * --sandbox or -s the user gives still wins over -c.
+	   */
+	  .ab_args = { "-c", "sandbox_mode=\"danger-full-access\"" } },
 	{ .ab_name = "claude", .ab_package = "/@anthropic-ai/claude-code/",
 	  .ab_bins = { "claude" },
-	  .ab_state_env = "CLAUDE_CONFIG_DIR", .ab_state_default = ".claude",
+	  .ab_state_env = { { "CLAUDE_CONFIG_DIR", "" } }, .ab_state_default = ".claude",
 	  .ab_config = { "settings.json", "settings.local.json", "CLAUDE.md", "hooks", "commands",
 		"agents", "plugins", "output-styles", "skills" },
 	  .ab_hosts = { "api.anthropic.com,tcp,443" },
-	  /* An update would rewrite the installation from inside the run. */
-	  .ab_env = { "DISABLE_AUTOUPDATER=1" } },
+	  /*
+	   * An update would rewrite the installation from inside the run;
+	   * IS_SANDBOX tells Claude Code it runs in one (its own sandbox,
+	   * bubblewrap, is off unless settings turn it on, and cannot nest).
+	   */
+	  .ab_env = { "DISABLE_AUTOUPDATER=1", "IS_SANDBOX=1" },
+	  .ab_pin_env = "CLAUDE_CONFIG_DIR", .ab_home_file = ".claude.json" },
 	{ .ab_name = "gemini", .ab_package = "/@google/gemini-cli/", .ab_bins = { "gemini" },
-	  .ab_state_env = "GEMINI_HOME", .ab_state_default = ".gemini",
-	  .ab_config = { "settings.json", "GEMINI.md", "extensions", "commands", "policies" },
-	  .ab_hosts = { "generativelanguage.googleapis.com,tcp,443" } },
+	  /* Gemini CLI reads GEMINI_CLI_HOME (a home: .gemini inside); Antigravity GEMINI_HOME. */
+	  .ab_state_env = { { "GEMINI_CLI_HOME", "/.gemini" }, { "GEMINI_HOME", "" } },
+	  .ab_state_default = ".gemini",
+	  .ab_config = { "settings.json", "GEMINI.md", "extensions", "commands", "policies",
+		"hooks" },
+	  .ab_hosts = { "generativelanguage.googleapis.com,tcp,443" },
+	  /* Its own sandbox is a container (docker, podman): it cannot nest either. */
+	  .ab_env = { "GEMINI_SANDBOX=false" } },
 };
 
 static const char *const agentprof_name_list[] = { "codex", "claude", "gemini", NULL };
@@ -117,14 +146,15 @@ agentprof_match(const char *given, const char *resolved)
 }
 
 int
-agentprof_detect(char *const *cmd, const char *forced, const char **name, char *how,
-    size_t howlen, char **cause)
+agentprof_detect(char *const *cmd, const char *forced, const char **name, int *argi,
+    char *how, size_t howlen, char **cause)
 {
 	const struct agentprof_builtin *b = NULL;
 	char exe[PATH_MAX], script[PATH_MAX];
 	int have = 0;
 
 	*name = NULL;
+	*argi = -1;
 	if (forced != NULL) {
 		if (strcmp(forced, "none") == 0)
 			return 0;
@@ -144,6 +174,7 @@ agentprof_detect(char *const *cmd, const char *forced, const char **name, char *
 	if (b != NULL) {
 		snprintf(how, howlen, "executable %s%s%s", cmd[0], have ? " -> " : "",
 		    have ? exe : "");
+		*argi = 0;
 	} else if (have && (strcmp(agentprof_base(exe), "node") == 0 ||
 	    strcmp(agentprof_base(exe), "nodejs") == 0)) {
 		/* node [OPTIONS] SCRIPT: the script is the agent. */
@@ -151,8 +182,10 @@ agentprof_detect(char *const *cmd, const char *forced, const char **name, char *
 		while (cmd[i] != NULL && cmd[i][0] == '-')
 			i++;
 		if (cmd[i] != NULL && realpath(cmd[i], script) != NULL &&
-		    (b = agentprof_match(cmd[i], script)) != NULL)
+		    (b = agentprof_match(cmd[i], script)) != NULL) {
 			snprintf(how, howlen, "node script %s -> %s", cmd[i], script);
+			*argi = (int)i;
+		}
 	}
 	if (b == NULL)
 		return 0;
@@ -177,6 +210,8 @@ agentprof_load(const char *name, struct agentprof *p, char **cause)
 		p->ap_hosts[p->ap_nhosts++] = b->ab_hosts[i];
 	for (size_t i = 0; i < AGENTPROF_MAX_ENV && b->ab_env[i] != NULL; i++)
 		p->ap_env[p->ap_nenv++] = b->ab_env[i];
+	for (size_t i = 0; i < nitems(b->ab_args) && b->ab_args[i] != NULL; i++)
+		p->ap_args[p->ap_nargs++] = b->ab_args[i];
 	return 0;
 }
 
@@ -196,13 +231,19 @@ agentprof_locate(struct agentprof *p, const char *home, const char *gensee_home,
 		util_cause(cause, "agent profile %s: no GENSEE_HOME for its store", p->ap_name);
 		return -1;
 	}
-	env = getenv(b->ab_state_env);
-	if (env != NULL && env[0] == '/') {
-		util_strlcpy(s->as_path, env, sizeof(s->as_path));
+	s->as_from_env = 0;
+	for (size_t i = 0; i < nitems(b->ab_state_env) && !s->as_from_env; i++) {
+		if (b->ab_state_env[i].v_name == NULL ||
+		    (env = getenv(b->ab_state_env[i].v_name)) == NULL || env[0] != '/')
+			continue;
+		snprintf(s->as_path, sizeof(s->as_path), "%s%s", env, b->ab_state_env[i].v_suffix);
+		util_strlcpy(s->as_env, b->ab_state_env[i].v_name, sizeof(s->as_env));
 		s->as_from_env = 1;
+	}
+	if (s->as_from_env) {
+		/* named by the environment */
 	} else if (home != NULL && home[0] == '/') {
 		snprintf(s->as_path, sizeof(s->as_path), "%s/%s", home, b->ab_state_default);
-		s->as_from_env = 0;
 	} else {
 		return 0;	/* nowhere to keep state: the agent runs without it */
 	}
@@ -218,6 +259,53 @@ agentprof_locate(struct agentprof *p, const char *home, const char *gensee_home,
 	snprintf(s->as_store, sizeof(s->as_store), "%s/agents/%s/state-0", gensee_home,
 	    b->ab_name);
 	p->ap_nstate = 1;
+	if (b->ab_pin_env != NULL && !s->as_from_env && p->ap_nenv < AGENTPROF_MAX_ENV) {
+		/* Its home file moves into the overlaid directory, where writing it is safe. */
+		snprintf(p->ap_pin, sizeof(p->ap_pin), "%s=%s", b->ab_pin_env, s->as_path);
+		p->ap_env[p->ap_nenv++] = p->ap_pin;
+		if (b->ab_home_file != NULL && home != NULL)
+			snprintf(p->ap_seed, sizeof(p->ap_seed), "%s/%s", home, b->ab_home_file);
+	}
+	return 0;
+}
+
+/*
+ * The first copy of the home file into the store, so the agent keeps its
+ * account and onboarding state; never over one the store or the real
+ * directory has, never through a link, at most 16 MiB.
+ */
+static int
+agentprof_seed(const struct agentprof *p, char **cause)
+{
+	const struct agentprof_state *s = &p->ap_state[0];
+	const char *base = strrchr(p->ap_seed, '/') + 1;
+	char dst[PATH_MAX + 16], inreal[PATH_MAX + 16], *buf = NULL;
+	size_t len = 0;
+	int in, out;
+
+	snprintf(dst, sizeof(dst), "%s/upper/%s", s->as_store, base);
+	snprintf(inreal, sizeof(inreal), "%s/%s", s->as_path, base);
+	if (access(dst, F_OK) == 0 || access(inreal, F_OK) == 0 ||
+	    (in = open(p->ap_seed, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+		return 0;
+	struct stat st;
+	if (fstat(in, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != getuid() ||
+	    util_read_fd(in, 16u << 20, &buf, &len) != 0) {
+		close(in);
+		return 0;	/* not the user's own file: the agent starts without it */
+	}
+	close(in);
+	out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (out < 0 || util_write_all(out, buf, len) != 0) {
+		util_cause(cause, "agent profile %s: seeding %s: %s", p->ap_name, dst,
+		    strerror(errno));
+		if (out >= 0)
+			close(out);
+		free(buf);
+		return -1;
+	}
+	close(out);
+	free(buf);
 	return 0;
 }
 
@@ -264,6 +352,8 @@ agentprof_prepare(const struct agentprof *p, char **cause)
 			}
 		}
 	}
+	if (p->ap_nstate > 0 && p->ap_seed[0] != '\0' && agentprof_seed(p, cause) != 0)
+		return -1;
 	return agentprof_purge(p, cause);
 }
 
@@ -317,11 +407,10 @@ agentprof_json(const struct agentprof *p)
 	a = json_object_new_array();
 	for (size_t i = 0; i < p->ap_nstate; i++) {
 		struct json_object *s = json_object_new_object();
-		const struct agentprof_builtin *b = agentprof_find(p->ap_name);
 		json_object_object_add(s, "path", json_object_new_string(p->ap_state[i].as_path));
 		json_object_object_add(s, "store", json_object_new_string(p->ap_state[i].as_store));
-		json_object_object_add(s, "from", json_object_new_string(p->ap_state[i].as_from_env &&
-		    b != NULL ? b->ab_state_env : "default"));
+		json_object_object_add(s, "from", json_object_new_string(p->ap_state[i].as_from_env ?
+		    p->ap_state[i].as_env : "default"));
 		json_object_array_add(a, s);
 	}
 	json_object_object_add(o, "state", a);
@@ -337,6 +426,10 @@ agentprof_json(const struct agentprof *p)
 	for (size_t i = 0; i < p->ap_nenv; i++)
 		json_object_array_add(a, json_object_new_string(p->ap_env[i]));
 	json_object_object_add(o, "env", a);
+	a = json_object_new_array();
+	for (size_t i = 0; i < p->ap_nargs; i++)
+		json_object_array_add(a, json_object_new_string(p->ap_args[i]));
+	json_object_object_add(o, "args", a);
 	json_object_object_add(o, "source", json_object_new_string("built-in"));
 	return o;
 }

@@ -3,10 +3,13 @@
  * `gensee run --sandbox linux` and what it must not change.
  *
  * A profile names the agent's state locations (honouring CODEX_HOME,
- * CLAUDE_CONFIG_DIR, GEMINI_HOME and the defaults under $HOME), the
+ * CLAUDE_CONFIG_DIR, GEMINI_CLI_HOME, GEMINI_HOME and the defaults under
+ * $HOME), the
  * configuration inside them the agent must not rewrite (settings, hooks,
  * instruction files: the user's next unsandboxed run would execute what
- * it planted), the model API hosts it needs and the environment it needs.
+ * it planted), the model API hosts it needs, and the environment and
+ * arguments it needs (the documented settings that make Gensee its
+ * sandbox: the agents' own cannot nest).
  *
  * The launcher applies it: each state directory becomes an overlay whose
  * upper layer is the agent's store under $GENSEE_HOME/agents/NAME (so the
@@ -33,6 +36,7 @@ struct agentprof_state {
 	char as_path[PATH_MAX];		/* the real directory, absolute */
 	char as_store[PATH_MAX];	/* its store: upper/ and work/ beneath */
 	int as_from_env;		/* named by CODEX_HOME and the like */
+	char as_env[32];		/* which */
 };
 
 struct agentprof {
@@ -47,6 +51,10 @@ struct agentprof {
 	size_t ap_nhosts;
 	const char *ap_env[AGENTPROF_MAX_ENV];		/* NAME=VALUE, set unless the caller set NAME */
 	size_t ap_nenv;
+	const char *ap_args[4];	/* inserted after the executable (or node's script) */
+	size_t ap_nargs;
+	char ap_pin[PATH_MAX + 32];	/* VAR=DIR naming the state directory (an ap_env) */
+	char ap_seed[PATH_MAX];		/* the home file seeded into the store, or "" */
 };
 
 /* The built-in profiles' names, NULL-terminated. */
@@ -56,11 +64,13 @@ const char *const *agentprof_names(void);
  * Which profile the command is: forced ("--agent NAME"; "none": none), or
  * the name of the executable after following symlinks (npm's .bin links)
  * and, for `node SCRIPT`, the script's. 1 with *name set (a static
- * string) and how (a description, size howlen), 0 for none, -1 with
- * *cause for an unknown forced name.
+ * string), *argi the index in cmd after which the profile's arguments go
+ * (-1 when forced: an executable we did not recognise gets none) and how
+ * (a description, size howlen); 0 for none; -1 with *cause for an
+ * unknown forced name.
  */
-int agentprof_detect(char *const *cmd, const char *forced, const char **name, char *how,
-    size_t howlen, char **cause);
+int agentprof_detect(char *const *cmd, const char *forced, const char **name, int *argi,
+    char *how, size_t howlen, char **cause);
 
 /* Fill p with profile name's rules (no paths yet): 0, or -1 with *cause. */
 int agentprof_load(const char *name, struct agentprof *p, char **cause);
