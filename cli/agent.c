@@ -27,6 +27,7 @@
 #include "cli.h"
 #include "landlock.h"
 #include "mountview.h"
+#include "netspec.h"
 #include "policy.h"
 #include "snapshot.h"
 #include "util.h"
@@ -43,20 +44,23 @@ int
 agent_plan(struct agent_run *ar, char *const *cmd, const char *forced,
     struct json_object *policy, char **cause)
 {
-	const char *name = NULL;
-	struct json_object *on;
+	struct json_object *on, *custom;
 	int rc;
 
 	memset(ar, 0, sizeof(*ar));
-	rc = agentprof_detect(cmd, forced, &name, &ar->ar_argi, ar->ar_how, sizeof(ar->ar_how),
-	    cause);
-	if (rc <= 0)
+	custom = policy_get_effective(policy, "linux.agents.custom");
+	rc = agentprof_detect(cmd, forced, custom, ar->ar_namebuf, &ar->ar_argi, ar->ar_how,
+	    sizeof(ar->ar_how), cause);
+	if (rc <= 0) {
+		json_object_put(custom);
 		return rc;
+	}
 	/* An administrator may turn profiles off (linux.agents.profiles false). */
 	on = policy_get_effective(policy, "linux.agents.profiles");
 	int allowed = on == NULL || json_object_get_boolean(on);
 	json_object_put(on);
 	if (!allowed) {
+		json_object_put(custom);
 		if (forced != NULL) {
 			util_cause(cause, "--agent %s: linux.agents.profiles is false in the policy",
 			    forced);
@@ -64,10 +68,12 @@ agent_plan(struct agent_run *ar, char *const *cmd, const char *forced,
 		}
 		return 0;
 	}
-	if (agentprof_load(name, &ar->ar_prof, cause) != 0)
+	rc = agentprof_load(ar->ar_namebuf, custom, &ar->ar_prof, cause);
+	json_object_put(custom);
+	if (rc != 0)
 		return -1;
 	util_strlcpy(ar->ar_prof.ap_how, ar->ar_how, sizeof(ar->ar_prof.ap_how));
-	ar->ar_name = name;
+	ar->ar_name = ar->ar_namebuf;
 	ar->ar_active = 1;
 	return 1;
 }
@@ -318,16 +324,16 @@ cmd_agent(int argc, char **argv)
 	memset(&llo, 0, sizeof(llo));
 	memset(&mvo, 0, sizeof(mvo));
 	memset(&ar, 0, sizeof(ar));
-	if (agentprof_detect(NULL, name, &ar.ar_name, &ar.ar_argi, ar.ar_how, sizeof(ar.ar_how),
-	    &cause) != 1 ||
-	    agentprof_load(ar.ar_name, &ar.ar_prof, &cause) != 0 ||
-	    run_host_opts(&llo, &mvo, 0, &cause) != 0 ||
-	    (ar.ar_active = 1, agent_apply(&ar, &mvo, 0, &cause)) != 0) {
+	struct json_object *policy = policy_load(&cause);
+	if (policy == NULL || agent_plan(&ar, NULL, name, policy, &cause) != 1 ||
+	    run_host_opts(&llo, &mvo, 0, &cause) != 0 || agent_apply(&ar, &mvo, 0, &cause) != 0) {
+		json_object_put(policy);
 		fprintf(stderr, "gensee agent state: %s\n", cause ? cause : "no such profile");
 		free(cause);
 		agent_run_free(&ar);
 		return CLI_EXIT_USAGE;
 	}
+	json_object_put(policy);
 	struct json_object *out = json_object_new_object(), *states = json_object_new_array();
 	json_object_object_add(out, "agent", json_object_new_string(ar.ar_prof.ap_name));
 	for (size_t i = 0; i < ar.ar_prof.ap_nstate; i++) {

@@ -15,6 +15,7 @@ struct mountview_opts;
 struct agent_run {
 	int ar_active;
 	const char *ar_name;
+	char ar_namebuf[AGENTPROF_NAME_MAX + 1];
 	int ar_argi;		/* the profile's arguments go after cmd[ar_argi] (-1: none) */
 	char ar_how[PATH_MAX + 64];
 	struct agentprof ar_prof;

@@ -21,6 +21,7 @@
 
 #include <json-c/json.h>
 
+#include "agentprof.h"
 #include "cli.h"
 #include "connreq.h"
 #include "dnspolicy.h"
@@ -122,6 +123,10 @@ static const struct policy_key policy_table[] = {
 	  .pk_narrow = POLICY_NARROW_FALSE, .pk_default = "true",
 	  .pk_help = "apply the codex, claude and gemini profiles (state in an overlay, "
 	  "configuration read-only, model API hosts allowed)" },
+	{ .pk_name = "linux.agents.custom", .pk_type = POLICY_AGENTS,
+	  .pk_narrow = POLICY_NARROW_UNION, .pk_default = "[]",
+	  .pk_help = "more agent profiles, or lists that replace a built-in's: [{\"name\": N, "
+	  "\"executables\", \"state\", \"config\", \"hosts\", \"env\"}] (docs/agents.md)" },
 	{ .pk_name = "linux.fanotify.enabled", .pk_type = POLICY_BOOL,
 	  .pk_narrow = POLICY_NARROW_TRUE, .pk_default = "false",
 	  .pk_help = "fanotify sensitive-path enforcement (needs root)" },
@@ -209,6 +214,9 @@ policy_item_what(enum policy_type t)
 		return "an object {\"path\": PATTERN, \"action\": ACTION}";
 	case POLICY_METHODS:
 		return "an HTTP method in capitals (POST, PUT ...; not CONNECT)";
+	case POLICY_AGENTS:
+		return "a profile {\"name\", \"executables\", \"state\", \"config\", \"hosts\", "
+		    "\"env\"}";
 	case POLICY_BOOL:
 	case POLICY_ENUM:
 	case POLICY_INT:
@@ -490,6 +498,21 @@ policy_check_list(const struct policy_key *k, struct json_object *v,
 				return -1;
 			continue;
 		}
+		if (k->pk_type == POLICY_AGENTS) {
+			if (agentprof_custom_check(item, name, cause) != 0)
+				return -1;
+			/* One profile per name: a second would be silently ignored. */
+			for (size_t j = 0; j < i; j++)
+				if (strcmp(json_object_get_string(json_object_object_get(item, "name")),
+				    json_object_get_string(json_object_object_get(
+				    json_object_array_get_idx(v, j), "name"))) == 0) {
+					util_cause(cause, "%s: a second profile named %s", name,
+					    json_object_get_string(json_object_object_get(item,
+					    "name")));
+					return -1;
+				}
+			continue;
+		}
 		if (!json_object_is_type(item, json_type_string)) {
 			util_cause(cause, "%s: expected %s", name, policy_item_what(k->pk_type));
 			return -1;
@@ -514,6 +537,7 @@ policy_check_list(const struct policy_key *k, struct json_object *v,
 		case POLICY_ENUM:
 		case POLICY_INT:
 		case POLICY_RULES:
+		case POLICY_AGENTS:
 			break;
 		}
 		if (why != NULL) {
@@ -556,6 +580,7 @@ policy_validate_key(const struct policy_key *k, struct json_object *value,
 	case POLICY_NETS:
 	case POLICY_RULES:
 	case POLICY_METHODS:
+	case POLICY_AGENTS:
 		return policy_check_list(k, value, warnings, cause);
 	}
 	util_cause(cause, "%s: unknown type", k->pk_name);
@@ -846,9 +871,11 @@ policy_parse_value(const struct policy_key *k, const char *text,
 	case POLICY_NETS:
 	case POLICY_RULES:
 	case POLICY_METHODS:
+	case POLICY_AGENTS:
 		while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
 			p++;
-		if (*p == '[' || (k->pk_type == POLICY_RULES && *p == '{')) {
+		if (*p == '[' || ((k->pk_type == POLICY_RULES || k->pk_type == POLICY_AGENTS) &&
+		    *p == '{')) {
 			if (policy_parse_json(k->pk_name, text, &v, cause) != 0)
 				return -1;
 			if (!json_object_is_type(v, json_type_object))
@@ -861,9 +888,9 @@ policy_parse_value(const struct policy_key *k, const char *text,
 				json_object_put(v);
 				v = NULL;
 			}
-		} else if (k->pk_type == POLICY_RULES) {
-			util_cause(cause, "%s: expected a JSON object {\"path\": PATTERN, "
-			    "\"action\": ACTION} or a JSON array of them", k->pk_name);
+		} else if (k->pk_type == POLICY_RULES || k->pk_type == POLICY_AGENTS) {
+			util_cause(cause, "%s: expected a JSON object (%s) or a JSON array of them",
+			    k->pk_name, policy_item_what(k->pk_type));
 			return -1;
 		} else {
 			/* One item is a list of one (seed 003). */
@@ -1406,6 +1433,9 @@ policy_type_text(const struct policy_key *k, char *buf, size_t len)
 		break;
 	case POLICY_METHODS:
 		snprintf(buf, len, "list of HTTP methods");
+		break;
+	case POLICY_AGENTS:
+		snprintf(buf, len, "JSON list of agent profile objects");
 		break;
 	}
 }

@@ -23,6 +23,7 @@ enum policy_type {
 	POLICY_NETS,		/* list of CIDR[,tcp|udp[,PORT|LO-HI]] */
 	POLICY_RULES,		/* list of {"path": PATTERN, "action": ACTION} */
 	POLICY_METHODS,		/* list of HTTP methods (A-Z, not CONNECT) */
+	POLICY_AGENTS,		/* list of agent profile objects (lib/agentprof.c checks them) */
 };
 
 /*

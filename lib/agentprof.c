@@ -23,6 +23,7 @@
 #include <json-c/json.h>
 
 #include "agentprof.h"
+#include "dnspolicy.h"
 #include "snapshot.h"
 #include "util.h"
 
@@ -145,33 +146,78 @@ agentprof_match(const char *given, const char *resolved)
 	return NULL;
 }
 
-int
-agentprof_detect(char *const *cmd, const char *forced, const char **name, int *argi,
-    char *how, size_t howlen, char **cause)
+/* The custom profile (linux.agents.custom) of name, or NULL. */
+static struct json_object *
+agentprof_custom_find(struct json_object *custom, const char *name)
 {
-	const struct agentprof_builtin *b = NULL;
+	for (size_t i = 0; custom != NULL && i < json_object_array_length(custom); i++) {
+		struct json_object *c = json_object_array_get_idx(custom, i), *n;
+		if (json_object_object_get_ex(c, "name", &n) &&
+		    strcmp(json_object_get_string(n), name) == 0)
+			return c;
+	}
+	return NULL;
+}
+
+/* Which custom profile lists the executable (as given, or resolved) among its executables. */
+static const char *
+agentprof_custom_match(struct json_object *custom, const char *given, const char *resolved)
+{
+	for (size_t i = 0; custom != NULL && i < json_object_array_length(custom); i++) {
+		struct json_object *c = json_object_array_get_idx(custom, i), *n, *x;
+		if (!json_object_object_get_ex(c, "name", &n) ||
+		    !json_object_object_get_ex(c, "executables", &x))
+			continue;
+		for (size_t k = 0; k < json_object_array_length(x); k++) {
+			const char *e = json_object_get_string(json_object_array_get_idx(x, k));
+			if (strcmp(agentprof_base(given), e) == 0 ||
+			    (resolved != NULL && strcmp(agentprof_base(resolved), e) == 0))
+				return json_object_get_string(n);
+		}
+	}
+	return NULL;
+}
+
+/* The profile of an executable: a custom one first (it may override a built-in's match). */
+static const char *
+agentprof_which_profile(struct json_object *custom, const char *given, const char *resolved)
+{
+	const struct agentprof_builtin *b;
+	const char *c = agentprof_custom_match(custom, given, resolved);
+
+	if (c != NULL)
+		return c;
+	b = agentprof_match(given, resolved);
+	return b != NULL ? b->ab_name : NULL;
+}
+
+int
+agentprof_detect(char *const *cmd, const char *forced, struct json_object *custom, char *name,
+    int *argi, char *how, size_t howlen, char **cause)
+{
+	const char *found = NULL;
 	char exe[PATH_MAX], script[PATH_MAX];
 	int have = 0;
 
-	*name = NULL;
+	name[0] = '\0';
 	*argi = -1;
 	if (forced != NULL) {
 		if (strcmp(forced, "none") == 0)
 			return 0;
-		if ((b = agentprof_find(forced)) == NULL) {
-			util_cause(cause, "--agent %s: no such profile (codex, claude, gemini or none)",
-			    forced);
+		if (agentprof_find(forced) == NULL && agentprof_custom_find(custom, forced) == NULL) {
+			util_cause(cause, "--agent %s: no such profile (codex, claude, gemini, a "
+			    "linux.agents.custom name, or none)", forced);
 			return -1;
 		}
 		snprintf(how, howlen, "--agent %s", forced);
-		*name = b->ab_name;
+		util_strlcpy(name, forced, AGENTPROF_NAME_MAX + 1);
 		return 1;
 	}
 	if (cmd == NULL || cmd[0] == NULL)
 		return 0;
 	have = agentprof_which(cmd[0], exe) == 0;
-	b = agentprof_match(cmd[0], have ? exe : NULL);
-	if (b != NULL) {
+	found = agentprof_which_profile(custom, cmd[0], have ? exe : NULL);
+	if (found != NULL) {
 		snprintf(how, howlen, "executable %s%s%s", cmd[0], have ? " -> " : "",
 		    have ? exe : "");
 		*argi = 0;
@@ -182,36 +228,248 @@ agentprof_detect(char *const *cmd, const char *forced, const char **name, int *a
 		while (cmd[i] != NULL && cmd[i][0] == '-')
 			i++;
 		if (cmd[i] != NULL && realpath(cmd[i], script) != NULL &&
-		    (b = agentprof_match(cmd[i], script)) != NULL) {
+		    (found = agentprof_which_profile(custom, cmd[i], script)) != NULL) {
 			snprintf(how, howlen, "node script %s -> %s", cmd[i], script);
 			*argi = (int)i;
 		}
 	}
-	if (b == NULL)
+	if (found == NULL)
 		return 0;
-	*name = b->ab_name;
+	util_strlcpy(name, found, AGENTPROF_NAME_MAX + 1);
 	return 1;
 }
 
+/*
+ * linux.agents.custom: each item a profile object, checked here so that
+ * one code path decides what a profile means (the policy's validation
+ * calls it too). A string list member: at most max items, each passing ok.
+ */
+static int
+custom_list(struct json_object *v, const char *where, const char *key, size_t max,
+    const char *(*problem)(const char *), char **cause)
+{
+	if (!json_object_is_type(v, json_type_array) || json_object_array_length(v) > max) {
+		util_cause(cause, "%s.%s: expected a list of at most %zu strings", where, key, max);
+		return -1;
+	}
+	for (size_t i = 0; i < json_object_array_length(v); i++) {
+		struct json_object *e = json_object_array_get_idx(v, i);
+		const char *why = json_object_is_type(e, json_type_string) ?
+		    problem(json_object_get_string(e)) : "is not a string";
+		if (why != NULL) {
+			util_cause(cause, "%s.%s[%zu]: %s", where, key, i, why);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static const char *
+custom_name_problem(const char *s)
+{
+	size_t n = strlen(s);
+	if (n == 0 || n > AGENTPROF_NAME_MAX || strcmp(s, "none") == 0)
+		return "a profile name is 1-32 of a-z, 0-9 and '-', not \"none\"";
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '-'))
+			return "a profile name is 1-32 of a-z, 0-9 and '-', not \"none\"";
+	return NULL;
+}
+
+static const char *
+custom_file_problem(const char *s)
+{
+	size_t n = strlen(s);
+	if (n == 0 || n > 128 || strcmp(s, ".") == 0 || strcmp(s, "..") == 0)
+		return "expected one file name (no '/')";
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') ||
+		    (s[i] >= '0' && s[i] <= '9') || strchr("._+-", s[i]) != NULL))
+			return "expected one file name (letters, digits, '.', '_', '+', '-')";
+	return NULL;
+}
+
+static const char *
+custom_state_problem(const char *s)
+{
+	const char *rel = strncmp(s, "~/", 2) == 0 ? s + 2 : s[0] == '/' ? s + 1 : NULL;
+	if (rel == NULL || *rel == '\0' || strlen(s) > 1024)
+		return "expected an absolute path or ~/PATH (not ~ itself)";
+	/* Overlay options split on these; ".." would name another directory. */
+	if (strpbrk(s, ",:\\") != NULL || strstr(s, "/../") != NULL || strcmp(rel, "..") == 0 ||
+	    strncmp(rel, "../", 3) == 0 || (strlen(s) >= 3 && strcmp(s + strlen(s) - 3, "/..") == 0))
+		return "has ',', ':', '\\' or a '..' component";
+	return NULL;
+}
+
+static const char *
+custom_host_problem(const char *s)
+{
+	char *why = NULL;
+	struct json_object *e;
+	if (!dnspolicy_is_hostname_entry(s))
+		return "expected NAME,tcp,PORT";
+	if ((e = dnspolicy_entry_from_string(s, &why)) == NULL) {
+		free(why);
+		return "expected NAME,tcp|udp,PORT";
+	}
+	json_object_put(e);
+	return NULL;
+}
+
+static const char *
+custom_env_problem(const char *s)
+{
+	const char *eq = strchr(s, '=');
+	if (eq == NULL || eq == s || eq - s > 64 || strlen(eq + 1) > 256 ||
+	    strchr(s, '\n') != NULL)
+		return "expected NAME=VALUE (a name of A-Z, 0-9 and '_', a value of 256 bytes)";
+	for (const char *c = s; c < eq; c++)
+		if (!((*c >= 'A' && *c <= 'Z') || *c == '_' || (c > s && *c >= '0' && *c <= '9')))
+			return "expected NAME=VALUE (a name of A-Z, 0-9 and '_', a value of 256 bytes)";
+	return NULL;
+}
+
 int
-agentprof_load(const char *name, struct agentprof *p, char **cause)
+agentprof_custom_check(struct json_object *item, const char *where, char **cause)
+{
+	int have_name = 0;
+
+	if (!json_object_is_type(item, json_type_object)) {
+		util_cause(cause, "%s: expected a profile object {\"name\": ...}", where);
+		return -1;
+	}
+	json_object_object_foreach(item, key, v) {
+		int rc;
+		if (strcmp(key, "name") == 0) {
+			const char *why = json_object_is_type(v, json_type_string) ?
+			    custom_name_problem(json_object_get_string(v)) : "is not a string";
+			if (why != NULL) {
+				util_cause(cause, "%s.name: %s", where, why);
+				return -1;
+			}
+			have_name = 1;
+			continue;
+		}
+		if (strcmp(key, "executables") == 0)
+			rc = custom_list(v, where, key, 8, custom_file_problem, cause);
+		else if (strcmp(key, "state") == 0)
+			rc = custom_list(v, where, key, AGENTPROF_MAX_STATE, custom_state_problem, cause);
+		else if (strcmp(key, "config") == 0)
+			rc = custom_list(v, where, key, AGENTPROF_MAX_CONFIG, custom_file_problem,
+			    cause);
+		else if (strcmp(key, "hosts") == 0)
+			rc = custom_list(v, where, key, AGENTPROF_MAX_HOSTS, custom_host_problem, cause);
+		else if (strcmp(key, "env") == 0)
+			rc = custom_list(v, where, key, AGENTPROF_MAX_ENV, custom_env_problem, cause);
+		else {
+			util_cause(cause, "%s: unknown key %s (name, executables, state, config, hosts, "
+			    "env)", where, key);
+			return -1;
+		}
+		if (rc != 0)
+			return -1;
+	}
+	if (!have_name) {
+		util_cause(cause, "%s: a profile needs a name", where);
+		return -1;
+	}
+	return 0;
+}
+
+/* A copy of s in the profile's own arena (the policy it came from is freed before exec). */
+static const char *
+agentprof_keep(struct agentprof *p, const char *s)
+{
+	size_t n = strlen(s) + 1;
+	if (p->ap_arena_used + n > sizeof(p->ap_arena))
+		return NULL;
+	char *d = p->ap_arena + p->ap_arena_used;
+	memcpy(d, s, n);
+	p->ap_arena_used += n;
+	return d;
+}
+
+/* A custom profile's list over a built-in's (or the only one): replaced whole when given. */
+static int
+agentprof_take(struct agentprof *p, struct json_object *c, const char *key, const char **dst,
+    size_t *n, size_t max, char **cause)
+{
+	struct json_object *v;
+
+	if (c == NULL || !json_object_object_get_ex(c, key, &v))
+		return 0;
+	*n = 0;
+	for (size_t i = 0; i < json_object_array_length(v) && *n < max; i++)
+		if ((dst[(*n)++] = agentprof_keep(p, json_object_get_string(
+		    json_object_array_get_idx(v, i)))) == NULL) {
+			util_cause(cause, "agent profile %s: too large", p->ap_name);
+			return -1;
+		}
+	return 0;
+}
+
+int
+agentprof_load(const char *name, struct json_object *custom, struct agentprof *p, char **cause)
 {
 	const struct agentprof_builtin *b = agentprof_find(name);
+	struct json_object *c = agentprof_custom_find(custom, name);
 
 	memset(p, 0, sizeof(*p));
-	if (b == NULL) {
+	if (b == NULL && c == NULL) {
 		util_cause(cause, "agent profile %s: no such profile", name);
 		return -1;
 	}
-	util_strlcpy(p->ap_name, b->ab_name, sizeof(p->ap_name));
-	for (size_t i = 0; i < AGENTPROF_MAX_CONFIG && b->ab_config[i] != NULL; i++)
+	util_strlcpy(p->ap_name, name, sizeof(p->ap_name));
+	p->ap_builtin = b != NULL;
+	p->ap_custom = c != NULL;
+	for (size_t i = 0; b != NULL && i < AGENTPROF_MAX_CONFIG && b->ab_config[i] != NULL; i++)
 		p->ap_config[p->ap_nconfig++] = b->ab_config[i];
-	for (size_t i = 0; i < AGENTPROF_MAX_HOSTS && b->ab_hosts[i] != NULL; i++)
+	for (size_t i = 0; b != NULL && i < AGENTPROF_MAX_HOSTS && b->ab_hosts[i] != NULL; i++)
 		p->ap_hosts[p->ap_nhosts++] = b->ab_hosts[i];
-	for (size_t i = 0; i < AGENTPROF_MAX_ENV && b->ab_env[i] != NULL; i++)
+	for (size_t i = 0; b != NULL && i < AGENTPROF_MAX_ENV && b->ab_env[i] != NULL; i++)
 		p->ap_env[p->ap_nenv++] = b->ab_env[i];
-	for (size_t i = 0; i < nitems(b->ab_args) && b->ab_args[i] != NULL; i++)
+	for (size_t i = 0; b != NULL && i < nitems(b->ab_args) && b->ab_args[i] != NULL; i++)
 		p->ap_args[p->ap_nargs++] = b->ab_args[i];
+	/* The policy's profile replaces each list it gives (checked: agentprof_custom_check). */
+	if (agentprof_take(p, c, "config", p->ap_config, &p->ap_nconfig, AGENTPROF_MAX_CONFIG,
+	    cause) != 0 || agentprof_take(p, c, "hosts", p->ap_hosts, &p->ap_nhosts,
+	    AGENTPROF_MAX_HOSTS, cause) != 0 || agentprof_take(p, c, "env", p->ap_env, &p->ap_nenv,
+	    AGENTPROF_MAX_ENV - 1, cause) != 0 || agentprof_take(p, c, "state", p->ap_state_spec,
+	    &p->ap_nstate_spec, AGENTPROF_MAX_STATE, cause) != 0)
+		return -1;
+	return 0;
+}
+
+/* The state directories a policy's profile names (~/ under home). */
+static int
+agentprof_locate_spec(struct agentprof *p, const char *home, const char *gensee_home,
+    char **cause)
+{
+	char name[AGENTPROF_NAME_MAX + 1], path[PATH_MAX];
+
+	/* Copies: the strings live in p, which the results are written to. */
+	util_strlcpy(name, p->ap_name, sizeof(name));
+	for (size_t i = 0; i < p->ap_nstate_spec; i++) {
+		struct agentprof_state *s = &p->ap_state[p->ap_nstate];
+		util_strlcpy(path, p->ap_state_spec[i], sizeof(path));
+		if (strncmp(path, "~/", 2) == 0) {
+			if (home == NULL || home[0] != '/')
+				continue;	/* no home: the agent runs without that state */
+			snprintf(s->as_path, sizeof(s->as_path), "%s/%s", home, path + 2);
+		} else {
+			util_strlcpy(s->as_path, path, sizeof(s->as_path));
+		}
+		if (strpbrk(s->as_path, ",:\\") != NULL) {
+			util_cause(cause, "agent profile %s: %s has ',', ':' or '\\' in it",
+			    p->ap_name, s->as_path);
+			return -1;
+		}
+		s->as_from_env = 0;
+		snprintf(s->as_store, sizeof(s->as_store), "%s/agents/%s/state-%zu", gensee_home,
+		    name, p->ap_nstate);
+		p->ap_nstate++;
+	}
 	return 0;
 }
 
@@ -223,14 +481,14 @@ agentprof_locate(struct agentprof *p, const char *home, const char *gensee_home,
 	const char *env;
 
 	p->ap_nstate = 0;
-	if (b == NULL) {
-		util_cause(cause, "agent profile %s: no such profile", p->ap_name);
+	if (gensee_home == NULL || gensee_home[0] != '/' || strpbrk(gensee_home, ",:\\") != NULL) {
+		util_cause(cause, "agent profile %s: no GENSEE_HOME for its store (or one with ',', "
+		    "':' or '\\' in it)", p->ap_name);
 		return -1;
 	}
-	if (gensee_home == NULL || gensee_home[0] != '/') {
-		util_cause(cause, "agent profile %s: no GENSEE_HOME for its store", p->ap_name);
-		return -1;
-	}
+	/* A policy's state list replaces the built-in's locations, variables included. */
+	if (p->ap_nstate_spec > 0 || b == NULL)
+		return agentprof_locate_spec(p, home, gensee_home, cause);
 	s->as_from_env = 0;
 	for (size_t i = 0; i < nitems(b->ab_state_env) && !s->as_from_env; i++) {
 		if (b->ab_state_env[i].v_name == NULL ||
@@ -251,9 +509,9 @@ agentprof_locate(struct agentprof *p, const char *home, const char *gensee_home,
 	 * The overlay's options are comma- and colon-separated: a path with
 	 * either (or a backslash) could name other layers.
 	 */
-	if (strpbrk(s->as_path, ",:\\") != NULL || strpbrk(gensee_home, ",:\\") != NULL) {
-		util_cause(cause, "agent profile %s: %s or %s has ',', ':' or '\\' in it",
-		    p->ap_name, s->as_path, gensee_home);
+	if (strpbrk(s->as_path, ",:\\") != NULL) {
+		util_cause(cause, "agent profile %s: %s has ',', ':' or '\\' in it", p->ap_name,
+		    s->as_path);
 		return -1;
 	}
 	snprintf(s->as_store, sizeof(s->as_store), "%s/agents/%s/state-0", gensee_home,
@@ -430,6 +688,7 @@ agentprof_json(const struct agentprof *p)
 	for (size_t i = 0; i < p->ap_nargs; i++)
 		json_object_array_add(a, json_object_new_string(p->ap_args[i]));
 	json_object_object_add(o, "args", a);
-	json_object_object_add(o, "source", json_object_new_string("built-in"));
+	json_object_object_add(o, "source", json_object_new_string(p->ap_custom ? (p->ap_builtin ?
+	    "built-in, overridden by linux.agents.custom" : "linux.agents.custom") : "built-in"));
 	return o;
 }

@@ -55,6 +55,11 @@ struct agentprof {
 	size_t ap_nargs;
 	char ap_pin[PATH_MAX + 32];	/* VAR=DIR naming the state directory (an ap_env) */
 	char ap_seed[PATH_MAX];		/* the home file seeded into the store, or "" */
+	int ap_builtin, ap_custom;	/* where its rules came from */
+	const char *ap_state_spec[AGENTPROF_MAX_STATE];	/* the policy's state list */
+	size_t ap_nstate_spec;
+	char ap_arena[8192];		/* the policy's strings, copied */
+	size_t ap_arena_used;
 };
 
 /* The built-in profiles' names, NULL-terminated. */
@@ -63,17 +68,29 @@ const char *const *agentprof_names(void);
 /*
  * Which profile the command is: forced ("--agent NAME"; "none": none), or
  * the name of the executable after following symlinks (npm's .bin links)
- * and, for `node SCRIPT`, the script's. 1 with *name set (a static
- * string), *argi the index in cmd after which the profile's arguments go
+ * and, for `node SCRIPT`, the script's; custom (linux.agents.custom, may
+ * be NULL) is looked at first. 1 with name (AGENTPROF_NAME_MAX + 1 bytes)
+ * set, *argi the index in cmd after which the profile's arguments go
  * (-1 when forced: an executable we did not recognise gets none) and how
  * (a description, size howlen); 0 for none; -1 with *cause for an
  * unknown forced name.
  */
-int agentprof_detect(char *const *cmd, const char *forced, const char **name, int *argi,
-    char *how, size_t howlen, char **cause);
+int agentprof_detect(char *const *cmd, const char *forced, struct json_object *custom,
+    char *name, int *argi, char *how, size_t howlen, char **cause);
 
-/* Fill p with profile name's rules (no paths yet): 0, or -1 with *cause. */
-int agentprof_load(const char *name, struct agentprof *p, char **cause);
+/*
+ * Fill p with profile name's rules (no paths yet): the built-in's, each
+ * list a linux.agents.custom profile of that name gives replacing the
+ * built-in's (a custom name alone is a profile of its own). 0, or -1 with
+ * *cause.
+ */
+int agentprof_load(const char *name, struct json_object *custom, struct agentprof *p,
+    char **cause);
+/*
+ * One item of linux.agents.custom: {"name", "executables", "state",
+ * "config", "hosts", "env"}, strictly (where names it in *cause).
+ */
+int agentprof_custom_check(struct json_object *item, const char *where, char **cause);
 /*
  * Its state locations, from the environment and home, and their stores
  * under gensee_home/agents/NAME. 0, or -1 with *cause.

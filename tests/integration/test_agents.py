@@ -22,6 +22,8 @@ from harness import check, main, pids_with_cmdline
 # The fake agent: what an agent does to its own state, each result a line.
 AGENT = r"""#!/bin/sh
 s="$HOME/.codex"
+# The profile's arguments come first (codex: -c sandbox_mode=...).
+[ "$1" = -c ] && { echo "args=$2"; shift 2; }
 try() { name=$1; shift; if "$@" 2>/dev/null; then echo "$name=ok"; else echo "$name=refused"; fi; }
 [ -e "$s/hooks/start.sh" ] && echo "hook_seen_at_start=$1"
 try session sh -c "echo turn-$1 > '$s/sessions/run-$1.jsonl'"
@@ -120,6 +122,7 @@ def agent_state_in_store(env):
     check(got.get("hook_plant") == ["ok"], "hook plant: %r" % got)
     check(sorted(got.get("seen", [])) == ["old.jsonl", "run-1.jsonl"], "sessions: %r" % got)
     check(got.get("autoupdater") == ["unset"], "codex has no DISABLE_AUTOUPDATER: %r" % got)
+    check(got.get("args") == ['sandbox_mode="danger-full-access"'], "codex args: %r" % got)
     hc = out["record"]["host_controls"]
     prof = hc.get("agent") or {}
     check(prof.get("name") == "codex" and "codex.js" in prof.get("chosen_by", "") and
@@ -204,6 +207,74 @@ def agent_hosts_allowed(env):
     with open(os.path.join(env.state, "network-operations", opid, "record.json")) as f:
         net = json.load(f)
     check(not net.get("dns"), "--agent none still allowed a host: %r" % net.get("dns"))
+
+
+def agent_custom_profiles(env):
+    """linux.agents.custom: a profile of the user's own (an executable name,
+    a state directory under ~, its configuration, a host, its environment)
+    works like a built-in; a list it gives for a built-in replaces the
+    built-in's (here: Codex without its model host); an administrator's
+    linux.agents.profiles false turns every profile off."""
+    env.start()
+    home = user_home(env)
+    ws = os.path.join(home, "ws")
+    os.makedirs(os.path.join(home, ".myagent"))
+    with open(os.path.join(home, ".myagent", "conf.yml"), "w") as f:
+        f.write("model: user\n")
+    os.mkdir(ws)
+    gh = os.path.join(home, ".gensee")
+    os.makedirs(gh, exist_ok=True)
+    with open(os.path.join(gh, "policy.json"), "w") as f:
+        json.dump({"linux": {"agents": {"custom": [
+            {"name": "myagent", "executables": ["myagent"], "state": ["~/.myagent"],
+             "config": ["conf.yml"], "hosts": ["api.example.org,tcp,443"],
+             "env": ["MYAGENT_SANDBOXED=gensee"]},
+            {"name": "codex", "hosts": []}]}}}, f)
+    agent = os.path.join(home, "bin", "myagent")
+    with open(agent, "w") as f:
+        f.write("#!/bin/sh\n"
+                "s=$HOME/.myagent\n"
+                "echo state > $s/session.log && echo state=ok || echo state=refused\n"
+                "echo evil >> $s/conf.yml 2>/dev/null && echo conf=ok || echo conf=refused\n"
+                "echo env=$MYAGENT_SANDBOXED\n")
+    os.chmod(agent, 0o755)
+    env.chown_to_user(home)
+    uenv = {"HOME": home}
+    r = env.gensee("run", "--sandbox", "linux", "--json", "--", agent, env=uenv, cwd=ws,
+                   timeout=90)
+    check(r.returncode == 0, r.stderr)
+    got = results(r.stderr)
+    out = json.loads(r.stdout)
+    prof = out["record"]["host_controls"]["agent"]
+    check(got == {"state": ["ok"], "conf": ["refused"], "env": ["gensee"]}, "myagent: %r" % got)
+    check(prof["name"] == "myagent" and prof["source"] == "linux.agents.custom" and
+          prof["hosts"] == ["api.example.org,tcp,443"], "profile: %r" % prof)
+    check(not os.path.exists(os.path.join(home, ".myagent", "session.log")) and
+          os.path.exists(os.path.join(gh, "agents", "myagent", "state-0", "upper", "session.log")),
+          "the state went to the real directory")
+    # The policy's codex: the built-in's state and configuration, no model host.
+    r = env.gensee("debug", "plan", "--json", "--agent", "codex", env=uenv, cwd=ws)
+    plan = json.loads(r.stdout)
+    check(r.returncode == 0 and plan["agent"]["hosts"] == [] and
+          "config.toml" in plan["agent"]["read_only_config"] and
+          plan["agent"]["source"] == "built-in, overridden by linux.agents.custom" and
+          not any("api.openai.com" in a for a in plan["network"]["allow"]), "plan: %r" % plan)
+    # A bad profile is refused before anything runs, naming the key.
+    with open(os.path.join(gh, "policy.json"), "w") as f:
+        json.dump({"linux": {"agents": {"custom": [{"name": "x", "state": ["~/a,b"]}]}}}, f)
+    r = env.gensee("run", "--sandbox", "linux", "--", "true", env=uenv, cwd=ws)
+    check(r.returncode == 125 and "linux.agents.custom[0].state[0]" in r.stderr, r.stderr)
+    # The administrator's floor: no profiles at all.
+    os.unlink(os.path.join(gh, "policy.json"))
+    env.host_policy({"linux": {"agents": {"profiles": False}}})
+    r = env.gensee("run", "--sandbox", "linux", "--json", "--", "codex", "x",
+                   env={"HOME": home, "PATH": os.path.join(home, "node_modules", ".bin") +
+                        ":/usr/bin:/bin"}, cwd=ws, timeout=90)
+    check(r.returncode == 0 and "agent" not in json.loads(r.stdout)["record"]["host_controls"],
+          "a profile under profiles false: %s" % r.stdout[-400:])
+    r = env.gensee("run", "--sandbox", "linux", "--agent", "codex", "--", "true", env=uenv,
+                   cwd=ws)
+    check(r.returncode == 125 and "linux.agents.profiles is false" in r.stderr, r.stderr)
 
 
 # A turn the model scripts to misbehave: each attempt leaves its result in
@@ -338,4 +409,5 @@ def real_gemini(env):
 if __name__ == "__main__":
     main({"agent_state_in_store": agent_state_in_store,
           "agent_hosts_allowed": agent_hosts_allowed,
+          "agent_custom_profiles": agent_custom_profiles,
           "real_codex": real_codex, "real_claude": real_claude, "real_gemini": real_gemini})

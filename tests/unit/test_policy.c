@@ -207,6 +207,36 @@ START_TEST(test_lists)
 	    "\"action\": \"nope\"}]}}}", "linux.fanotify.rules[0].action", "observe");
 	refused("{\"linux\": {\"fanotify\": {\"rules\": [{\"path\": \"x\", "
 	    "\"action\": \"deny\"}]}}}", "linux.fanotify.rules[0].path", "not absolute");
+	/* linux.agents.custom: strict profile objects (lib/agentprof.c). */
+	parses("linux.agents.custom", "{\"name\": \"aider\", \"executables\": [\"aider\"], "
+	    "\"state\": [\"~/.aider\"], \"config\": [\"conf.yml\"], \"hosts\": "
+	    "[\"api.example.org,tcp,443\"], \"env\": [\"AIDER_CHECK_UPDATE=false\"]}",
+	    "[{\"name\":\"aider\",\"executables\":[\"aider\"],\"state\":[\"~/.aider\"],"
+	    "\"config\":[\"conf.yml\"],\"hosts\":[\"api.example.org,tcp,443\"],"
+	    "\"env\":[\"AIDER_CHECK_UPDATE=false\"]}]");
+	parses("linux.agents.custom", "[{\"name\": \"codex\", \"hosts\": []}]",
+	    "[{\"name\":\"codex\",\"hosts\":[]}]");
+	static const char *const bad_agents[] = {
+		"[{\"executables\": [\"x\"]}]",			/* no name */
+		"[{\"name\": \"none\"}]",
+		"[{\"name\": \"Bad\"}]",
+		"[{\"name\": \"a\", \"shell\": \"x\"}]",	/* unknown key */
+		"[{\"name\": \"a\", \"state\": [\"rel\"]}]",
+		"[{\"name\": \"a\", \"state\": [\"~\"]}]",
+		"[{\"name\": \"a\", \"state\": [\"~/x/../../etc\"]}]",
+		"[{\"name\": \"a\", \"state\": [\"/x,upperdir=/y\"]}]",
+		"[{\"name\": \"a\", \"config\": [\"a/b\"]}]",
+		"[{\"name\": \"a\", \"config\": [\"..\"]}]",
+		"[{\"name\": \"a\", \"executables\": [\"/usr/bin/a\"]}]",
+		"[{\"name\": \"a\", \"hosts\": [\"192.0.2.1,tcp,443\"]}]",
+		"[{\"name\": \"a\", \"hosts\": [\"a.example\"]}]",
+		"[{\"name\": \"a\", \"env\": [\"lower=1\"]}]",
+		"[{\"name\": \"a\", \"env\": [\"NOVALUE\"]}]",
+		"[{\"name\": \"a\"}, {\"name\": \"a\"}]",	/* the second would be ignored */
+		"\"aider\"",
+	};
+	for (size_t i = 0; i < nitems(bad_agents); i++)
+		parse_refused("linux.agents.custom", bad_agents[i]);
 	refused("{\"linux\": {\"network\": {\"http_methods\": [\"get\"]}}}",
 	    "linux.network.http_methods[0]", "not a method");
 	refused("{\"linux\": {\"network\": {\"http_methods\": [\"CONNECT\"]}}}",
@@ -698,8 +728,8 @@ START_TEST(test_every_key_narrows)
 			ck_assert_msg(k[i].pk_type == POLICY_METHODS, "%s", k[i].pk_name);
 		if (w == POLICY_NARROW_UNION || w == POLICY_NARROW_WITHIN)
 			ck_assert_msg(k[i].pk_type == POLICY_PATHS || k[i].pk_type == POLICY_NETS ||
-			    k[i].pk_type == POLICY_PATTERNS || k[i].pk_type == POLICY_RULES, "%s",
-			    k[i].pk_name);
+			    k[i].pk_type == POLICY_PATTERNS || k[i].pk_type == POLICY_RULES ||
+			    k[i].pk_type == POLICY_AGENTS, "%s", k[i].pk_name);
 	}
 }
 END_TEST
