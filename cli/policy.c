@@ -113,6 +113,10 @@ static const struct policy_key policy_table[] = {
 	  .pk_values = policy_landlock_modes, .pk_default = "\"required\"",
 	  .pk_help = "private mount view: runtime dirs, credentials and /tmp hidden, "
 	  "$GENSEE_HOME read-only" },
+	{ .pk_name = "linux.mount_view.protect_git", .pk_type = POLICY_BOOL,
+	  .pk_narrow = POLICY_NARROW_TRUE, .pk_default = "true",
+	  .pk_help = "the workspace's .git/config, .git/hooks and core.hooksPath read-only: "
+	  "git runs them later, outside" },
 	{ .pk_name = "linux.mount_view.hide", .pk_type = POLICY_PATHS,
 	  .pk_narrow = POLICY_NARROW_UNION, .pk_default = "[]",
 	  .pk_help = "more absolute paths the mount view hides" },

@@ -26,10 +26,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <dirent.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -54,6 +56,7 @@ static const char *const mountview_credentials[] = {
 static const struct schema_field mountview_fields[] = {
 	{ "mode", SCHEMA_STRING, 0, 1, 32, 0 },
 	{ "hide", SCHEMA_STRING_ARRAY, 0, 0, MOUNTVIEW_MAX_PATHS / 2, PATH_MAX - 1 },
+	{ "protect_git", SCHEMA_BOOL, 0, 0, 0, 0 },
 };
 
 static const struct schema_field mountview_socket_fields[] = {
@@ -192,6 +195,7 @@ mountview_parse(struct json_object *policy, struct mountview_plan *mv, struct js
 		return -1;
 	}
 	*hide = schema_child(sec, "hide");
+	mv->mv_protect_git = schema_bool(sec, "protect_git", 1);
 	if ((mode = schema_string(sec, "mode")) == NULL || strcmp(mode, "required") == 0)
 		mv->mv_mode = MOUNTVIEW_REQUIRED;
 	else if (strcmp(mode, "best_effort") == 0)
@@ -204,6 +208,121 @@ mountview_parse(struct json_object *policy, struct mountview_plan *mv, struct js
 		return -1;
 	}
 	return 0;
+}
+
+/*
+ * core.hooksPath of a repository's config file, if it sets one in a plain
+ * [core] section (what git runs hooks from instead of .git/hooks): into
+ * out, or "". Read, never run: the launcher parses the file itself.
+ */
+static void
+mountview_git_hookspath(const char *config, char *out, size_t n)
+{
+	char *text = NULL, *line, *save = NULL;
+	size_t len = 0;
+	int core = 0;
+
+	out[0] = '\0';
+	if (util_read_path(config, 1u << 20, &text, &len) != 0)
+		return;
+	for (line = strtok_r(text, "\n", &save); line != NULL; line = strtok_r(NULL, "\n", &save)) {
+		while (*line == ' ' || *line == '\t')
+			line++;
+		if (*line == '[') {
+			core = strncasecmp(line, "[core]", 6) == 0;
+			continue;
+		}
+		if (!core || strncasecmp(line, "hookspath", 9) != 0)
+			continue;
+		char *v = line + 9;
+		while (*v == ' ' || *v == '\t')
+			v++;
+		if (*v++ != '=')
+			continue;
+		while (*v == ' ' || *v == '\t')
+			v++;
+		size_t vl = strcspn(v, "\r#;");
+		while (vl > 0 && (v[vl - 1] == ' ' || v[vl - 1] == '\t'))
+			vl--;
+		if (vl > 1 && v[0] == '"' && v[vl - 1] == '"') {
+			v++;
+			vl -= 2;
+		}
+		if (vl > 0 && vl < n) {
+			memcpy(out, v, vl);
+			out[vl] = '\0';
+		}
+	}
+	free(text);
+}
+
+/*
+ * Threat: git runs what a repository's metadata names, later and outside
+ * the sandbox (the user's next commit or checkout): .git/hooks, and
+ * .git/config (core.hooksPath, core.fsmonitor, filters, diff.external,
+ * aliases, core.pager, core.sshCommand). In a workspace that is a
+ * repository they are read-only in the view, and so is a core.hooksPath
+ * inside the workspace (husky's .husky/_); a missing .git/hooks is made
+ * empty first (git init makes it) so that nothing can be planted there.
+ * Submodules' own config and hooks (.git/modules/NAME) the same.
+ */
+/* One git directory's config and hooks (and, for the top one, core.hooksPath). */
+static int
+mountview_plan_gitdir(struct mountview_plan *mv, const char *ws, const char *gitdir, int top,
+    char **cause)
+{
+	char path[PATH_MAX + 32], hp[PATH_MAX];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "%s/config", gitdir);
+	if (lstat(path, &st) == 0 && mountview_add(mv->mv_git, &mv->mv_ngit, nitems(mv->mv_git),
+	    path, cause) != 0)
+		return -1;
+	if (top) {
+		mountview_git_hookspath(path, hp, sizeof(hp));
+		if (hp[0] != '\0') {
+			char full[2 * PATH_MAX + 2], real[PATH_MAX];
+			snprintf(full, sizeof(full), "%s%s%s", hp[0] == '/' ? "" : ws,
+			    hp[0] == '/' ? "" : "/", hp);
+			if (realpath(full, real) != NULL && util_path_below(real, ws) &&
+			    mountview_add(mv->mv_git, &mv->mv_ngit, nitems(mv->mv_git), real,
+			    cause) != 0)
+				return -1;
+		}
+	}
+	snprintf(path, sizeof(path), "%s/hooks", gitdir);
+	return mountview_add(mv->mv_git, &mv->mv_ngit, nitems(mv->mv_git), path, cause);
+}
+
+static int
+mountview_plan_git(struct mountview_plan *mv, const char *ws, char **cause)
+{
+	char git[PATH_MAX], sub[PATH_MAX + 300];
+	struct stat st;
+	struct dirent *de;
+	DIR *d;
+	int n = 0, rc = 0;
+
+	if ((size_t)snprintf(git, sizeof(git), "%s/.git", ws) >= sizeof(git) ||
+	    lstat(git, &st) != 0 || !S_ISDIR(st.st_mode))
+		return 0;	/* not a repository (a worktree's .git file points elsewhere) */
+	if (mountview_plan_gitdir(mv, ws, git, 1, cause) != 0)
+		return -1;
+	/* Submodules' git directories: the first 16. */
+	snprintf(sub, sizeof(sub), "%s/modules", git);
+	if ((d = opendir(sub)) == NULL)
+		return 0;
+	while (rc == 0 && n < 16 && (de = readdir(d)) != NULL) {
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(sub, sizeof(sub), "%s/modules/%s", git, de->d_name);
+		if (lstat(sub, &st) == 0 && S_ISDIR(st.st_mode)) {
+			rc = mountview_plan_gitdir(mv, ws, sub, 0, cause);
+			n++;
+		}
+	}
+	closedir(d);
+	return rc;
 }
 
 /* qsort: shorter paths first. */
@@ -232,6 +351,7 @@ mountview_plan_build(struct json_object *policy, const struct mountview_opts *o,
 	    (unsigned)mv->mv_uid);
 	snprintf(mv->mv_gid_map, sizeof(mv->mv_gid_map), "%u %u 1\n", (unsigned)mv->mv_gid,
 	    (unsigned)mv->mv_gid);
+	mv->mv_protect_git = 1;
 	if (mountview_parse(policy, mv, &hide, &allow, cause) != 0)
 		goto fail;
 	if (mv->mv_mode == MOUNTVIEW_OFF) {
@@ -280,6 +400,9 @@ mountview_plan_build(struct json_object *policy, const struct mountview_opts *o,
 			goto fail;
 		}
 		if (mountview_plan_expose(mv, o->mo_workspace, cause) != 0)
+			goto fail;
+		if (mv->mv_protect_git && mv->mv_workspace != NULL &&
+		    mountview_plan_git(mv, mv->mv_workspace, cause) != 0)
 			goto fail;
 	}
 	if (mountview_plan_expose(mv, o->mo_runtime_dir, cause) != 0)
@@ -343,6 +466,8 @@ mountview_plan_free(struct mountview_plan *mv)
 	}
 	for (size_t i = 0; i < mv->mv_nconfig; i++)
 		free(mv->mv_config[i]);
+	for (size_t i = 0; i < mv->mv_ngit; i++)
+		free(mv->mv_git[i]);
 	free(mv->mv_workspace);
 	json_object_put(mv->mv_skipped);
 	memset(mv, 0, sizeof(*mv));
@@ -623,6 +748,21 @@ mountview_apply(const struct mountview_plan *mv, struct json_object *warnings, c
 		if (mountview_bind_ro(mv->mv_config[i], mv->mv_config[i], cause) != 0)
 			goto out;
 	}
+	/* Repository metadata git runs later (mountview_plan_git); hooks made if missing. */
+	for (size_t i = 0; i < mv->mv_ngit; i++) {
+		struct stat st;
+		const char *p = mv->mv_git[i];
+		size_t pl = strlen(p);
+		if (lstat(p, &st) != 0 && pl > 6 && strcmp(p + pl - 6, "/hooks") == 0 &&
+		    mkdir(p, 0755) != 0 && errno != EEXIST) {
+			util_cause(cause, "mount view: mkdir %s: %s", p, strerror(errno));
+			goto out;
+		}
+		if (lstat(p, &st) != 0)
+			continue;
+		if (mountview_bind_ro(p, p, cause) != 0)
+			goto out;
+	}
 	/* The old working directory may now be covered: enter the one in the view. */
 	if (mv->mv_workspace != NULL && chdir(mv->mv_workspace) != 0) {
 		util_cause(cause, "mount view: chdir %s: %s", mv->mv_workspace, strerror(errno));
@@ -665,6 +805,10 @@ mountview_plan_record(const struct mountview_plan *mv)
 	for (size_t i = 0; i < mv->mv_nconfig; i++)
 		json_object_array_add(a, json_object_new_string(mv->mv_config[i]));
 	json_object_object_add(o, "agent_config_read_only", a);
+	a = json_object_new_array();
+	for (size_t i = 0; i < mv->mv_ngit; i++)
+		json_object_array_add(a, json_object_new_string(mv->mv_git[i]));
+	json_object_object_add(o, "git_metadata_read_only", a);
 	json_object_object_add(o, "skipped", mv->mv_skipped != NULL ?
 	    json_object_get(mv->mv_skipped) : json_object_new_array());
 	return o;

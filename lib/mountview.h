@@ -91,6 +91,9 @@ struct mountview_plan {
 	size_t mv_noverlay;
 	char *mv_config[MOUNTVIEW_MAX_CONFIG];		/* read-only where they exist */
 	size_t mv_nconfig;
+	int mv_protect_git;	/* linux.mount_view.protect_git (default true) */
+	char *mv_git[MOUNTVIEW_MAX_CONFIG];	/* repository metadata git runs: read-only */
+	size_t mv_ngit;
 	char *mv_workspace;	/* chdir here after the view is built */
 	struct json_object *mv_skipped;	/* strings: what was not applied, and why */
 };

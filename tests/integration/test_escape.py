@@ -373,8 +373,69 @@ def host_policy_is_a_floor(env):
     check(env.record(opid)["host_controls"]["seccomp"]["enabled"] is False, "control")
 
 
+GIT = ["git", "-c", "safe.directory=*", "-c", "user.name=t", "-c", "user.email=t@example.org", "-c",
+       "init.defaultBranch=main"]
+
+# Inside the run: plant what git would run later, and work normally.
+GIT_ATTACK = r"""
+try() { name=$1; shift; if "$@" 2>/dev/null; then echo "$name=ok"; else echo "$name=refused"; fi; }
+try hook sh -c 'printf "#!/bin/sh\ntouch $0.ran\n" > .git/hooks/post-checkout && chmod +x .git/hooks/post-checkout'
+try config sh -c 'printf "[core]\n\tfsmonitor = touch fsmonitor.ran\n" >> .git/config'
+try hookspath sh -c 'printf "#!/bin/sh\ntouch husky.ran\n" > .githooks/post-checkout && chmod +x .githooks/post-checkout'
+echo work >> file.txt
+try commit git -c user.name=a -c user.email=a@example.org commit -q -am work
+"""
+
+
+def git_metadata_read_only(env):
+    """A workspace that is a git repository: its .git/hooks, .git/config and
+    a core.hooksPath inside it are read-only in the run, so nothing the agent
+    plants runs at the user's next git command outside; commits still work.
+    Control: with linux.mount_view.protect_git false the same plant works and
+    the user's checkout runs it."""
+    setup(env)
+    results = {}
+    for protect in (True, False):
+        ws = user_dir(env, "gensee-it-git.")
+        subprocess.run(GIT + ["init", "-q", ws], check=True)
+        os.makedirs(os.path.join(ws, ".githooks"))
+        with open(os.path.join(ws, "file.txt"), "w") as f:
+            f.write("one\n")
+        subprocess.run(GIT + ["-C", ws, "add", "file.txt"], check=True)
+        subprocess.run(GIT + ["-C", ws, "commit", "-q", "-m", "one"], check=True)
+        # A repository whose hooks live in the worktree (husky's way).
+        subprocess.run(GIT + ["-C", ws, "config", "core.hooksPath", ".githooks"], check=True)
+        for d, _, files in os.walk(ws):
+            os.chown(d, env.uid, env.gid)
+            for n in files:
+                os.chown(os.path.join(d, n), env.uid, env.gid)
+        gh = gensee_home(env, {} if protect else {"linux": {"mount_view": {"protect_git": False}}})
+        r = env.gensee(*RUN, "--json", "--", "/bin/sh", "-c", GIT_ATTACK, env={"GENSEE_HOME": gh},
+                       cwd=ws)
+        check(r.returncode == 0, r.stderr)
+        got = dict(l.split("=", 1) for l in r.stderr.splitlines() if "=" in l and
+                   not l.startswith("gensee"))
+        # The user's next commands, outside any sandbox.
+        subprocess.run(["setpriv", "--reuid=%d" % env.uid, "--regid=%d" % env.gid,
+                        "--clear-groups", "--"] + GIT + ["-C", ws, "checkout", "-q", "-b", "next"],
+                       capture_output=True, env={"PATH": "/usr/bin:/bin", "HOME": ws})
+        ran = [n for n in os.listdir(ws) if n.endswith(".ran")] + \
+            [n for n in os.listdir(os.path.join(ws, ".githooks")) if n.endswith(".ran")]
+        results[protect] = (got, ran, json.loads(r.stdout)["record"]["host_controls"]
+                            ["mount_view"].get("git_metadata_read_only"))
+    got, ran, ro = results[True]
+    check(got == {"hook": "refused", "config": "refused", "hookspath": "refused",
+                  "commit": "ok"} and ran == [], "protected: %r ran %r" % (got, ran))
+    check(any(p.endswith("/.git/config") for p in ro) and any(p.endswith("/.githooks")
+                                                              for p in ro), "record: %r" % ro)
+    got, ran, ro = results[False]
+    check(got.get("hook") == "ok" and got.get("hookspath") == "ok" and ran and not ro,
+          "control: %r ran %r" % (got, ran))
+
+
 if __name__ == "__main__":
     main({f.__name__: f for f in (same_uid_processes_unreachable, user_services_hidden,
                                   terminal_injection_denied, kernel_surfaces_denied,
                                   credentials_hidden_and_policy_readonly,
-                                  private_tmp_and_workspace, host_policy_is_a_floor)})
+                                  private_tmp_and_workspace, host_policy_is_a_floor,
+                                  git_metadata_read_only)})

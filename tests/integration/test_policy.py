@@ -211,7 +211,7 @@ def show_json_defaults(env):
     # This kernel has Landlock: on, required, from the default lists.
     check(lx["landlock"] == {"mode": "required", "default_paths": True, "read_only": [],
                              "read_write": []}, "%r" % lx["landlock"])
-    check(lx["mount_view"] == {"mode": "required", "hide": []} and
+    check(lx["mount_view"] == {"mode": "required", "protect_git": True, "hide": []} and
           lx["unix_sockets"] == {"allow": []}, "%r" % lx)
     check(lx["fanotify"] == {"enabled": False, "paths": [], "action": "deny", "rules": [],
                              "on_sensor_loss": "freeze"},
