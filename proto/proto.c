@@ -189,6 +189,8 @@ static const struct schema_field mediator_connect_params[] = {
 	/* an absolute-form request the egress would forward: its method and URL (no query) */
 	{ "method", SCHEMA_STRING, 0, 1, 16, 0 },
 	{ "url", SCHEMA_STRING, 0, 8, 2400, 0 },
+	/* "name": asked before anything is resolved (addresses empty) */
+	{ "stage", SCHEMA_STRING, 0, 4, 4, 0 },
 };
 
 static const struct schema_field network_commit_token_params[] = {

@@ -283,7 +283,9 @@ dnslease_connect(struct boundaryd *bd, struct json_object *params, struct op_rep
 	struct json_object *addrs = schema_child(params, "addresses");
 	uint16_t port = (uint16_t)schema_int(params, "port", 0);
 	const char *method = schema_string(params, "method"), *url = schema_string(params, "url");
+	const char *stage = schema_string(params, "stage");
 	const char *reason = DLR_ALLOW, *bad = NULL;
+	int name_stage = stage != NULL && strcmp(stage, "name") == 0;
 	struct operation *op;
 	struct dnspolicy pol;
 	int have_pol = 0;
@@ -334,6 +336,25 @@ dnslease_connect(struct boundaryd *bd, struct json_object *params, struct op_rep
 		reason = DLR_METHOD;
 		bad = method;
 	}
+	if (reason == NULL && stage != NULL && !name_stage) {
+		reason = DLR_BAD;
+		bad = stage;
+	}
+	/*
+	 * Asked before resolving: the name alone decides now, so a refused
+	 * name never reaches the mediator's resolver. Its allow is not the
+	 * decision (that comes with the addresses) and is not evidence.
+	 */
+	if (reason == NULL && name_stage) {
+		ids_new("con_", did, sizeof(did));
+		r->or_result = json_object_new_object();
+		json_object_object_add(r->or_result, "decision_id", json_object_new_string(did));
+		json_object_object_add(r->or_result, "decision", json_object_new_string("allow"));
+		json_object_object_add(r->or_result, "reason", json_object_new_string("name_allowed"));
+		json_object_object_add(r->or_result, "address", NULL);
+		dnspolicy_free(&pol);
+		return;
+	}
 	if (reason == NULL && json_object_array_length(addrs) == 0)
 		reason = DLR_NO_ADDRESS;
 	for (size_t i = 0; reason == NULL && i < json_object_array_length(addrs); i++) {
@@ -378,6 +399,8 @@ dnslease_connect(struct boundaryd *bd, struct json_object *params, struct op_rep
 		json_object_object_add(o, "host", json_object_new_string(host));
 		json_object_object_add(o, "port", json_object_new_int(port));
 		json_object_object_add(o, "addresses", json_object_get(addrs));
+		if (name_stage)
+			json_object_object_add(o, "stage", json_object_new_string("name"));
 		json_object_object_add(o, "pinned_address", allow ? json_object_get(
 		    json_object_array_get_idx(addrs, 0)) : NULL);
 		json_object_object_add(o, "denied", bad ? json_object_new_string(bad) : NULL);

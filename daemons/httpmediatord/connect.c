@@ -12,8 +12,11 @@
  *    Proxy-Authorization (407 otherwise), compared in constant time;
  *  - a tunnel to anything but an allowed name: the target must be a DNS
  *    name (an address literal is refused), and boundaryd decides
- *    (mediator.connect) on the name, the port and every resolved address:
- *    one restricted address refuses the whole answer;
+ *    (mediator.connect) twice: on the name, the port and the method before
+ *    anything is resolved (a refused name never reaches the resolver:
+ *    no lookup exfiltration), then on every resolved address (one
+ *    restricted address refuses the whole answer; a name that resolves to
+ *    nothing is a recorded decision too);
  *  - rebinding between check and use: the mediator connects to the one
  *    address boundaryd pinned, never resolves again;
  *  - slow or endless requests: the request head is bounded (8 KiB, 10 s),
@@ -76,6 +79,7 @@ struct ctun {
 	char ct_addrs[16][64];
 	size_t ct_naddrs;
 	int64_t ct_auth_id;
+	int ct_name_stage;	/* ct_auth_id asks about the name alone (nothing resolved yet) */
 	int ct_resolving;
 	int ct_closing;		/* close once the client's output drained */
 };
@@ -199,6 +203,8 @@ ctun_refuse(struct ctun *t, const char *status, const char *code)
 }
 
 static void con_relay_read_cb(struct bufferevent *bev, void *arg);
+static void con_ask(struct ctun *t, struct json_object *p, int name_stage);
+static void con_resolve(struct ctun *t);
 
 static void con_relay_event_cb(struct bufferevent *bev, short what, void *arg);
 
@@ -335,6 +341,19 @@ connect_authorized(struct mediatord *md, int64_t id, struct json_object *result,
 	decision = result ? schema_string(result, "decision") : NULL;
 	reason = result ? schema_string(result, "reason") : NULL;
 	addr = result ? schema_string(result, "address") : NULL;
+	if (t->ct_name_stage) {
+		t->ct_name_stage = 0;
+		if (decision == NULL || strcmp(decision, "allow") != 0)
+			ctun_refuse(t, "403 Forbidden", reason ? reason : error_code ? error_code :
+			    "authority_error");
+		else
+			con_resolve(t);
+		return 1;
+	}
+	if (reason != NULL && strcmp(reason, "no_addresses") == 0) {
+		ctun_refuse(t, "502 Bad Gateway", "resolve_failed");
+		return 1;
+	}
 	if (decision == NULL || strcmp(decision, "allow") != 0 || addr == NULL) {
 		ctun_refuse(t, "403 Forbidden", reason ? reason : error_code ? error_code :
 		    "authority_error");
@@ -385,7 +404,6 @@ con_resolved_cb(int err, struct evutil_addrinfo *res, void *arg)
 {
 	struct ctun *t = arg;
 	struct json_object *p, *addrs;
-	int64_t id;
 
 	t->ct_resolving = 0;
 	if (t->ct_cli == NULL) {
@@ -406,19 +424,34 @@ con_resolved_cb(int err, struct evutil_addrinfo *res, void *arg)
 	}
 	if (res != NULL)
 		evutil_freeaddrinfo(res);
-	if (err != 0 || t->ct_naddrs == 0) {
-		ctun_refuse(t, "502 Bad Gateway", "resolve_failed");
-		return;
-	}
-	/* Every address goes to boundaryd: one restricted refuses them all. */
+	/*
+	 * Every address goes to boundaryd: one restricted refuses them all.
+	 * None (the name does not resolve) too: a decision, and evidence.
+	 */
 	p = json_object_new_object();
 	addrs = json_object_new_array();
 	for (size_t i = 0; i < t->ct_naddrs; i++)
 		json_object_array_add(addrs, json_object_new_string(t->ct_addrs[i]));
+	json_object_object_add(p, "addresses", addrs);
+	con_ask(t, p, 0);
+}
+
+/*
+ * Ask boundaryd (mediator.connect) about t, with p holding the addresses
+ * (or, name_stage, nothing resolved yet: stage "name").
+ */
+static void
+con_ask(struct ctun *t, struct json_object *p, int name_stage)
+{
+	int64_t id;
+
 	json_object_object_add(p, "operation_id", json_object_new_string(t->ct_op->co_id));
 	json_object_object_add(p, "host", json_object_new_string(t->ct_host));
 	json_object_object_add(p, "port", json_object_new_int(t->ct_port));
-	json_object_object_add(p, "addresses", addrs);
+	if (name_stage) {
+		json_object_object_add(p, "stage", json_object_new_string("name"));
+		json_object_object_add(p, "addresses", json_object_new_array());
+	}
 	if (t->ct_req.cr_kind == CONNREQ_FORWARD) {
 		char url[DNSMSG_NAME_MAX + CONNREQ_PATH_MAX + 32];
 		/* The query stays out of the evidence: it often carries tokens. */
@@ -435,7 +468,24 @@ con_resolved_cb(int err, struct evutil_addrinfo *res, void *arg)
 		return;
 	}
 	t->ct_auth_id = id;
+	t->ct_name_stage = name_stage;
 	TAILQ_INSERT_TAIL(&con_waiting, t, ct_entry);
+}
+
+/* The name was allowed: resolve it (hosts file, then DNS), then ask again. */
+static void
+con_resolve(struct ctun *t)
+{
+	struct evutil_addrinfo hints;
+
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_socktype = SOCK_STREAM;
+	hints.ai_protocol = IPPROTO_TCP;
+	t->ct_resolving = 1;
+	/* NULL: answered at once (the callback has run, or failed): nothing more here. */
+	(void)evdns_getaddrinfo(t->ct_op->co_md->md_dns, t->ct_host, NULL, &hints, con_resolved_cb,
+	    t);
 }
 
 /* The request head, then resolution and boundaryd's decision (connreq.c parses it). */
@@ -479,15 +529,8 @@ con_head_cb(struct bufferevent *bev, void *arg)
 		    "431 Request Header Fields Too Large" : "400 Bad Request", code);
 		return;
 	}
-	struct evutil_addrinfo hints;
-	memset(&hints, 0, sizeof(hints));
-	hints.ai_family = AF_UNSPEC;
-	hints.ai_socktype = SOCK_STREAM;
-	hints.ai_protocol = IPPROTO_TCP;
-	t->ct_resolving = 1;
-	/* NULL: answered at once (the callback has run, or failed): nothing more here. */
-	(void)evdns_getaddrinfo(t->ct_op->co_md->md_dns, t->ct_host, NULL, &hints, con_resolved_cb,
-	    t);
+	/* The name first: a name boundaryd refuses is never resolved. */
+	con_ask(t, json_object_new_object(), 1);
 }
 
 static void

