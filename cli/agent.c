@@ -85,7 +85,7 @@ agent_apply(struct agent_run *ar, struct mountview_opts *mvo, int create, char *
 
 	if (!ar->ar_active)
 		return 0;
-	if (agentprof_locate(p, mvo->mo_home, mvo->mo_gensee_home, cause) != 0)
+	if (agentprof_locate(p, mvo->mo_home, mvo->mo_gensee_home, 1, cause) != 0)
 		return -1;
 	if (create && agentprof_prepare(p, cause) != 0)
 		return -1;

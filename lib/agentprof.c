@@ -474,7 +474,8 @@ agentprof_locate_spec(struct agentprof *p, const char *home, const char *gensee_
 }
 
 int
-agentprof_locate(struct agentprof *p, const char *home, const char *gensee_home, char **cause)
+agentprof_locate(struct agentprof *p, const char *home, const char *gensee_home, int use_env,
+    char **cause)
 {
 	const struct agentprof_builtin *b = agentprof_find(p->ap_name);
 	struct agentprof_state *s = &p->ap_state[0];
@@ -490,7 +491,7 @@ agentprof_locate(struct agentprof *p, const char *home, const char *gensee_home,
 	if (p->ap_nstate_spec > 0 || b == NULL)
 		return agentprof_locate_spec(p, home, gensee_home, cause);
 	s->as_from_env = 0;
-	for (size_t i = 0; i < nitems(b->ab_state_env) && !s->as_from_env; i++) {
+	for (size_t i = 0; use_env && i < nitems(b->ab_state_env) && !s->as_from_env; i++) {
 		if (b->ab_state_env[i].v_name == NULL ||
 		    (env = getenv(b->ab_state_env[i].v_name)) == NULL || env[0] != '/')
 			continue;

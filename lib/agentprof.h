@@ -92,11 +92,12 @@ int agentprof_load(const char *name, struct json_object *custom, struct agentpro
  */
 int agentprof_custom_check(struct json_object *item, const char *where, char **cause);
 /*
- * Its state locations, from the environment and home, and their stores
- * under gensee_home/agents/NAME. 0, or -1 with *cause.
+ * Its state locations, from the environment (with use_env: the caller's
+ * is the agent's) and home, and their stores under gensee_home/agents/NAME.
+ * 0, or -1 with *cause.
  */
 int agentprof_locate(struct agentprof *p, const char *home, const char *gensee_home,
-    char **cause);
+    int use_env, char **cause);
 
 /*
  * Make each state directory's store (upper/, work/, 0700) and, when the

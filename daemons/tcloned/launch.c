@@ -35,6 +35,7 @@
 
 #include <seccomp.h> /* lib/seccomp.h, which includes libseccomp's */
 
+#include "agentprof.h"
 #include "fanpolicy.h"
 #include "landlock.h"
 #include "log.h"
@@ -307,7 +308,7 @@ env_add(char **env, size_t *n, size_t max, const char *k, const char *v)
  */
 static void __attribute__((noreturn))
 launch_child(struct tcloned *t, struct trun *r, int go, int st, struct seccomp_profile *sp,
-    struct landlock_plan *lp)
+    struct landlock_plan *lp, const struct agentprof *ap, int argi)
 {
 	int llfd = -1;
 	char ws[PATH_MAX], tc[PATH_MAX], sock[PATH_MAX], ctx[PATH_MAX], buf[128];
@@ -404,6 +405,12 @@ launch_child(struct tcloned *t, struct trun *r, int go, int st, struct seccomp_p
 		child_fail(st, "bind the snapshot over ", r->tr_workspace);
 	close(wsfd);
 	close(rdfd);
+	/* The agent's state: its overlay and read-only configuration (agentstate.c). */
+	if (ap != NULL) {
+		const char *what = "";
+		if (tagent_mount(ap, r->tr_uid, r->tr_gid, &what) != 0)
+			child_fail(st, "agent state overlay ", what);
+	}
 	/* The Landlock rules name the agent's view: prepared after the mounts, as root. */
 	{
 		char *lcause = NULL;
@@ -441,8 +448,18 @@ launch_child(struct tcloned *t, struct trun *r, int go, int st, struct seccomp_p
 	if (r->tr_bridge_open &&
 	    env_add(env, &ne, nitems(env), "GENSEE_TCLONE_BRIDGE", bview) != 0)
 		child_fail(st, "environment", "");
+	for (size_t i = 0; ap != NULL && i < ap->ap_nenv; i++) {
+		const char *eq = strchr(ap->ap_env[i], '=');
+		char k[64];
+		if (eq == NULL || (size_t)(eq - ap->ap_env[i]) >= sizeof(k))
+			continue;
+		memcpy(k, ap->ap_env[i], (size_t)(eq - ap->ap_env[i]));
+		k[eq - ap->ap_env[i]] = '\0';
+		if (env_add(env, &ne, nitems(env), k, eq + 1) != 0)
+			child_fail(st, "environment", "");
+	}
 	na = json_object_array_length(r->tr_argv);
-	argv = calloc(na + 16, sizeof(*argv));
+	argv = calloc(na + 16 + AGENTPROF_MAX_ENV, sizeof(*argv));
 	if (argv == NULL)
 		child_fail(st, "out of memory", "");
 	size_t k = 0;
@@ -460,8 +477,12 @@ launch_child(struct tcloned *t, struct trun *r, int go, int st, struct seccomp_p
 	argv[k++] = "-y";
 	argv[k++] = "50";
 	argv[k++] = "--";
-	for (size_t i = 0; i < na; i++)
+	for (size_t i = 0; i < na; i++) {
 		argv[k++] = (char *)json_object_get_string(json_object_array_get_idx(r->tr_argv, i));
+		/* The profile's arguments after the executable (or node's script). */
+		for (size_t a = 0; ap != NULL && argi >= 0 && (size_t)argi == i && a < ap->ap_nargs; a++)
+			argv[k++] = (char *)ap->ap_args[a];
+	}
 	argv[k] = NULL;
 	/* The user's identity, for good: no groups of root's, no way back, no gain at exec. */
 	if (setgroups(0, NULL) != 0 || setresgid(r->tr_gid, r->tr_gid, r->tr_gid) != 0 ||
@@ -610,6 +631,18 @@ launch_agent(struct tcloned *t, struct trun *r, const char *context, char **caus
 	for (size_t i = 0; r->tr_landlock_rw != NULL && i < json_object_array_length(r->tr_landlock_rw) &&
 	    lo.lo_nrw < nitems(lo.lo_rw); i++)
 		lo.lo_rw[lo.lo_nrw++] = json_object_get_string(json_object_array_get_idx(r->tr_landlock_rw, i));
+	/*
+	 * An agent profile: its state writable, through the overlay the child
+	 * mounts (agentstate.c), never the real directory. Static: large.
+	 */
+	static struct agentprof ap;
+	int argi = -1, agent = r->tr_observe_only ? 0 : tagent_plan(r, &ap, &argi, cause);
+	if (agent < 0 || (agent > 0 && tagent_prepare(r, &ap, cause) != 0)) {
+		bridge_close(t, r);
+		return -1;
+	}
+	for (size_t i = 0; agent > 0 && i < ap.ap_nstate && lo.lo_nrw < nitems(lo.lo_rw); i++)
+		lo.lo_rw[lo.lo_nrw++] = ap.ap_state[i].as_path;
 	if (landlock_plan_build(NULL, &lo, abi, why, &lp, cause) != 0) {
 		bridge_close(t, r);
 		return -1;
@@ -642,7 +675,7 @@ launch_agent(struct tcloned *t, struct trun *r, const char *context, char **caus
 	if (pid == 0) {
 		close(go[1]);
 		close(st[0]);
-		launch_child(t, r, go[0], st[1], &sp, &lp);
+		launch_child(t, r, go[0], st[1], &sp, &lp, agent > 0 ? &ap : NULL, argi);
 	}
 	seccomp_profile_free(&sp);
 	int llmode = lp.lp_mode;
@@ -687,6 +720,8 @@ launch_agent(struct tcloned *t, struct trun *r, const char *context, char **caus
 		json_object_object_add(c, "no_new_privs", json_object_new_boolean(1));
 		json_object_object_add(c, "private_tmp", json_object_new_boolean(1));
 		json_object_object_add(c, "uid", json_object_new_int64(r->tr_uid));
+		if (agent > 0)
+			json_object_object_add(c, "agent", agentprof_json(&ap));
 		json_object_object_add(r->tr_rec, "confinement", c);
 	}
 	close(go[0]);

@@ -189,4 +189,13 @@ struct json_object *lifecycle_dispatch(struct tcloned *td, const struct peer *p,
     const char *method, struct json_object *params, const char **code, char **message);
 void lifecycle_recover(struct tcloned *td);
 
+/* agentstate.c: agent profiles in tclone runs (lib/agentprof.h) */
+struct agentprof;
+/* The profile of r's command (1), none (0), or -1 with *cause. */
+int tagent_plan(const struct trun *r, struct agentprof *p, int *argi, char **cause);
+/* Its stores made and planted configuration purged, as the user. */
+int tagent_prepare(const struct trun *r, const struct agentprof *p, char **cause);
+/* In the run's mount namespace, as root: the overlays and read-only configuration. */
+int tagent_mount(const struct agentprof *p, uid_t uid, gid_t gid, const char **what);
+
 #endif

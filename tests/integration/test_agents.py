@@ -285,6 +285,102 @@ def agent_custom_profiles(env):
     check(r.returncode == 125 and "linux.agents.profiles is false" in r.stderr, r.stderr)
 
 
+HOME_USER = "gensee-it-home"
+HOME_DIR = "/var/lib/gensee-it-home"
+
+# The fake Codex of a tclone run: its results in the snapshot, then idle.
+TCLONE_AGENT = r"""#!/bin/sh
+s="$HOME/.codex"
+[ "$1" = -c ] && { echo "args=$2" >> result.txt; shift 2; }
+echo s > "$s/sessions/tclone.jsonl" 2>/dev/null && echo session=ok >> result.txt || echo session=refused >> result.txt
+echo 'x = 1' >> "$s/config.toml" 2>/dev/null && echo config=ok >> result.txt || echo config=refused >> result.txt
+echo done >> result.txt
+exec sleep 600
+"""
+
+
+def home_user():
+    """A user with a real home (the harness's test user has none, and a
+    tclone agent's home is its passwd entry's): made once, like gensee-test,
+    and left in place; its home is emptied for each case."""
+    import pwd
+    try:
+        pw = pwd.getpwnam(HOME_USER)
+    except KeyError:
+        subprocess.run(["useradd", "--system", "--home-dir", HOME_DIR, "--shell",
+                        "/usr/sbin/nologin", HOME_USER], check=True)
+        pw = pwd.getpwnam(HOME_USER)
+    shutil.rmtree(HOME_DIR, ignore_errors=True)
+    os.makedirs(HOME_DIR)
+    os.chmod(HOME_DIR, 0o755)
+    return pw
+
+
+def agent_profile_in_tclone(env):
+    """A tclone run (gensee-tcloned, root) of Codex gets the same profile as
+    gensee run: its ~/.codex an overlay kept in ~/.gensee/agents/codex, its
+    config.toml read-only, its -c argument; the real directory is unchanged.
+    The overlay's directories are opened as the user without links: an
+    upper layer that is a link (to a root-owned place) fails the start."""
+    import test_tclone
+    env.start()
+    pw = home_user()
+    uid, gid, home = pw.pw_uid, pw.pw_gid, pw.pw_dir
+    codex = os.path.join(home, ".codex")
+    os.makedirs(os.path.join(codex, "sessions"))
+    with open(os.path.join(codex, "config.toml"), "w") as f:
+        f.write('model = "user"\n')
+    pkg = os.path.join(home, "node_modules", "@openai", "codex", "bin")
+    os.makedirs(pkg)
+    with open(os.path.join(pkg, "codex.js"), "w") as f:
+        f.write(TCLONE_AGENT)
+    os.chmod(os.path.join(pkg, "codex.js"), 0o755)
+    ws = os.path.join(home, "ws")
+    os.mkdir(ws)
+    for d, dirs, files in os.walk(home):
+        for n in [d] + [os.path.join(d, x) for x in files]:
+            os.chown(n, uid, gid)
+    before = snapshot(codex)
+    agent = os.path.join(pkg, "codex.js")
+
+    def g(*args):
+        return subprocess.run(env.ns_prefix() + ["setpriv", "--reuid=%d" % uid,
+                                                 "--regid=%d" % gid, "--clear-groups", "--",
+                                                 env.cli] + list(args),
+                              capture_output=True, text=True, timeout=120, cwd=ws,
+                              env={"PATH": "/usr/bin:/bin", "HOME": home,
+                                   "GENSEE_RUNTIME_DIR": env.runtime})
+
+    with test_tclone.tclone(env) as t:
+        r = g("run", "--runtime", "tclone", "--json", "--", agent, "t")
+        check(r.returncode == 0, "tclone run: %s %s\n%s" % (r.stdout, r.stderr, t.logtext()[-3000:]))
+        sid = json.loads(r.stdout)["run_id"]
+        got = {}
+
+        def done():
+            e = g("run", "exec", sid, "--", "cat", "result.txt")
+            got.update(l.split("=", 1) for l in e.stdout.split() if "=" in l)
+            return "done" in e.stdout
+        env.wait_for("the tclone agent", done, timeout=30)
+        check(got.get("session") == "ok" and got.get("config") == "refused" and
+              got.get("args") == 'sandbox_mode="danger-full-access"', "tclone agent: %r" % got)
+        check(snapshot(codex) == before, "the real ~/.codex changed: %r" % snapshot(codex))
+        store = os.path.join(home, ".gensee", "agents", "codex", "state-0", "upper")
+        check(os.path.exists(os.path.join(store, "sessions", "tclone.jsonl")), "not in the store")
+        rec = g("run", "list", "--json")
+        check(rec.returncode == 0, rec.stderr)
+        g("run", "delete", "--all")
+        # An upper layer that is a link to a root-owned directory: refused, nothing mounted.
+        shutil.rmtree(os.path.join(home, ".gensee", "agents", "codex", "state-0", "upper"))
+        victim = tempfile.mkdtemp(prefix="gensee-it-victim.", dir="/var/tmp")
+        env.cleanup_dirs.append(victim)
+        os.symlink(victim, store)
+        r = g("run", "--runtime", "tclone", "--json", "--", agent, "t")
+        check(r.returncode != 0 and os.listdir(victim) == [],
+              "a linked upper layer: rc %d %s %r" % (r.returncode, r.stderr, os.listdir(victim)))
+        g("run", "delete", "--all")
+
+
 # A turn the model scripts to misbehave: each attempt leaves its result in
 # the workspace (the agent's tool runs there), none may succeed.
 MISBEHAVE = r"""cat ~/.ssh/id_ed25519 > leak.txt 2>&1; echo "ssh=$?" >> attempts.txt;
@@ -445,4 +541,5 @@ if __name__ == "__main__":
     main({"agent_state_in_store": agent_state_in_store,
           "agent_hosts_allowed": agent_hosts_allowed,
           "agent_custom_profiles": agent_custom_profiles,
+          "agent_profile_in_tclone": agent_profile_in_tclone,
           "real_codex": real_codex, "real_claude": real_claude, "real_gemini": real_gemini})

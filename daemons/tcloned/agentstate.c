@@ -1,0 +1,178 @@
+/*
+ * agentstate.c: agent profiles (lib/agentprof.h) in tclone runs: the
+ * agent's state directory is an overlay whose upper layer is its store in
+ * the user's ~/.gensee/agents/NAME, and its configuration is read-only,
+ * as under `gensee run --sandbox linux` (docs/agents.md).
+ *
+ * Trust model: tcloned is root and every path here is the user's to
+ * change, at any moment. So what can be done as the user is: the stores
+ * are made and planted configuration purged by a child that has become
+ * the user (tagent_prepare). What needs root (the overlay mount, in the
+ * run's own mount namespace) uses only directories opened with the
+ * user's filesystem identity and no symlink anywhere on their paths
+ * (openat2 RESOLVE_NO_SYMLINKS), checked to be the user's; the mount
+ * names them by their fds, so nothing swapped in later is mounted.
+ * Threat answered: an upper directory that is a link to /etc would have
+ * made the agent's writes root's writes there. Configuration is bound
+ * read-only through O_PATH fds opened without following a last link.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <linux/openat2.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/fsuid.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <json-c/json.h>
+
+#include "agentprof.h"
+#include "tcloned.h"
+#include "util.h"
+
+int
+tagent_plan(const struct trun *r, struct agentprof *p, int *argi, char **cause)
+{
+	struct passwd *pw = getpwuid(r->tr_uid);
+	char name[AGENTPROF_NAME_MAX + 1], how[PATH_MAX + 64], ghome[PATH_MAX];
+	char *cmd[3] = { NULL, NULL, NULL };
+	size_t na = r->tr_argv != NULL ? json_object_array_length(r->tr_argv) : 0;
+
+	struct stat st;
+
+	*argi = -1;
+	/* No home of its own (a system user's /nonexistent): no state, no profile. */
+	if (na == 0 || pw == NULL || pw->pw_dir[0] != '/' || stat(pw->pw_dir, &st) != 0 ||
+	    !S_ISDIR(st.st_mode) || st.st_uid != r->tr_uid)
+		return 0;
+	cmd[0] = (char *)json_object_get_string(json_object_array_get_idx(r->tr_argv, 0));
+	if (na > 1)
+		cmd[1] = (char *)json_object_get_string(json_object_array_get_idx(r->tr_argv, 1));
+	/* The agent's environment is tcloned's fixed one: no CODEX_HOME to read. */
+	if (agentprof_detect(cmd, NULL, NULL, name, argi, how, sizeof(how), cause) != 1)
+		return 0;
+	snprintf(ghome, sizeof(ghome), "%s/.gensee", pw->pw_dir);
+	if (agentprof_load(name, NULL, p, cause) != 0 ||
+	    agentprof_locate(p, pw->pw_dir, ghome, 0, cause) != 0)
+		return -1;
+	util_strlcpy(p->ap_how, how, sizeof(p->ap_how));
+	return p->ap_nstate > 0;
+}
+
+int
+tagent_prepare(const struct trun *r, const struct agentprof *p, char **cause)
+{
+	int status;
+	pid_t pid = fork();
+
+	if (pid < 0) {
+		util_cause(cause, "agent profile: fork: %s", strerror(errno));
+		return -1;
+	}
+	if (pid == 0) {
+		char *why = NULL;
+		if (setgroups(0, NULL) != 0 || setresgid(r->tr_gid, r->tr_gid, r->tr_gid) != 0 ||
+		    setresuid(r->tr_uid, r->tr_uid, r->tr_uid) != 0)
+			_exit(2);
+		_exit(agentprof_prepare(p, &why) == 0 ? 0 : 1);
+	}
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+		util_cause(cause, "agent profile %s: its store in %s could not be made as the user",
+		    p->ap_name, p->ap_state[0].as_store);
+		return -1;
+	}
+	return 0;
+}
+
+/* A directory of uid's, opened with its identity, no link on the way: an O_PATH fd, or -1. */
+static int
+tagent_open_dir(const char *path, uid_t uid)
+{
+	struct open_how how = { .flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
+		.resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS };
+	struct stat st;
+	int fd = (int)syscall(SYS_openat2, AT_FDCWD, path, &how, sizeof(how));
+
+	if (fd < 0)
+		return -1;
+	if (fstat(fd, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != uid) {
+		close(fd);
+		errno = EPERM;
+		return -1;
+	}
+	return fd;
+}
+
+int
+tagent_mount(const struct agentprof *p, uid_t uid, gid_t gid, const char **what)
+{
+	for (size_t i = 0; i < p->ap_nstate; i++) {
+		const struct agentprof_state *s = &p->ap_state[i];
+		char up[PATH_MAX + 16], wk[PATH_MAX + 16], opts[256];
+		int fd[3], rc = 0;
+		snprintf(up, sizeof(up), "%s/upper", s->as_store);
+		snprintf(wk, sizeof(wk), "%s/work", s->as_store);
+		/* The user's filesystem identity for the opens: only what the user reaches. */
+		setfsgid(gid);
+		setfsuid(uid);
+		fd[0] = tagent_open_dir(s->as_path, uid);
+		fd[1] = tagent_open_dir(up, uid);
+		fd[2] = tagent_open_dir(wk, uid);
+		setfsuid(0);
+		setfsgid(0);
+		if (fd[0] < 0 || fd[1] < 0 || fd[2] < 0) {
+			*what = fd[0] < 0 ? s->as_path : fd[1] < 0 ? up : wk;
+			rc = -1;
+		} else {
+			char target[64];
+			/* userxattr: the same layer format as gensee run's unprivileged overlay. */
+			snprintf(opts, sizeof(opts), "lowerdir=/proc/self/fd/%d,upperdir=/proc/self/fd/%d,"
+			    "workdir=/proc/self/fd/%d,userxattr", fd[0], fd[1], fd[2]);
+			snprintf(target, sizeof(target), "/proc/self/fd/%d", fd[0]);
+			if (mount("gensee-agent", target, "overlay", MS_NOSUID | MS_NODEV, opts) != 0) {
+				*what = s->as_path;
+				rc = -1;
+			}
+		}
+		for (int k = 0; k < 3; k++)
+			if (fd[k] >= 0)
+				close(fd[k]);
+		if (rc != 0)
+			return -1;
+		/* Its configuration, read-only where it exists (never through a last link). */
+		for (size_t c = 0; c < p->ap_nconfig; c++) {
+			char path[PATH_MAX + 160];
+			struct stat st;
+			snprintf(path, sizeof(path), "%s/%s", s->as_path, p->ap_config[c]);
+			int cfd = open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+			if (cfd < 0)
+				continue;	/* missing: the next run's purge removes what is made */
+			if (fstat(cfd, &st) != 0 || S_ISLNK(st.st_mode)) {
+				close(cfd);
+				continue;
+			}
+			int tfd = open_tree(cfd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
+			struct mount_attr attr = { .attr_set = MOUNT_ATTR_RDONLY };
+			rc = tfd < 0 || mount_setattr(tfd, "", AT_EMPTY_PATH, &attr, sizeof(attr)) != 0 ||
+			    move_mount(tfd, "", cfd, "", MOVE_MOUNT_F_EMPTY_PATH |
+			    MOVE_MOUNT_T_EMPTY_PATH) != 0;
+			if (tfd >= 0)
+				close(tfd);
+			close(cfd);
+			if (rc != 0) {
+				*what = p->ap_config[c];
+				return -1;
+			}
+		}
+	}
+	return 0;
+}
