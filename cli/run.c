@@ -1264,6 +1264,13 @@ cmd_run(int argc, char **argv)
 			json_object_object_add(hostctl, "agent", agent_json(&agent));
 			agent_environ(&agent);
 		}
+		/*
+		 * Temporary files go to the private /tmp, the one writable
+		 * place for them: SQLite (Codex's state) and others otherwise
+		 * try /var/tmp, which Landlock refuses, and lose their data.
+		 */
+		if (ctl.rc_mountview.mv_private_tmp && getenv("TMPDIR") == NULL)
+			setenv("TMPDIR", "/tmp", 0);
 	}
 
 	if (pipe2(go, O_CLOEXEC) != 0 || pipe2(st, O_CLOEXEC) != 0) {

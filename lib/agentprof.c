@@ -47,6 +47,13 @@ struct agentprof_builtin {
 	const char *ab_pin_env;
 	const char *ab_home_file;
 	const char *ab_config[AGENTPROF_MAX_CONFIG];
+	/*
+	 * What the agent itself rewrites each run but must not keep: writable
+	 * in the run, removed from the store before and after it (Codex
+	 * unpacks its bundled skills, Claude Code its plugin cache; a planted
+	 * skill or plugin would be instructions or hooks for a later run).
+	 */
+	const char *ab_volatile[AGENTPROF_MAX_CONFIG];
 	const char *ab_hosts[AGENTPROF_MAX_HOSTS];
 	const char *ab_env[AGENTPROF_MAX_ENV];
 };
@@ -55,7 +62,8 @@ static const struct agentprof_builtin agentprof_builtins[] = {
 	{ .ab_name = "codex", .ab_package = "/@openai/codex/", .ab_bins = { "codex", "codex.js" },
 	  .ab_state_env = { { "CODEX_HOME", "" } }, .ab_state_default = ".codex",
 	  .ab_config = { "config.toml", "AGENTS.md", "AGENTS.override.md", "hooks", "hooks.json",
-		"rules", "prompts", "skills" },
+		"rules", "prompts" },
+	  .ab_volatile = { "skills" },
 	  .ab_hosts = { "api.openai.com,tcp,443" },
 	  /*
 	   * Gensee is its sandbox: Codex's own (bubblewrap) needs namespaces
@@ -67,7 +75,8 @@ static const struct agentprof_builtin agentprof_builtins[] = {
 	  .ab_bins = { "claude" },
 	  .ab_state_env = { { "CLAUDE_CONFIG_DIR", "" } }, .ab_state_default = ".claude",
 	  .ab_config = { "settings.json", "settings.local.json", "CLAUDE.md", "hooks", "commands",
-		"agents", "plugins", "output-styles", "skills" },
+		"agents", "output-styles", "skills" },
+	  .ab_volatile = { "plugins" },
 	  .ab_hosts = { "api.anthropic.com,tcp,443" },
 	  /*
 	   * An update would rewrite the installation from inside the run;
@@ -355,7 +364,7 @@ agentprof_custom_check(struct json_object *item, const char *where, char **cause
 			rc = custom_list(v, where, key, 8, custom_file_problem, cause);
 		else if (strcmp(key, "state") == 0)
 			rc = custom_list(v, where, key, AGENTPROF_MAX_STATE, custom_state_problem, cause);
-		else if (strcmp(key, "config") == 0)
+		else if (strcmp(key, "config") == 0 || strcmp(key, "volatile") == 0)
 			rc = custom_list(v, where, key, AGENTPROF_MAX_CONFIG, custom_file_problem,
 			    cause);
 		else if (strcmp(key, "hosts") == 0)
@@ -363,8 +372,8 @@ agentprof_custom_check(struct json_object *item, const char *where, char **cause
 		else if (strcmp(key, "env") == 0)
 			rc = custom_list(v, where, key, AGENTPROF_MAX_ENV, custom_env_problem, cause);
 		else {
-			util_cause(cause, "%s: unknown key %s (name, executables, state, config, hosts, "
-			    "env)", where, key);
+			util_cause(cause, "%s: unknown key %s (name, executables, state, config, "
+			    "volatile, hosts, env)", where, key);
 			return -1;
 		}
 		if (rc != 0)
@@ -425,6 +434,8 @@ agentprof_load(const char *name, struct json_object *custom, struct agentprof *p
 	p->ap_custom = c != NULL;
 	for (size_t i = 0; b != NULL && i < AGENTPROF_MAX_CONFIG && b->ab_config[i] != NULL; i++)
 		p->ap_config[p->ap_nconfig++] = b->ab_config[i];
+	for (size_t i = 0; b != NULL && i < AGENTPROF_MAX_CONFIG && b->ab_volatile[i] != NULL; i++)
+		p->ap_volatile[p->ap_nvolatile++] = b->ab_volatile[i];
 	for (size_t i = 0; b != NULL && i < AGENTPROF_MAX_HOSTS && b->ab_hosts[i] != NULL; i++)
 		p->ap_hosts[p->ap_nhosts++] = b->ab_hosts[i];
 	for (size_t i = 0; b != NULL && i < AGENTPROF_MAX_ENV && b->ab_env[i] != NULL; i++)
@@ -433,7 +444,8 @@ agentprof_load(const char *name, struct json_object *custom, struct agentprof *p
 		p->ap_args[p->ap_nargs++] = b->ab_args[i];
 	/* The policy's profile replaces each list it gives (checked: agentprof_custom_check). */
 	if (agentprof_take(p, c, "config", p->ap_config, &p->ap_nconfig, AGENTPROF_MAX_CONFIG,
-	    cause) != 0 || agentprof_take(p, c, "hosts", p->ap_hosts, &p->ap_nhosts,
+	    cause) != 0 || agentprof_take(p, c, "volatile", p->ap_volatile, &p->ap_nvolatile,
+	    AGENTPROF_MAX_CONFIG, cause) != 0 || agentprof_take(p, c, "hosts", p->ap_hosts, &p->ap_nhosts,
 	    AGENTPROF_MAX_HOSTS, cause) != 0 || agentprof_take(p, c, "env", p->ap_env, &p->ap_nenv,
 	    AGENTPROF_MAX_ENV - 1, cause) != 0 || agentprof_take(p, c, "state", p->ap_state_spec,
 	    &p->ap_nstate_spec, AGENTPROF_MAX_STATE, cause) != 0)
@@ -631,9 +643,11 @@ agentprof_purge(const struct agentprof *p, char **cause)
 			    strerror(errno));
 			return -1;
 		}
-		for (size_t c = 0; c < p->ap_nconfig; c++) {
+		for (size_t c = 0; c < p->ap_nconfig + p->ap_nvolatile; c++) {
+			const char *name = c < p->ap_nconfig ? p->ap_config[c] :
+			    p->ap_volatile[c - p->ap_nconfig];
 			struct stat st;
-			if (fstatat(fd, p->ap_config[c], &st, AT_SYMLINK_NOFOLLOW) != 0)
+			if (fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
 				continue;
 			/*
 			 * A file or tree the agent wrote over its configuration,
@@ -641,12 +655,12 @@ agentprof_purge(const struct agentprof *p, char **cause)
 			 * what the next run reads. Symlinks are removed, never
 			 * followed.
 			 */
-			int rc = S_ISDIR(st.st_mode) ? snapshot_remove(fd, p->ap_config[c], cause) :
-			    unlinkat(fd, p->ap_config[c], 0);
+			int rc = S_ISDIR(st.st_mode) ? snapshot_remove(fd, name, cause) :
+			    unlinkat(fd, name, 0);
 			if (rc != 0) {
 				if (!S_ISDIR(st.st_mode))
 					util_cause(cause, "agent profile %s: removing %s/%s: %s",
-					    p->ap_name, path, p->ap_config[c], strerror(errno));
+					    p->ap_name, path, name, strerror(errno));
 				close(fd);
 				return -1;
 			}
@@ -677,6 +691,10 @@ agentprof_json(const struct agentprof *p)
 	for (size_t i = 0; i < p->ap_nconfig; i++)
 		json_object_array_add(a, json_object_new_string(p->ap_config[i]));
 	json_object_object_add(o, "read_only_config", a);
+	a = json_object_new_array();
+	for (size_t i = 0; i < p->ap_nvolatile; i++)
+		json_object_array_add(a, json_object_new_string(p->ap_volatile[i]));
+	json_object_object_add(o, "volatile", a);
 	a = json_object_new_array();
 	for (size_t i = 0; i < p->ap_nhosts; i++)
 		json_object_array_add(a, json_object_new_string(p->ap_hosts[i]));

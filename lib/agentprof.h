@@ -47,6 +47,9 @@ struct agentprof {
 	/* Configuration, relative to a state directory (every one of them). */
 	const char *ap_config[AGENTPROF_MAX_CONFIG];
 	size_t ap_nconfig;
+	/* Writable in the run, never kept: removed from the store before and after it. */
+	const char *ap_volatile[AGENTPROF_MAX_CONFIG];
+	size_t ap_nvolatile;
 	const char *ap_hosts[AGENTPROF_MAX_HOSTS];	/* NAME,tcp,PORT */
 	size_t ap_nhosts;
 	const char *ap_env[AGENTPROF_MAX_ENV];		/* NAME=VALUE, set unless the caller set NAME */
@@ -88,7 +91,8 @@ int agentprof_load(const char *name, struct json_object *custom, struct agentpro
     char **cause);
 /*
  * One item of linux.agents.custom: {"name", "executables", "state",
- * "config", "hosts", "env"}, strictly (where names it in *cause).
+ * "config", "volatile", "hosts", "env"}, strictly (where names it in
+ * *cause).
  */
 int agentprof_custom_check(struct json_object *item, const char *where, char **cause);
 /*

@@ -489,6 +489,16 @@ def real_agent(env, name):
         name, state, sorted(set(snapshot(state)) ^ set(before))))
     store = os.path.join(home, ".gensee", "agents", name, "state-0", "upper")
     check(os.path.isdir(store) and os.listdir(store), "nothing in the store %s" % store)
+    # What the agent rewrites each run (Codex's skills, Claude Code's plugins) is
+    # not kept, and neither is configuration.
+    kept = set(os.listdir(store)) & set(prof["volatile"] + prof["read_only_config"])
+    check(not kept, "kept in the store: %r" % kept)
+    if name == "codex":
+        # Its SQLite state is whole: temporary files go to the private /tmp
+        # (TMPDIR), not /var/tmp, which Landlock refuses.
+        dbs = [f for f in snapshot(store) if f.endswith(".sqlite")]
+        check(dbs and all(os.path.getsize(os.path.join(store, f)) > 4096 for f in dbs),
+              "codex databases: %r" % {f: os.path.getsize(os.path.join(store, f)) for f in dbs})
     # The misbehaving turn: every attempt refused, recorded where it can be.
     # The attempts are a script in the workspace, the tool's command runs it
     # (Gemini CLI refuses a command with a substitution in it).
