@@ -130,7 +130,8 @@ static const struct policy_key policy_table[] = {
 	{ .pk_name = "linux.agents.custom", .pk_type = POLICY_AGENTS,
 	  .pk_narrow = POLICY_NARROW_UNION, .pk_default = "[]",
 	  .pk_help = "more agent profiles, or lists that replace a built-in's: [{\"name\": N, "
-	  "\"executables\", \"state\", \"config\", \"volatile\", \"hosts\", \"env\"}] (docs/agents.md)" },
+	  "\"executables\", \"state\", \"config\", \"volatile\", \"hosts\", \"env\"}] "
+	  "(docs/agents.md)" },
 	{ .pk_name = "linux.fanotify.enabled", .pk_type = POLICY_BOOL,
 	  .pk_narrow = POLICY_NARROW_TRUE, .pk_default = "false",
 	  .pk_help = "fanotify sensitive-path enforcement (needs root)" },
@@ -219,8 +220,8 @@ policy_item_what(enum policy_type t)
 	case POLICY_METHODS:
 		return "an HTTP method in capitals (POST, PUT ...; not CONNECT)";
 	case POLICY_AGENTS:
-		return "a profile {\"name\", \"executables\", \"state\", \"config\", \"volatile\", \"hosts\", "
-		    "\"env\"}";
+		return "a profile {\"name\", \"executables\", \"state\", \"config\", \"volatile\", "
+		    "\"hosts\", \"env\"}";
 	case POLICY_BOOL:
 	case POLICY_ENUM:
 	case POLICY_INT:
