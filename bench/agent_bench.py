@@ -91,6 +91,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import debpkg  # noqa: E402
+
 SRT_PACKAGE = "@anthropic-ai/sandbox-runtime"
 SRT_VERSION = "0.0.83"
 AGENTS = ("codex", "claude", "gemini")
@@ -111,16 +114,7 @@ DEBIAN = {"bwrap": "bubblewrap", "socat": "socat", "rg": "ripgrep"}
 # -- installs --
 
 def install_debian():
-    missing = sorted({pkg for cmd, pkg in DEBIAN.items() if shutil.which(cmd) is None})
-    if not missing:
-        return
-    print("installing for srt: %s" % " ".join(missing), flush=True)
-    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    subprocess.run(["apt-get", "update", "-qq"], env=env, capture_output=True, timeout=600)
-    r = subprocess.run(["apt-get", "install", "-y", "-qq", "--no-install-recommends"] + missing,
-                       env=env, capture_output=True, text=True, timeout=1200)
-    if r.returncode != 0:
-        print("warning: could not install %s: %s" % (" ".join(missing), r.stderr[-300:]))
+    debpkg.install(DEBIAN, "for srt")
 
 
 def srt_dir(agents):

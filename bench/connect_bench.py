@@ -59,6 +59,9 @@ import sys
 import threading
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import debpkg  # noqa: E402
+
 NAME = "bulk.example.com"
 UPSTREAM = ("192.0.2.10", 9000)
 PEER_ADDR = "192.0.2.30"
@@ -321,34 +324,14 @@ def agent(spec):
 
 # -- the bench (root) --
 
-def which(cmd):
-    return shutil.which(cmd) or shutil.which(cmd, path="/usr/sbin:/sbin")
+which = debpkg.which
 
 
 PEERS = {"tinyproxy": "tinyproxy", "squid": "squid"}
 
 
 def install_peers():
-    missing = sorted({pkg for cmd, pkg in PEERS.items() if which(cmd) is None})
-    if not missing:
-        return
-    print("installing peers: %s" % " ".join(missing), flush=True)
-    rcd = "/usr/sbin/policy-rc.d"
-    had_rcd = os.path.exists(rcd)
-    if not had_rcd:
-        with open(rcd, "w") as f:
-            f.write("#!/bin/sh\nexit 101\n")
-        os.chmod(rcd, 0o755)
-    try:
-        env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-        subprocess.run(["apt-get", "update", "-qq"], env=env, capture_output=True, timeout=600)
-        r = subprocess.run(["apt-get", "install", "-y", "-qq", "--no-install-recommends"] + missing,
-                           env=env, capture_output=True, text=True, timeout=1200)
-        if r.returncode != 0:
-            print("warning: could not install %s: %s" % (" ".join(missing), r.stderr[-300:]))
-    finally:
-        if not had_rcd:
-            os.unlink(rcd)
+    debpkg.install(PEERS)
 
 
 def wait_port(env, addr, port, what, proc):

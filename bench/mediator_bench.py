@@ -39,6 +39,8 @@ top = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 build = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(top, "build"))
 os.environ["GENSEE_BUILD_ROOT"] = build
 sys.path.insert(0, os.path.join(top, "tests", "integration"))
+sys.path.insert(0, os.path.join(top, "bench"))
+import debpkg  # noqa: E402
 import test_mediator as tm  # noqa: E402
 from harness import Env  # noqa: E402
 
@@ -49,31 +51,11 @@ UP = "192.0.2.10:8081"
 SIZES = {"1k": 1024, "100k": 102400}
 
 
-def which(cmd):
-    return shutil.which(cmd) or shutil.which(cmd, path="/usr/sbin:/sbin")
+which = debpkg.which
 
 
 def install_peers():
-    missing = sorted({pkg for cmd, pkg in PEERS.items() if which(cmd) is None})
-    if not missing:
-        return
-    print("installing peers: %s" % " ".join(missing), flush=True)
-    rcd = "/usr/sbin/policy-rc.d"
-    had_rcd = os.path.exists(rcd)
-    if not had_rcd:
-        with open(rcd, "w") as f:
-            f.write("#!/bin/sh\nexit 101\n")
-        os.chmod(rcd, 0o755)
-    try:
-        env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-        subprocess.run(["apt-get", "update", "-qq"], env=env, capture_output=True, timeout=600)
-        r = subprocess.run(["apt-get", "install", "-y", "-qq", "--no-install-recommends"] + missing,
-                           env=env, capture_output=True, text=True, timeout=1200)
-        if r.returncode != 0:
-            print("warning: could not install %s: %s" % (" ".join(missing), r.stderr[-300:]))
-    finally:
-        if not had_rcd:
-            os.unlink(rcd)
+    debpkg.install(PEERS)
 
 
 def wait_port(env, ns, addr, port, what, proc):
