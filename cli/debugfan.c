@@ -388,6 +388,7 @@ debug_plan(int argc, char **argv)
 	if (!sp.sp_enabled)
 		json_object_array_add(hw, json_object_new_string("seccomp: off: nothing keeps the "
 		    "agent from ptrace, new namespaces, io_uring or TIOCSTI"));
+
 	if (mv.mv_mode == MOUNTVIEW_OFF)
 		json_object_array_add(hw, json_object_new_string("mount view: off: the user's "
 		    "runtime sockets (tmux, D-Bus, ssh), credentials, /tmp and ~/.gensee are "
@@ -399,6 +400,13 @@ debug_plan(int argc, char **argv)
 		json_object_array_add(hw, json_object_new_string(w));
 	}
 	json_object_object_add(out, "host_control_warnings", hw);
+	/* Said, not hidden: what a refusal of the plan leaves no trace of (docs/agents.md). */
+	struct json_object *unrep = json_object_new_array();
+	if (lp.lp_apply)
+		json_object_array_add(unrep, json_object_new_string("landlock: its denials are not "
+		    "listed by gensee (the kernel logs them only to the audit subsystem): an EACCES "
+		    "on a path the plan does not grant is Landlock's"));
+	json_object_object_add(out, "not_reported", unrep);
 	json_object_object_add(out, "fanotify", fan);
 	json_object_object_add(out, "network", net);
 	json_object_object_add(out, "network_warnings", warnings);
@@ -432,6 +440,9 @@ debug_plan(int argc, char **argv)
 			    json_object_array_get_idx(hw, i)));
 		for (size_t i = 0; i < plan.pl_warn.w_n; i++)
 			printf("warning: %s\n", plan.pl_warn.w_v[i]);
+		for (size_t i = 0; i < json_object_array_length(unrep); i++)
+			printf("note: %s\n", json_object_get_string(json_object_array_get_idx(unrep,
+			    i)));
 	}
 	rc = 0;
 out:
