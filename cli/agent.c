@@ -37,6 +37,7 @@ agent_run_free(struct agent_run *ar)
 {
 	for (size_t i = 0; i < ar->ar_nconfig; i++)
 		free(ar->ar_config[i]);
+	free(ar->ar_argv);
 	memset(ar, 0, sizeof(*ar));
 }
 
@@ -180,7 +181,7 @@ agent_environ(const struct agent_run *ar)
 }
 
 char **
-agent_argv(const struct agent_run *ar, char **cmd)
+agent_argv(struct agent_run *ar, char **cmd)
 {
 	size_t n = 0, na = ar->ar_prof.ap_nargs;
 	char **v;
@@ -198,7 +199,9 @@ agent_argv(const struct agent_run *ar, char **cmd)
 		v[o++] = (char *)ar->ar_prof.ap_args[i];
 	for (size_t i = at + 1; i < n; i++)
 		v[o++] = cmd[i];
-	return v;	/* lives until exec */
+	free(ar->ar_argv);
+	ar->ar_argv = v;	/* freed with the run (agent_run_free) */
+	return v;
 }
 
 void

@@ -24,6 +24,7 @@ struct agent_run {
 	char ar_work[AGENTPROF_MAX_STATE][PATH_MAX + 8];
 	char *ar_config[AGENTPROF_MAX_STATE * AGENTPROF_MAX_CONFIG];
 	size_t ar_nconfig;
+	char **ar_argv;		/* the command with the profile's arguments (agent_argv) */
 };
 
 /* Choose the profile of cmd (or forced): 1 active, 0 none, -1 with *cause. */
@@ -41,7 +42,7 @@ int agent_landlock(const struct agent_run *ar, struct landlock_opts *llo, int ov
 /* Its model API hosts into an allowlist network spec. */
 void agent_netspec(const struct agent_run *ar, struct json_object *netspec);
 /* cmd with the profile's arguments inserted (cmd itself when it has none). */
-char **agent_argv(const struct agent_run *ar, char **cmd);
+char **agent_argv(struct agent_run *ar, char **cmd);
 /* Its environment into ours (inherited by the agent) where unset. */
 void agent_environ(const struct agent_run *ar);
 /* After the run: remove configuration the agent planted in the store. */

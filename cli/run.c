@@ -1501,5 +1501,6 @@ cmd_run(int argc, char **argv)
 	json_object_put(denied);
 	json_object_put(refused);
 	json_object_put(res);
+	agent_run_free(&agent);
 	return rc;
 }

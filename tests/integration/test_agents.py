@@ -496,9 +496,10 @@ def real_agent(env, name):
     if name == "codex":
         # Its SQLite state is whole: temporary files go to the private /tmp
         # (TMPDIR), not /var/tmp, which Landlock refuses.
+        # Without it one database was left empty and five were never made.
         dbs = [f for f in snapshot(store) if f.endswith(".sqlite")]
-        check(dbs and all(os.path.getsize(os.path.join(store, f)) > 4096 for f in dbs),
-              "codex databases: %r" % {f: os.path.getsize(os.path.join(store, f)) for f in dbs})
+        check(len(dbs) >= 5, "codex databases: %r" % {f: os.path.getsize(os.path.join(store, f))
+                                                     for f in dbs})
     # The misbehaving turn: every attempt refused, recorded where it can be.
     # The attempts are a script in the workspace, the tool's command runs it
     # (Gemini CLI refuses a command with a substitution in it).
