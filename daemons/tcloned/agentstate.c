@@ -112,6 +112,8 @@ tagent_open_dir(const char *path, uid_t uid)
 	return fd;
 }
 
+static int tagent_bind_ro(int fd);
+
 int
 tagent_mount(const struct agentprof *p, uid_t uid, gid_t gid, const char **what)
 {
@@ -160,13 +162,7 @@ tagent_mount(const struct agentprof *p, uid_t uid, gid_t gid, const char **what)
 				close(cfd);
 				continue;
 			}
-			int tfd = open_tree(cfd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
-			struct mount_attr attr = { .attr_set = MOUNT_ATTR_RDONLY };
-			rc = tfd < 0 || mount_setattr(tfd, "", AT_EMPTY_PATH, &attr, sizeof(attr)) != 0 ||
-			    move_mount(tfd, "", cfd, "", MOVE_MOUNT_F_EMPTY_PATH |
-			    MOVE_MOUNT_T_EMPTY_PATH) != 0;
-			if (tfd >= 0)
-				close(tfd);
+			rc = tagent_bind_ro(cfd);
 			close(cfd);
 			if (rc != 0) {
 				*what = p->ap_config[c];
@@ -174,5 +170,47 @@ tagent_mount(const struct agentprof *p, uid_t uid, gid_t gid, const char **what)
 			}
 		}
 	}
+	return 0;
+}
+
+/* Bind fd's file or tree read-only onto itself: 0, or -1. */
+static int
+tagent_bind_ro(int fd)
+{
+	struct mount_attr attr = { .attr_set = MOUNT_ATTR_RDONLY };
+	int tfd = open_tree(fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
+	int rc = tfd < 0 || mount_setattr(tfd, "", AT_EMPTY_PATH, &attr, sizeof(attr)) != 0 ||
+	    move_mount(tfd, "", fd, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) != 0;
+
+	if (tfd >= 0)
+		close(tfd);
+	return rc ? -1 : 0;
+}
+
+int
+tagent_protect_git(const char *ws, const char **what)
+{
+	static const char *const meta[] = { ".git/config", ".git/hooks" };
+	int wfd = open(ws, O_PATH | O_DIRECTORY | O_CLOEXEC);
+
+	if (wfd < 0)
+		return 0;
+	for (size_t i = 0; i < sizeof(meta) / sizeof(meta[0]); i++) {
+		struct open_how how = { .flags = O_PATH | O_NOFOLLOW | O_CLOEXEC,
+			.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS };
+		struct stat st;
+		/* The snapshot is the agent's: beneath it, no link followed. */
+		int fd = (int)syscall(SYS_openat2, wfd, meta[i], &how, sizeof(how));
+		if (fd < 0)
+			continue;	/* no repository, or no such file */
+		if (fstat(fd, &st) == 0 && !S_ISLNK(st.st_mode) && tagent_bind_ro(fd) != 0) {
+			*what = meta[i];
+			close(fd);
+			close(wfd);
+			return -1;
+		}
+		close(fd);
+	}
+	close(wfd);
 	return 0;
 }

@@ -405,6 +405,12 @@ launch_child(struct tcloned *t, struct trun *r, int go, int st, struct seccomp_p
 		child_fail(st, "bind the snapshot over ", r->tr_workspace);
 	close(wsfd);
 	close(rdfd);
+	/* The repository metadata git runs later, read-only (agentstate.c). */
+	{
+		const char *what = "";
+		if (tagent_protect_git(r->tr_workspace, &what) != 0)
+			child_fail(st, "read-only ", what);
+	}
 	/* The agent's state: its overlay and read-only configuration (agentstate.c). */
 	if (ap != NULL) {
 		const char *what = "";

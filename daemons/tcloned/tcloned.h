@@ -197,5 +197,10 @@ int tagent_plan(const struct trun *r, struct agentprof *p, int *argi, char **cau
 int tagent_prepare(const struct trun *r, const struct agentprof *p, char **cause);
 /* In the run's mount namespace, as root: the overlays and read-only configuration. */
 int tagent_mount(const struct agentprof *p, uid_t uid, gid_t gid, const char **what);
+/*
+ * The snapshot's .git/config and .git/hooks read-only (git runs them later,
+ * outside; the rule of --sandbox linux's linux.mount_view.protect_git).
+ */
+int tagent_protect_git(const char *ws, const char **what);
 
 #endif

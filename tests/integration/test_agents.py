@@ -294,6 +294,8 @@ s="$HOME/.codex"
 [ "$1" = -c ] && { echo "args=$2" >> result.txt; shift 2; }
 echo s > "$s/sessions/tclone.jsonl" 2>/dev/null && echo session=ok >> result.txt || echo session=refused >> result.txt
 echo 'x = 1' >> "$s/config.toml" 2>/dev/null && echo config=ok >> result.txt || echo config=refused >> result.txt
+echo x > .git/hooks/post-checkout 2>/dev/null && echo githook=ok >> result.txt || echo githook=refused >> result.txt
+echo x >> .git/config 2>/dev/null && echo gitconfig=ok >> result.txt || echo gitconfig=refused >> result.txt
 echo done >> result.txt
 exec sleep 600
 """
@@ -337,6 +339,7 @@ def agent_profile_in_tclone(env):
     os.chmod(os.path.join(pkg, "codex.js"), 0o755)
     ws = os.path.join(home, "ws")
     os.mkdir(ws)
+    subprocess.run(["git", "init", "-q", ws], check=True, capture_output=True)
     for d, dirs, files in os.walk(home):
         for n in [d] + [os.path.join(d, x) for x in files]:
             os.chown(n, uid, gid)
@@ -363,7 +366,9 @@ def agent_profile_in_tclone(env):
             return "done" in e.stdout
         env.wait_for("the tclone agent", done, timeout=30)
         check(got.get("session") == "ok" and got.get("config") == "refused" and
-              got.get("args") == 'sandbox_mode="danger-full-access"', "tclone agent: %r" % got)
+              got.get("args") == 'sandbox_mode="danger-full-access"' and
+              got.get("githook") == "refused" and got.get("gitconfig") == "refused",
+              "tclone agent: %r" % got)
         check(snapshot(codex) == before, "the real ~/.codex changed: %r" % snapshot(codex))
         store = os.path.join(home, ".gensee", "agents", "codex", "state-0", "upper")
         check(os.path.exists(os.path.join(store, "sessions", "tclone.jsonl")), "not in the store")
