@@ -670,6 +670,17 @@ agentprof_purge(const struct agentprof *p, char **cause)
 	return 0;
 }
 
+/* A JSON array of n strings. */
+static struct json_object *
+agentprof_strings(const char *const *v, size_t n)
+{
+	struct json_object *a = json_object_new_array();
+
+	for (size_t i = 0; i < n; i++)
+		json_object_array_add(a, json_object_new_string(v[i]));
+	return a;
+}
+
 struct json_object *
 agentprof_json(const struct agentprof *p)
 {
@@ -687,26 +698,11 @@ agentprof_json(const struct agentprof *p)
 		json_object_array_add(a, s);
 	}
 	json_object_object_add(o, "state", a);
-	a = json_object_new_array();
-	for (size_t i = 0; i < p->ap_nconfig; i++)
-		json_object_array_add(a, json_object_new_string(p->ap_config[i]));
-	json_object_object_add(o, "read_only_config", a);
-	a = json_object_new_array();
-	for (size_t i = 0; i < p->ap_nvolatile; i++)
-		json_object_array_add(a, json_object_new_string(p->ap_volatile[i]));
-	json_object_object_add(o, "volatile", a);
-	a = json_object_new_array();
-	for (size_t i = 0; i < p->ap_nhosts; i++)
-		json_object_array_add(a, json_object_new_string(p->ap_hosts[i]));
-	json_object_object_add(o, "hosts", a);
-	a = json_object_new_array();
-	for (size_t i = 0; i < p->ap_nenv; i++)
-		json_object_array_add(a, json_object_new_string(p->ap_env[i]));
-	json_object_object_add(o, "env", a);
-	a = json_object_new_array();
-	for (size_t i = 0; i < p->ap_nargs; i++)
-		json_object_array_add(a, json_object_new_string(p->ap_args[i]));
-	json_object_object_add(o, "args", a);
+	json_object_object_add(o, "read_only_config", agentprof_strings(p->ap_config, p->ap_nconfig));
+	json_object_object_add(o, "volatile", agentprof_strings(p->ap_volatile, p->ap_nvolatile));
+	json_object_object_add(o, "hosts", agentprof_strings(p->ap_hosts, p->ap_nhosts));
+	json_object_object_add(o, "env", agentprof_strings(p->ap_env, p->ap_nenv));
+	json_object_object_add(o, "args", agentprof_strings(p->ap_args, p->ap_nargs));
 	json_object_object_add(o, "source", json_object_new_string(p->ap_custom ? (p->ap_builtin ?
 	    "built-in, overridden by linux.agents.custom" : "linux.agents.custom") : "built-in"));
 	return o;
