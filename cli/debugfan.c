@@ -403,9 +403,10 @@ debug_plan(int argc, char **argv)
 	/* Said, not hidden: what a refusal of the plan leaves no trace of (docs/agents.md). */
 	struct json_object *unrep = json_object_new_array();
 	if (lp.lp_apply)
-		json_object_array_add(unrep, json_object_new_string("landlock: its denials are not "
-		    "listed by gensee (the kernel logs them only to the audit subsystem): an EACCES "
-		    "on a path the plan does not grant is Landlock's"));
+		json_object_array_add(unrep, json_object_new_string("landlock: its denials are "
+		    "listed only while gensee-sensord reads the kernel's audit (landlock_audit in "
+		    "`gensee status`); otherwise an EACCES on a path the plan does not grant is "
+		    "Landlock's"));
 	json_object_object_add(out, "not_reported", unrep);
 	json_object_object_add(out, "fanotify", fan);
 	json_object_object_add(out, "network", net);

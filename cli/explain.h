@@ -7,12 +7,14 @@
 struct json_object;
 
 /*
- * The DNS and egress refusals of operation opid (its evidence), once each:
- * [{kind, what, reason, allow_with, policy_key}], or NULL when boundaryd
- * did not answer.
+ * The refusals of operation opid (its evidence: DNS, egress, fanotify and
+ * Landlock), once each: [{kind, what, reason, allow_with, policy_key}], or
+ * NULL when boundaryd did not answer. *not_reported: the sensors that did
+ * not cover the run, as sentences (NULL with the NULL return).
  */
-struct json_object *explain_refusals(const char *opid);
+struct json_object *explain_refusals(const char *opid, struct json_object **not_reported);
 /* The summary lines on stderr. */
-void explain_print(const char *opid, struct json_object *refused);
+void explain_print(const char *opid, struct json_object *refused,
+    struct json_object *not_reported);
 
 #endif

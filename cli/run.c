@@ -1365,7 +1365,6 @@ cmd_run(int argc, char **argv)
 	    strchr(schema_string(res, "proxy_url"), ' ') == NULL &&
 	    strchr(schema_string(res, "proxy_url"), '\n') == NULL)
 		util_strlcpy(proxy_url, schema_string(res, "proxy_url"), sizeof(proxy_url));
-	int named_hosts = proxy_url[0] != '\0';	/* it has a DNS proxy and an egress */
 	if (schema_string(res, "dns_listen") != NULL)
 		run_wait_dns_proxy(schema_string(res, "dns_listen"));
 	struct json_object *warn = schema_child(res, "warnings");
@@ -1432,10 +1431,11 @@ cmd_run(int argc, char **argv)
 		run_print_blocked(opid, net);
 	if (!quiet && net != NULL)
 		run_print_would_block(opid, net);
-	/* Names the DNS proxy or the egress refused (only an operation that names hosts has them). */
-	struct json_object *refused = sandbox && named_hosts ? explain_refusals(opid) : NULL;
+	/* What the DNS proxy, the egress, fanotify and Landlock refused, and what was not covered. */
+	struct json_object *not_reported = NULL;
+	struct json_object *refused = sandbox ? explain_refusals(opid, &not_reported) : NULL;
 	if (!quiet && !json)
-		explain_print(opid, refused);
+		explain_print(opid, refused, not_reported);
 	if (json && res != NULL) {
 		/*
 		 * boundaryd answers the end before it removes the cgroup and the
@@ -1463,6 +1463,8 @@ cmd_run(int argc, char **argv)
 			json_object_object_add(out, "seccomp_denials", json_object_get(denied));
 		if (refused != NULL)
 			json_object_object_add(out, "refused", json_object_get(refused));
+		if (not_reported != NULL)
+			json_object_object_add(out, "not_reported", json_object_get(not_reported));
 		if (res != NULL) {
 			json_object_object_add(out, "exit",
 			    json_object_get(schema_child(res, "exit")));
@@ -1500,6 +1502,7 @@ cmd_run(int argc, char **argv)
 	}
 	json_object_put(denied);
 	json_object_put(refused);
+	json_object_put(not_reported);
 	json_object_put(res);
 	agent_run_free(&agent);
 	return rc;

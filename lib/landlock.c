@@ -38,6 +38,8 @@
 #endif
 
 /* The rights that make sense on a file that is not a directory. */
+/* ABI 7: LANDLOCK_RESTRICT_SELF_LOG_NEW_EXEC_ON (Debian 12's uapi headers predate it). */
+#define LANDLOCK_LOG_NEW_EXEC_ON (1U << 1)
 #define LANDLOCK_FILE_ACCESS (LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_WRITE_FILE | \
 	LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_TRUNCATE | LANDLOCK_ACCESS_FS_IOCTL_DEV)
 /* What a read_only entry grants. */
@@ -444,11 +446,17 @@ landlock_plan_prepare(const struct landlock_plan *lp, int *rfd, struct json_obje
 	return 0;
 }
 
-/* Enforce the ruleset on the calling thread and close it. */
+/*
+ * Enforce the ruleset on the calling thread and close it. The domain logs
+ * its denials after exec too (ABI 7), so that sensord can report the ones
+ * the agent meets; by default a domain is silent once its creator has run
+ * exec, which is at once here. Older kernels refuse the flag: no log then.
+ */
 int
 landlock_plan_restrict(int rfd, char **cause)
 {
-	if (syscall(SYS_landlock_restrict_self, rfd, 0) != 0) {
+	if (syscall(SYS_landlock_restrict_self, rfd, LANDLOCK_LOG_NEW_EXEC_ON) != 0 &&
+	    (errno != EINVAL || syscall(SYS_landlock_restrict_self, rfd, 0) != 0)) {
 		util_cause(cause, "landlock: landlock_restrict_self: %s", strerror(errno));
 		return -1;
 	}

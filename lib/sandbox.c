@@ -109,14 +109,20 @@ sandbox_base_mkdir(int dirfd, const char *name, mode_t mode)
  *   CAP_NET_ADMIN       the proc connector and the nftables trace group
  *   CAP_DAC_READ_SEARCH the fds fanotify opens on files of other users
  *   CAP_SYS_PTRACE      /proc/PID/exe of other users' processes for lineage
+ * and, only when the Landlock sensor opened (audit, in the host's namespaces):
+ *   CAP_AUDIT_READ      the audit read-log group: Landlock's denials
+ *   CAP_AUDIT_CONTROL   AUDIT_GET, to notice audit turned off (never AUDIT_SET
+ *                       after start: --enable-audit acts before this drop)
  * Everything else is dropped from every set; no_new_privs on top.
  */
 int
-sandbox_sensord(char **cause)
+sandbox_sensord(int audit, char **cause)
 {
 	static const int caps[] = { CAP_SYS_ADMIN, CAP_NET_ADMIN, CAP_DAC_READ_SEARCH,
 		CAP_SYS_PTRACE, -1 };
-	return sandbox_keep_caps(caps, NULL, cause);
+	static const int audit_caps[] = { CAP_SYS_ADMIN, CAP_NET_ADMIN, CAP_DAC_READ_SEARCH,
+		CAP_SYS_PTRACE, CAP_AUDIT_READ, CAP_AUDIT_CONTROL, -1 };
+	return sandbox_keep_caps(audit ? audit_caps : caps, NULL, cause);
 }
 
 /*

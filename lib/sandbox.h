@@ -18,7 +18,7 @@ int sandbox_base_mkdir(int dirfd, const char *name, mode_t mode);
  * sensord keeps root's uid (fanotify permission events and the trace group
  * need it) and only the capabilities its sensors use.
  */
-int sandbox_sensord(char **cause);
+int sandbox_sensord(int audit, char **cause);
 
 /*
  * gensee-httpmediatord holds no authority: it becomes uid:gid with no

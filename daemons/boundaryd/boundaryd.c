@@ -169,6 +169,8 @@ boundaryd_status(struct boundaryd *bd, struct op_reply *r)
 		json_object_array_add(list, json_object_new_string("proc_connector"));
 	if (bd->bd_sensor_caps & SENSOR_FANOTIFY)
 		json_object_array_add(list, json_object_new_string("fanotify"));
+	if (bd->bd_sensor_caps & SENSOR_LANDLOCK_AUDIT)
+		json_object_array_add(list, json_object_new_string("landlock_audit"));
 	json_object_object_add(sen, "connected", json_object_new_boolean(bd->bd_sensor != NULL));
 	json_object_object_add(sen, "pid", bd->bd_sensor == NULL ? NULL :
 	    json_object_new_int((int)control_peer_pid(bd->bd_sensor)));

@@ -37,6 +37,7 @@ struct evconnlistener;
 #define SENSOR_NFT_TRACE 0x01
 #define SENSOR_PROC_CONNECTOR 0x02
 #define SENSOR_FANOTIFY 0x04
+#define SENSOR_LANDLOCK_AUDIT 0x08	/* Landlock's denials, from the kernel's audit */
 #define SENSOR_ACK_MS 2000
 /*
  * Connection budgets. client.sock: CONTROL_MAX_CLIENT in all, of which the

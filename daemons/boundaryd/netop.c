@@ -2383,6 +2383,8 @@ operation_evidence(struct boundaryd *bd, const struct peer *p, struct json_objec
 			json_object_array_add(arr, o);
 		}
 	}
+	/* Which sensors covered it: a refusal a sensor could not see is not in arr. */
+	struct json_object *sensors = json_object_get(schema_child(rec, "sensors"));
 	json_object_put(rec);
 	if ((dfd = safefs_opendir(bd->bd_ops_fd, id)) >= 0) {
 		netop_read_jsonl(dfd, "files.jsonl", "file", limit, arr);
@@ -2398,5 +2400,6 @@ operation_evidence(struct boundaryd *bd, const struct peer *p, struct json_objec
 	json_object_array_sort(arr, netop_time_cmp);
 	r->or_result = json_object_new_object();
 	json_object_object_add(r->or_result, "operation_id", json_object_new_string(id));
+	json_object_object_add(r->or_result, "sensors", sensors);
 	json_object_object_add(r->or_result, "events", arr);
 }

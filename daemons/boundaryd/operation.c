@@ -1261,7 +1261,8 @@ op_mut_sensor(struct json_object *rec, void *arg, char **cause)
 {
 	struct op_sensor_arg *a = arg;
 	struct json_object *s = schema_child(rec, "sensors");
-	static const char *const all[] = { "nft_trace", "proc_connector", "fanotify" };
+	static const char *const all[] = { "nft_trace", "proc_connector", "fanotify",
+		"landlock_audit" };
 
 	(void)cause;
 	if (s == NULL) {
@@ -1839,6 +1840,10 @@ operation_create(struct boundaryd *bd, struct conn *conn, const struct peer *p, 
 		{ "nft_trace", op->op_net == NULL ? "off" :
 		    bd->bd_sensor_caps & SENSOR_NFT_TRACE ? "active" : "unavailable" },
 		{ "fanotify", op->op_fanotify == NULL ? "off" : "active" },
+		/* Landlock enforces either way; this says whether its refusals are listed. */
+		{ "landlock_audit", !schema_bool(schema_child(c.oc_host_controls, "landlock"),
+		    "applied", 0) ? "off" : bd->bd_sensor_caps & SENSOR_LANDLOCK_AUDIT ? "active" :
+		    "unavailable" },
 	};
 	op_batch_add(&b, oprecord_mut_lifecycle, &l);
 	op_batch_add(&b, oprecord_mut_cgroup, &cg);

@@ -287,11 +287,14 @@ sensor_register(struct boundaryd *bd, struct conn *c, const struct peer *p,
 			bd->bd_sensor_caps |= SENSOR_PROC_CONNECTOR;
 		else if (strcmp(s, "fanotify") == 0)
 			bd->bd_sensor_caps |= SENSOR_FANOTIFY;
+		else if (strcmp(s, "landlock_audit") == 0)
+			bd->bd_sensor_caps |= SENSOR_LANDLOCK_AUDIT;
 	}
-	log_info("sensor registered (pid %d):%s%s%s", (int)control_peer_pid(c),
+	log_info("sensor registered (pid %d):%s%s%s%s", (int)control_peer_pid(c),
 	    bd->bd_sensor_caps & SENSOR_NFT_TRACE ? " nft_trace" : "",
 	    bd->bd_sensor_caps & SENSOR_PROC_CONNECTOR ? " proc_connector" : "",
-	    bd->bd_sensor_caps & SENSOR_FANOTIFY ? " fanotify" : "");
+	    bd->bd_sensor_caps & SENSOR_FANOTIFY ? " fanotify" : "",
+	    bd->bd_sensor_caps & SENSOR_LANDLOCK_AUDIT ? " landlock_audit" : "");
 	/*
 	 * Each running operation's config goes as its own event (each within
 	 * the frame limit), ahead of this reply; the reply names them all, so

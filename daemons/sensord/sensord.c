@@ -65,7 +65,7 @@ static void __attribute__((noreturn))
 usage_to(int help)
 {
 	fprintf(help ? stdout : stderr, "usage: " SENSORD_NAME
-	    " --runtime-dir DIR [--foreground] [--debug]\n"
+	    " --runtime-dir DIR [--enable-audit] [--foreground] [--debug]\n"
 	    "       " SENSORD_NAME " --help | --version\n");
 	exit(help ? 0 : 2);
 }
@@ -108,15 +108,21 @@ sensord_op_at(size_t i)
 	return &sd.sd_ops[i];
 }
 
-/* Coverage of the fanotify sensor was lost: every fanotify operation is told. */
+/* Coverage of a sensor was lost: every operation it covers is told. */
+void
+sensord_loss(const char *sensor, int64_t count, const char *why)
+{
+	struct json_object *p = json_object_new_object();
+	json_object_object_add(p, "sensor", json_object_new_string(sensor));
+	json_object_object_add(p, "count", json_object_new_int64(count));
+	json_object_object_add(p, "detail", json_object_new_string(why));
+	sensord_request("sensor.loss", p);
+}
+
 void
 sensord_fan_loss(const char *why)
 {
-	struct json_object *p = json_object_new_object();
-	json_object_object_add(p, "sensor", json_object_new_string("fanotify"));
-	json_object_object_add(p, "count", json_object_new_int(1));
-	json_object_object_add(p, "detail", json_object_new_string(why));
-	sensord_request("sensor.loss", p);
+	sensord_loss("fanotify", 1, why);
 }
 
 struct sop *
@@ -212,6 +218,8 @@ sensord_apply_config(struct json_object *c, const char *action)
 		if (o != NULL) {
 			/* Take in what the kernel already sent about its last processes. */
 			sensord_proccn_drain();
+			sensord_audit_drain();
+			sensord_audit_expire(1);
 			sensord_flush_op(o);
 			struct json_object *p = json_object_new_object();
 			json_object_object_add(p, "operation_id", json_object_new_string(id));
@@ -456,6 +464,7 @@ sensord_heartbeat_cb(evutil_socket_t fd, short what, void *arg)
 		return;
 	}
 	sensord_request("sensor.heartbeat", json_object_new_object());
+	sensord_audit_check();
 }
 
 static void
@@ -526,6 +535,15 @@ sensord_pid_recall(pid_t pid, uint64_t *start)
 		return NULL;
 	*start = p->sp_start;
 	return sensord_op_find(p->sp_op);
+}
+
+/* The operation of a process that may have exited since (its last exec or fork seen). */
+struct sop *
+sensord_op_of_recent_pid(pid_t pid)
+{
+	uint64_t start;
+	struct sop *o = sensord_op_of_pid(pid);
+	return o != NULL ? o : sensord_pid_recall(pid, &start);
 }
 
 static void
@@ -687,6 +705,7 @@ sensord_flush_cb(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	(void)arg;
+	sensord_audit_expire(0);
 	for (size_t i = 0; i < sd.sd_nops; i++)
 		sensord_flush_op(&sd.sd_ops[i]);
 	sensord_nft_expire();
@@ -865,12 +884,13 @@ main(int argc, char **argv)
 		{ "runtime-dir", required_argument, NULL, 'r' },
 		{ "foreground", no_argument, NULL, 'f' },
 		{ "debug", no_argument, NULL, 'd' },
+		{ "enable-audit", no_argument, NULL, 'a' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *runtime_dir = NULL;
-	int ch, logflags = LOG_F_ASYNC;
+	int ch, logflags = LOG_F_ASYNC, enable_audit = 0;
 	char *cause = NULL;
 
 	while ((ch = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
@@ -882,6 +902,9 @@ main(int argc, char **argv)
 			break; /* always in the foreground: the service manager supervises us */
 		case 'd':
 			logflags |= LOG_F_DEBUG;
+			break;
+		case 'a':
+			enable_audit = 1;
 			break;
 		case 'h':
 			usage_to(1);
@@ -932,6 +955,13 @@ main(int argc, char **argv)
 		free(cause);
 		cause = NULL;
 	}
+	if (sensord_audit_init(enable_audit, &cause) == 0) {
+		sd.sd_names[sd.sd_nnames++] = "landlock_audit";
+	} else {
+		log_warnx("Landlock denials will not be reported: %s", cause);
+		free(cause);
+		cause = NULL;
+	}
 	if (sd.sd_nnames == 0)
 		fatalx("no sensor could be opened");
 	sd.sd_runtime_dir = runtime_dir;
@@ -939,7 +969,7 @@ main(int argc, char **argv)
 	sd.sd_heartbeat_ms = SENSORD_HEARTBEAT_MS;
 	if (sensord_connect(runtime_dir, &cause) != 0)
 		fatalx("cannot reach boundaryd: %s", cause);
-	if (sandbox_sensord(&cause) != 0)
+	if (sandbox_sensord(sensord_audit_open(), &cause) != 0)
 		fatalx("sandbox: %s", cause);
 
 	struct event *ev_proc = NULL, *ev_trace = NULL;
@@ -955,6 +985,8 @@ main(int argc, char **argv)
 		if (ev_trace == NULL || event_add(ev_trace, NULL) != 0)
 			fatalx("cannot watch nft traces");
 	}
+	if (sensord_audit_watch(&cause) != 0)
+		fatalx("%s", cause);
 	struct timeval hb_tv = { SENSORD_HEARTBEAT_MS / 1000, 0 };
 	sd.sd_reconnect_ev = evtimer_new(sd.sd_base, sensord_reconnect_cb, NULL);
 	sd.sd_heartbeat_ev = event_new(sd.sd_base, -1, EV_PERSIST, sensord_heartbeat_cb, NULL);
@@ -977,6 +1009,7 @@ main(int argc, char **argv)
 	for (size_t i = 0; i < sd.sd_nops; i++)
 		sensord_op_clear(&sd.sd_ops[i]);
 	sensord_fan_shutdown();
+	sensord_audit_shutdown();
 	if (ev_proc != NULL)
 		event_free(ev_proc);
 	if (ev_trace != NULL)

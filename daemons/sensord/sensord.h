@@ -77,7 +77,7 @@ struct sensord {
 	int64_t sd_next_id;
 	int64_t sd_register_id;
 	int sd_registered;
-	const char *sd_names[3];	/* the sensors that opened, for sensor.register */
+	const char *sd_names[4];	/* the sensors that opened, for sensor.register */
 	size_t sd_nnames;
 	const char *sd_runtime_dir;
 	int sd_reconnect_ms;		/* the next reconnect delay */
@@ -102,9 +102,11 @@ struct sensord {
 struct event_base *sensord_base(void);
 size_t sensord_nops(void);
 struct sop *sensord_op_at(size_t i);
+void sensord_loss(const char *sensor, int64_t count, const char *why);
 void sensord_fan_loss(const char *why);
 struct sop *sensord_op_find(const char *id);
 struct sop *sensord_op_of_pid(pid_t pid);
+struct sop *sensord_op_of_recent_pid(pid_t pid);
 int sensord_pid_in_gensee(pid_t pid);
 void sensord_flush_op(struct sop *o);
 void sensord_nft_replay(void);
@@ -117,5 +119,14 @@ void sensord_fan_shutdown(void);
 int sensord_fan_policy(struct json_object *fan, struct fanpolicy *out, int *posture,
     char **cause);
 int sensord_fan_reconfigure(char **cause);
+
+/* audit.c: the Landlock sensor */
+int sensord_audit_init(int enable, char **cause);
+int sensord_audit_open(void);
+int sensord_audit_watch(char **cause);
+void sensord_audit_drain(void);
+void sensord_audit_expire(int all);
+void sensord_audit_check(void);
+void sensord_audit_shutdown(void);
 
 #endif

@@ -298,12 +298,12 @@ class Env:
             time.sleep(0.05)
         raise Failure("boundaryd did not answer in time")
 
-    def start_sensord(self):
+    def start_sensord(self, args=()):
         """Start gensee-sensord and wait until boundaryd says it registered."""
         log = tempfile.NamedTemporaryFile(prefix="gensee-it-sd.", suffix=".log", delete=False)
         self.logs.append(log.name)
         argv = self.ns_prefix() + [os.path.join(BUILD, "daemons", "sensord", "gensee-sensord"),
-                                   "--foreground", "--runtime-dir", self.runtime]
+                                   "--foreground", "--runtime-dir", self.runtime] + list(args)
         self.sensord = subprocess.Popen(argv, stdout=log, stderr=log)
         self.children.append(self.sensord)
 

@@ -1,10 +1,13 @@
 """gensee-sensord: nftables traces become faults, the proc connector
 becomes lineage, fanotify permission events guard sensitive paths."""
 
+import fcntl
 import json
 import os
 import shutil
 import signal
+import socket
+import struct
 import subprocess
 import tempfile
 import time
@@ -601,6 +604,124 @@ def sensord_refuses_one_bad_config(env):
     check(r.returncode != 0 and "PRIVATE KEY" not in r.stdout + r.stderr, "rc %d %r" % (r.returncode, r.stdout))
 
 
+AUDIT_LOCK = "/run/gensee-it-audit.lock"
+
+
+def audit_request(msg_type, body=b""):
+    """One AUDIT_GET or AUDIT_SET to the kernel; returns the status's enabled field."""
+    s = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 9)  # NETLINK_AUDIT
+    try:
+        s.bind((0, 0))
+        s.settimeout(2)
+        s.send(struct.pack("=IHHII", 16 + len(body), msg_type, 1 | 4, 1, 0) + body)
+        while True:
+            d = s.recv(8192)
+            ln, typ = struct.unpack("=IH", d[:6])
+            if typ == 2:  # NLMSG_ERROR: the ack, or the refusal
+                (err,) = struct.unpack("=i", d[16:20])
+                check(err == 0, "audit request %d: errno %d" % (msg_type, -err))
+                if msg_type == 1001:
+                    return None
+            elif typ == 1000:
+                return struct.unpack("=II", d[16:24])[1]
+    finally:
+        s.close()
+
+
+def audit_enabled():
+    return audit_request(1000)
+
+
+def audit_set(enabled):
+    audit_request(1001, struct.pack("=IIIIIIII", 1, enabled, 0, 0, 0, 0, 0, 0) + b"\0" * 32)
+
+
+def landlock_denials_reported(env):
+    """Landlock's denials of a sandboxed run are in its summary, --json and
+    timeline, each with what would grant it; with the kernel's audit off
+    the run says they are not listed instead of implying there were none.
+    The kernel's audit switch is the host's: the case holds a lock other
+    instances take too and puts it back as it found it."""
+    lock = open(AUDIT_LOCK, "w")
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    was = audit_enabled()
+    try:
+        landlock_denials_cases(env)
+    finally:
+        audit_set(was)
+        lock.close()
+
+
+def landlock_denials_cases(env):
+    home, ws = make_home(env, with_policy=False)
+    # The mount view off, so that what refuses the writes is Landlock (with
+    # it, the home is a read-only mount and the kernel says EROFS first).
+    for name, text in ((".profile", ""), ("policy.json", json.dumps(
+            {"linux": {"mount_view": {"mode": "off"}}}))):
+        with open(os.path.join(home, name), "w") as f:
+            f.write(text)
+        os.chown(os.path.join(home, name), env.uid, env.gid)
+    script = ("echo planted > %s/notes.txt; sh -c 'echo x >> %s/.profile'; "
+              "echo done") % (home, home)
+    argv = ["run", "--sandbox", "linux", "--deny-all", "--json", "--", "sh", "-c", script]
+    uenv = {"HOME": home, "GENSEE_HOME": home}
+    env.start()
+
+    # Audit off, sensord left to the host's setting: not covered, and said.
+    audit_set(0)
+    env.start_sensord()
+    st = env.root_call("system.status")["result"]
+    check("landlock_audit" not in st["sensord"]["sensors"], "%r" % st["sensord"])
+    r = env.gensee(*argv, env=uenv, cwd=ws)
+    try:
+        out = json.loads(r.stdout)
+    except ValueError:
+        raise Failure("no run summary (rc %d): %r %s" % (r.returncode, r.stdout, r.stderr))
+    check(not os.path.exists(os.path.join(home, "notes.txt")), "Landlock let notes.txt be made")
+    check(any("landlock: unavailable: its denials are not listed" in n
+              for n in out.get("not_reported", [])), "not_reported: %r" % out)
+    check(not [x for x in out.get("refused", []) if x["kind"] == "landlock"], "%r" % out)
+    rec = env.record(out["operation_id"])
+    check(rec["sensors"]["landlock_audit"] == "unavailable", "%r" % rec["sensors"])
+    env.sensord.send_signal(signal.SIGTERM)
+    env.sensord.wait(timeout=10)
+
+    # --enable-audit: sensord turns audit on and reads Landlock's records.
+    env.start_sensord(["--enable-audit"])
+    check(audit_enabled() == 1, "sensord --enable-audit left audit off")
+    st = env.root_call("system.status")["result"]
+    check("landlock_audit" in st["sensord"]["sensors"], "%r" % st["sensord"])
+    r = env.gensee(*argv, env=uenv, cwd=ws)
+    try:
+        out = json.loads(r.stdout)
+    except ValueError:
+        raise Failure("no run summary (rc %d): %r %s" % (r.returncode, r.stdout, r.stderr))
+    check(not os.path.exists(os.path.join(home, "notes.txt")), "Landlock let notes.txt be made")
+    check(open(os.path.join(home, ".profile")).read() == "", ".profile was written")
+    opid = out["operation_id"]
+    ll = [x for x in out.get("refused", []) if x["kind"] == "landlock"]
+    # The shell's own denial (a new file in the home) and its child's (a write).
+    made = [x for x in ll if x["what"] == "fs.make_reg %s" % home]
+    wrote = [x for x in ll if x["what"] == "fs.write_file %s/.profile" % home]
+    check(made and made[0]["allow_with"] == "--linux-landlock-rw %s" % home and
+          made[0]["policy_key"] == "linux.landlock.read_write", "refused: %r %s" % (ll, r.stderr))
+    check(wrote and wrote[0]["reason"] == "landlock_denied", "refused: %r" % ll)
+    check(not out.get("not_reported"), "%r" % out)
+    # files.jsonl: each denial with the pid and executable of the denied task.
+    lines = [json.loads(l) for l in open(os.path.join(env.state, "operations", opid,
+                                                      "files.jsonl"))]
+    lls = [l for l in lines if l["event"] == "landlock"]
+    check(len(lls) >= 2 and all(l["decision"] == "deny" and l["pid"] > 1 for l in lls),
+          "files.jsonl %r" % lines)
+    check({l["executable"] for l in lls} == {"/usr/bin/dash"}, "%r" % lls)
+    r = env.gensee("run", "--sandbox", "linux", "--deny-all", "--", "sh", "-c", script, env=uenv,
+                   cwd=ws)
+    check("fs.make_reg %s" % home in r.stderr and
+          "to allow it: --linux-landlock-rw %s" % home in r.stderr, "summary: %s" % r.stderr)
+    t = env.gensee("timeline", "--operation", opid, env=uenv)
+    check(t.returncode == 0 and "landlock %s/.profile -> deny" % home in t.stdout, t.stdout)
+
+
 if __name__ == "__main__":
     main({f.__name__: f for f in (trace_fault_then_lease, proc_connector_lineage,
                                   fanotify_sensitive_paths, fanotify_follows_links_and_renames,
@@ -611,4 +732,5 @@ if __name__ == "__main__":
                                   debug_fanotify_commands, sensor_kill_freezes_until_confirmed,
                                   sensor_loss_ends_by_policy, boundaryd_restart_keeps_coverage,
                                   huge_fanotify_section_refused, fanotify_rules_scoped_to_user,
-                                  sensor_channel_heartbeats, sensord_refuses_one_bad_config)})
+                                  sensor_channel_heartbeats, sensord_refuses_one_bad_config,
+                                  landlock_denials_reported)})
