@@ -199,11 +199,14 @@ explain_refusals(const char *opid, struct json_object **not_reported)
 }
 
 void
-explain_print(const char *opid, struct json_object *refused, struct json_object *not_reported)
+explain_print(const char *opid, struct json_object *refused, struct json_object *not_reported,
+    int failed)
 {
 	size_t n = refused ? json_object_array_length(refused) : 0;
 
-	for (size_t i = 0; not_reported != NULL && i < json_object_array_length(not_reported); i++)
+	/* A sensor's gap matters where something went wrong; --json always has it. */
+	for (size_t i = 0; (failed || n > 0) && not_reported != NULL &&
+	    i < json_object_array_length(not_reported); i++)
 		fprintf(stderr, "gensee: operation %s: %s\n", opid, json_object_get_string(
 		    json_object_array_get_idx(not_reported, i)));
 	if (n == 0)

@@ -13,8 +13,8 @@ struct json_object;
  * not cover the run, as sentences (NULL with the NULL return).
  */
 struct json_object *explain_refusals(const char *opid, struct json_object **not_reported);
-/* The summary lines on stderr. */
+/* The summary lines on stderr; the sensors' gaps when the run failed or met refusals. */
 void explain_print(const char *opid, struct json_object *refused,
-    struct json_object *not_reported);
+    struct json_object *not_reported, int failed);
 
 #endif

@@ -1435,7 +1435,7 @@ cmd_run(int argc, char **argv)
 	struct json_object *not_reported = NULL;
 	struct json_object *refused = sandbox ? explain_refusals(opid, &not_reported) : NULL;
 	if (!quiet && !json)
-		explain_print(opid, refused, not_reported);
+		explain_print(opid, refused, not_reported, rc != 0);
 	if (json && res != NULL) {
 		/*
 		 * boundaryd answers the end before it removes the cgroup and the
