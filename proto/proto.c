@@ -191,6 +191,8 @@ static const struct schema_field mediator_connect_params[] = {
 	{ "url", SCHEMA_STRING, 0, 8, 2400, 0 },
 	/* "name": asked before anything is resolved (addresses empty) */
 	{ "stage", SCHEMA_STRING, 0, 4, 4, 0 },
+	/* the CNAME chain of a DNS answer: names[0] is host; every later one must be allowed */
+	{ "names", SCHEMA_STRING_ARRAY, 0, 1, 16, 253 },
 };
 
 static const struct schema_field network_commit_token_params[] = {

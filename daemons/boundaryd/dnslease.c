@@ -341,6 +341,28 @@ dnslease_connect(struct boundaryd *bd, struct json_object *params, struct op_rep
 		bad = stage;
 	}
 	/*
+	 * The answer's chain, as for the DNS proxy: an allowed name aliased to
+	 * one that is not allowed is refused, or the tunnel would reach the
+	 * other name's addresses under the allowed one's grant.
+	 */
+	struct json_object *names = schema_child(params, "names");
+	if (reason == NULL && names != NULL && (name_stage || strcmp(json_object_get_string(
+	    json_object_array_get_idx(names, 0)), host) != 0)) {
+		reason = DLR_BAD;
+		bad = json_object_get_string(json_object_array_get_idx(names, 0));
+	}
+	for (size_t i = 1; reason == NULL && names != NULL && i < json_object_array_length(names);
+	    i++) {
+		const char *n = json_object_get_string(json_object_array_get_idx(names, i));
+		if (!dnsmsg_valid_name(n)) {
+			reason = DLR_BAD;
+			bad = n;
+		} else if (dnspolicy_match(&pol, n, 0) < 0) {
+			reason = DLR_CNAME;
+			bad = n;
+		}
+	}
+	/*
 	 * Asked before resolving: the name alone decides now, so a refused
 	 * name never reaches the mediator's resolver. Its allow is not the
 	 * decision (that comes with the addresses) and is not evidence.
@@ -399,6 +421,8 @@ dnslease_connect(struct boundaryd *bd, struct json_object *params, struct op_rep
 		json_object_object_add(o, "host", json_object_new_string(host));
 		json_object_object_add(o, "port", json_object_new_int(port));
 		json_object_object_add(o, "addresses", json_object_get(addrs));
+		if (names != NULL)
+			json_object_object_add(o, "names", json_object_get(names));
 		if (name_stage)
 			json_object_object_add(o, "stage", json_object_new_string("name"));
 		json_object_object_add(o, "pinned_address", allow ? json_object_get(

@@ -80,7 +80,9 @@ struct ctun {
 	size_t ct_naddrs;
 	int64_t ct_auth_id;
 	int ct_name_stage;	/* ct_auth_id asks about the name alone (nothing resolved yet) */
-	int ct_resolving;
+	int ct_resolving;	/* evdns or the chain lookup holds t: free it from there */
+	int ct_in_resolve;	/* inside evdns_getaddrinfo: an answer now is not from DNS */
+	struct dnsmsg_chain *ct_chain;	/* the name's CNAME chain, when DNS answered */
 	int ct_closing;		/* close once the client's output drained */
 };
 
@@ -107,6 +109,7 @@ ctun_free(struct ctun *t)
 		bufferevent_free(t->ct_up);
 	connreq_free(&t->ct_req);
 	conop_unref(t->ct_op);
+	free(t->ct_chain);
 	free(t);
 }
 
@@ -205,6 +208,8 @@ ctun_refuse(struct ctun *t, const char *status, const char *code)
 static void con_relay_read_cb(struct bufferevent *bev, void *arg);
 static void con_ask(struct ctun *t, struct json_object *p, int name_stage);
 static void con_resolve(struct ctun *t);
+static void con_chain_cb(void *arg, int ok, const struct dnsmsg_chain *c);
+static void con_ask_addresses(struct ctun *t);
 
 static void con_relay_event_cb(struct bufferevent *bev, short what, void *arg);
 
@@ -403,7 +408,6 @@ static void
 con_resolved_cb(int err, struct evutil_addrinfo *res, void *arg)
 {
 	struct ctun *t = arg;
-	struct json_object *p, *addrs;
 
 	t->ct_resolving = 0;
 	if (t->ct_cli == NULL) {
@@ -425,14 +429,61 @@ con_resolved_cb(int err, struct evutil_addrinfo *res, void *arg)
 	if (res != NULL)
 		evutil_freeaddrinfo(res);
 	/*
-	 * Every address goes to boundaryd: one restricted refuses them all.
-	 * None (the name does not resolve) too: a decision, and evidence.
+	 * An answer from DNS (not the hosts file, not a literal: those come
+	 * while evdns_getaddrinfo runs) may be an alias: every name of its
+	 * chain goes to boundaryd, which refuses one that is not allowed
+	 * (cname_not_allowed), as for the DNS proxy. Without the chain there
+	 * is no answer to use: the addresses are dropped (no_addresses).
 	 */
-	p = json_object_new_object();
-	addrs = json_object_new_array();
+	if (!t->ct_in_resolve && t->ct_naddrs > 0) {
+		uint16_t qtype = strchr(t->ct_addrs[0], ':') != NULL ? DNS_TYPE_AAAA : DNS_TYPE_A;
+		t->ct_resolving = 1;
+		if (dns_chain_lookup(t->ct_op->co_md, t->ct_host, qtype, con_chain_cb, t) != NULL)
+			return;
+		t->ct_resolving = 0;
+		t->ct_naddrs = 0;
+	}
+	con_ask_addresses(t);
+}
+
+/* The chain of an answer from DNS; the addresses are evdns's. */
+static void
+con_chain_cb(void *arg, int ok, const struct dnsmsg_chain *c)
+{
+	struct ctun *t = arg;
+
+	t->ct_resolving = 0;
+	if (t->ct_cli == NULL) {
+		ctun_free(t);
+		return;
+	}
+	if (!ok || c->dc_nnames == 0 || (t->ct_chain = malloc(sizeof(*c))) == NULL) {
+		t->ct_naddrs = 0;	/* fail closed: boundaryd records no_addresses */
+	} else {
+		memcpy(t->ct_chain, c, sizeof(*c));
+	}
+	con_ask_addresses(t);
+}
+
+/*
+ * Every address goes to boundaryd: one restricted refuses them all. None
+ * (the name does not resolve) too: a decision, and evidence.
+ */
+static void
+con_ask_addresses(struct ctun *t)
+{
+	struct json_object *p = json_object_new_object(), *addrs = json_object_new_array();
+
 	for (size_t i = 0; i < t->ct_naddrs; i++)
 		json_object_array_add(addrs, json_object_new_string(t->ct_addrs[i]));
 	json_object_object_add(p, "addresses", addrs);
+	if (t->ct_chain != NULL && t->ct_naddrs > 0) {
+		struct json_object *names = json_object_new_array();
+		for (size_t i = 0; i < t->ct_chain->dc_nnames; i++)
+			json_object_array_add(names, json_object_new_string(
+			    t->ct_chain->dc_names[i]));
+		json_object_object_add(p, "names", names);
+	}
 	con_ask(t, p, 0);
 }
 
@@ -483,9 +534,11 @@ con_resolve(struct ctun *t)
 	hints.ai_socktype = SOCK_STREAM;
 	hints.ai_protocol = IPPROTO_TCP;
 	t->ct_resolving = 1;
+	t->ct_in_resolve = 1;
 	/* NULL: answered at once (the callback has run, or failed): nothing more here. */
 	(void)evdns_getaddrinfo(t->ct_op->co_md->md_dns, t->ct_host, NULL, &hints, con_resolved_cb,
 	    t);
+	t->ct_in_resolve = 0;
 }
 
 /* The request head, then resolution and boundaryd's decision (connreq.c parses it). */

@@ -646,6 +646,129 @@ dns_channel_lost(struct mediatord *md)
 		dnsq_error(q, DNS_RCODE_SERVFAIL);
 }
 
+/*
+ * The egress's view of a name's CNAME chain (connect.c): evdns answers
+ * with addresses only, so a CONNECT to an allowed name aliased to one that
+ * is not would pass unseen. One query of the egress's family, on the same
+ * upstream as the proxy and with the same checks (connected socket, random
+ * id, the question must match), gives every name of the chain.
+ */
+struct dnschain {
+	struct mediatord *dc_md;
+	char dc_name[DNSMSG_NAME_MAX + 1];
+	uint16_t dc_qtype;
+	uint16_t dc_id;
+	int dc_fd;
+	struct event *dc_ev;
+	struct event *dc_timer;
+	dnschain_cb *dc_cb;
+	void *dc_arg;
+	struct dnsmsg_chain dc_chain;
+};
+
+void
+dns_chain_cancel(struct dnschain *q)
+{
+	if (q == NULL)
+		return;
+	if (q->dc_ev != NULL)
+		event_free(q->dc_ev);
+	if (q->dc_timer != NULL)
+		event_free(q->dc_timer);
+	if (q->dc_fd >= 0)
+		close(q->dc_fd);
+	free(q);
+}
+
+static void
+dns_chain_done(struct dnschain *q, int ok)
+{
+	dnschain_cb *cb = q->dc_cb;
+	void *arg = q->dc_arg;
+	struct dnsmsg_chain *c = malloc(sizeof(*c));
+
+	if (c != NULL)
+		memcpy(c, &q->dc_chain, sizeof(*c));
+	dns_chain_cancel(q);
+	cb(arg, ok && c != NULL, c);
+	free(c);
+}
+
+static void
+dns_chain_timeout_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	dns_chain_done(arg, 0);
+}
+
+static void
+dns_chain_read_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct dnschain *q = arg;
+	uint8_t buf[4096];
+	struct dnsmsg_reply *r;
+	const char *code = NULL;
+	ssize_t n;
+
+	(void)what;
+	if ((n = recv(fd, buf, sizeof(buf), 0)) < 0) {
+		if (errno == EAGAIN || errno == EINTR)
+			return;
+		dns_chain_done(q, 0);
+		return;
+	}
+	/* Not our id: an off-path guess or a stale reply; keep waiting. */
+	if (n < 2 || (((uint16_t)buf[0] << 8) | buf[1]) != q->dc_id)
+		return;
+	if ((r = malloc(sizeof(*r))) == NULL) {
+		dns_chain_done(q, 0);
+		return;
+	}
+	int ok = dnsmsg_parse_reply(buf, (size_t)n, r, &code) == 0 &&
+	    strcmp(r->da_qname, q->dc_name) == 0 && r->da_qtype == q->dc_qtype &&
+	    dnsmsg_chain(r, q->dc_name, q->dc_qtype, &q->dc_chain, &code) == 0;
+	free(r);
+	dns_chain_done(q, ok);
+}
+
+struct dnschain *
+dns_chain_lookup(struct mediatord *md, const char *name, uint16_t qtype, dnschain_cb *cb,
+    void *arg)
+{
+	struct dnschain *q = calloc(1, sizeof(*q));
+	struct timeval tv = { DNS_UPSTREAM_TIMEOUT_SEC, 0 };
+	uint8_t msg[DNSMSG_UDP_MAX];
+	int len;
+
+	if (q == NULL)
+		return NULL;
+	q->dc_md = md;
+	q->dc_fd = -1;
+	q->dc_qtype = qtype;
+	q->dc_cb = cb;
+	q->dc_arg = arg;
+	if (strlen(name) >= sizeof(q->dc_name) || dns_upstreamlen == 0) {
+		free(q);
+		return NULL;
+	}
+	util_strlcpy(q->dc_name, name, sizeof(q->dc_name));
+	evutil_secure_rng_get_bytes(&q->dc_id, sizeof(q->dc_id));
+	len = dnsmsg_build_query(q->dc_id, q->dc_name, qtype, msg, sizeof(msg));
+	q->dc_fd = socket(dns_upstream.ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (len < 0 || q->dc_fd < 0 ||
+	    connect(q->dc_fd, (struct sockaddr *)&dns_upstream, dns_upstreamlen) != 0 ||
+	    send(q->dc_fd, msg, (size_t)len, 0) != len ||
+	    (q->dc_ev = event_new(md->md_base, q->dc_fd, EV_READ | EV_PERSIST, dns_chain_read_cb,
+	    q)) == NULL || event_add(q->dc_ev, NULL) != 0 ||
+	    (q->dc_timer = evtimer_new(md->md_base, dns_chain_timeout_cb, q)) == NULL ||
+	    evtimer_add(q->dc_timer, &tv) != 0) {
+		dns_chain_cancel(q);
+		return NULL;
+	}
+	return q;
+}
+
 void
 dns_free_all(struct mediatord *md)
 {

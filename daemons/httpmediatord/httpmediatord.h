@@ -170,6 +170,18 @@ void redirect_follow(struct mreq *mr, const char *location);
 
 /* dns.c: the per-operation DNS proxy (the config's dns section) */
 int dns_init(const char *resolv_conf);
+/*
+ * The CNAME chain of name (qtype DNS_TYPE_A or DNS_TYPE_AAAA) from the
+ * proxy's upstream: cb gets ok and the chain (names[0] is name), or !ok and
+ * NULL for no usable reply. NULL when no query could be sent (cb is not
+ * called). dns_chain_cancel() drops one whose cb has not run.
+ */
+struct dnschain;
+struct dnsmsg_chain;
+typedef void dnschain_cb(void *arg, int ok, const struct dnsmsg_chain *c);
+struct dnschain *dns_chain_lookup(struct mediatord *md, const char *name, uint16_t qtype,
+    dnschain_cb *cb, void *arg);
+void dns_chain_cancel(struct dnschain *q);
 void dns_apply_config(struct mediatord *md, struct json_object *ops);
 int dns_authorized(struct mediatord *md, int64_t id, struct json_object *result,
     const char *error_code);

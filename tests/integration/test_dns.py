@@ -348,7 +348,7 @@ def local_setup(env):
     where the agent runs beside the daemons."""
     env.use_netns()
     ns = env.netns
-    for a in ("192.0.2.10", "192.0.2.20", "192.0.2.53"):
+    for a in ("192.0.2.10", "192.0.2.11", "192.0.2.20", "192.0.2.53"):
         env.ns_run(ns, ["ip", "addr", "add", a + "/32", "dev", "lo"])
     uid = ensure_mediator_user()
     d = tempfile.mkdtemp(prefix="gensee-it-dns.")
@@ -364,7 +364,7 @@ def local_setup(env):
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     env.children.append(p)
     check(p.stdout.readline().strip() == "ready", "dnsauth did not start")
-    env.serve(ns, "tcp,192.0.2.10,8443", "tcp,192.0.2.20,8443")
+    env.serve(ns, "tcp,192.0.2.10,8443", "tcp,192.0.2.11,8443", "tcp,192.0.2.20,8443")
     env.start(args=["--mediator-user", MEDIATOR_USER])
     resolv = os.path.join(d, "resolv.conf")
     with open(resolv, "w") as f:
@@ -473,9 +473,15 @@ def dns_connect_egress(env):
     the operation, even with the right token (the kernel resets it)."""
     ns, d, dnslog, medlog = local_setup(env)
     cases = ["api.example.com:8443", "api.example.com:8444", "exfil-secret.attacker.example:8443",
-             "rebind.example.com:8443", "192.0.2.10:8443"]
+             "rebind.example.com:8443", "192.0.2.10:8443", "badcname.example.com:8443",
+             "cdn.example.com:8443"]
+    # badcname is an alias of evil.example.org, whose 192.0.2.20:8443 is served: without the
+    # chain check the tunnel reaches it. cdn's alias is allowed too: it connects.
     p = env.gensee_bg("run", "--sandbox", "linux", "--allow-net", "api.example.com,tcp,8443",
-                      "--allow-net", "rebind.example.com,tcp,8443", "--",
+                      "--allow-net", "rebind.example.com,tcp,8443",
+                      "--allow-net", "badcname.example.com,tcp,8443",
+                      "--allow-net", "cdn.example.com,tcp,8443",
+                      "--allow-net", "*.cdn.example.net,tcp,8443", "--",
                       "/usr/bin/python3", env.tool("dnsclient.py"), "--connect-agent", "6",
                       *cases)
     line = p.stdout.readline()
@@ -498,6 +504,11 @@ def dns_connect_egress(env):
     check(res["rebind.example.com:8443"]["refusal"] == "restricted_destination",
           "rebinding: %r" % res)
     check(res["192.0.2.10:8443"]["refusal"] == "address_literal", "literal: %r" % res)
+    check(res["badcname.example.com:8443"]["status"] == 403 and
+          res["badcname.example.com:8443"]["refusal"] == "cname_not_allowed",
+          "alias outside the allowlist: %r" % res)
+    check(res["cdn.example.com:8443"] == {"status": 200, "refusal": None, "data": "ok"},
+          "allowed alias: %r" % res)
     check(res["bad_token"]["status"] == 407, "bad token: %r" % res)
     # From outside the operation, with the operation's own token: the kernel resets it.
     r = env.ns_run(ns, ["/usr/bin/python3", env.tool("dnsclient.py"), "--connect-once", url,
@@ -509,7 +520,8 @@ def dns_connect_egress(env):
     ids = [o["operation_id"] for o in (opid if isinstance(opid, list) else opid["operations"])]
     r = env.gensee("timeline", "--operation", ids[-1])
     check("CONNECT api.example.com:8443 -> allow (allowed)" in r.stdout and
-          "CONNECT api.example.com:8444 -> deny (name_not_allowed)" in r.stdout,
+          "CONNECT api.example.com:8444 -> deny (name_not_allowed)" in r.stdout and
+          "CONNECT badcname.example.com:8443 -> deny (cname_not_allowed)" in r.stdout,
           "timeline: %s %s" % (r.stdout, r.stderr))
     # Evidence: each decision (the token is never in it, nor in any log).
     opid = [l for l in open(medlog).read().splitlines() if "CONNECT egress on" in l]
