@@ -211,6 +211,7 @@ struct operation {
 	struct event *op_launcher_grace_ev;
 	/* host_controls the launcher claimed, checked against /proc/ROOT/status */
 	int op_hc_nnp;		/* NoNewPrivs must be 1 */
+	int op_landlock;	/* the launcher applied Landlock (its denials are reportable) */
 	int op_hc_seccomp;	/* Seccomp must be 2 (filter) */
 	int op_hc_pending;
 	int64_t op_hc_deadline_ms;	/* monotonic */

@@ -510,6 +510,8 @@ mediator_authorize(struct boundaryd *bd, const struct peer *p, struct json_objec
 		    mt.mt_reservation, mt.mt_url_error);
 	}
 	netop_append(op->op_net, "http-mediator.jsonl", o);
+	/* A mediated request is an effect (seed 000): a transaction's too, counted here once. */
+	operation_count_effect(op);
 	free(u);
 }
 

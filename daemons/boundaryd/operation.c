@@ -1738,7 +1738,8 @@ operation_create(struct boundaryd *bd, struct conn *conn, const struct peer *p, 
 		struct json_object *sc = schema_child(c.oc_host_controls, "seccomp");
 		struct json_object *ll = schema_child(c.oc_host_controls, "landlock");
 		op->op_hc_seccomp = schema_bool(sc, "enabled", 0) != 0;
-		op->op_hc_nnp = op->op_hc_seccomp || schema_bool(ll, "applied", 0) != 0;
+		op->op_landlock = schema_bool(ll, "applied", 0) != 0;
+		op->op_hc_nnp = op->op_hc_seccomp || op->op_landlock;
 		op->op_hc_pending = op->op_hc_seccomp || op->op_hc_nnp;
 		op->op_hc_deadline_ms = util_monotonic_ms() + OP_HOSTCTL_VERIFY_MS;
 	}

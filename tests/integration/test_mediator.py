@@ -388,6 +388,9 @@ def mediator_get_allowed_and_stripped(env):
           ev[3]["reason"] == "restricted_destination", "redirect evidence: %r" % ev[3])
     check([e["redirect_hop"] for e in ev[4:]] == [0, 1, 2] and
           ev[6]["url"] == "http://up.test:8080/chain/0", "chain evidence: %r" % ev[4:])
+    # Each mediated request (hops too) is an effect of the operation's record (seed 000).
+    counts = env.record(OP)["counts"]
+    check(counts["effects"] >= len(ev), "counts.effects %r for %d decisions" % (counts, len(ev)))
     # No query value, credential or cookie anywhere in evidence or logs.
     blob = json.dumps(ev) + open(t.medlog).read() + env.daemon_log()
     for secret in ("querysecret", "clientsecret", "cookiesecret", "proxysecret", "chainsecret"):
