@@ -48,6 +48,7 @@
 #include "agent.h"
 #include "cli.h"
 #include "explain.h"
+#include "fdpass.h"
 #include "client.h"
 #include "landlock.h"
 #include "mountview.h"
@@ -208,41 +209,21 @@ run_child_fail(int status_fd, const char *reason)
 static int
 run_send_fd(int sock, int fd)
 {
-	char byte = 'L', ctl[CMSG_SPACE(sizeof(int))];
-	struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
-	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl,
-		.msg_controllen = sizeof(ctl) };
-	struct cmsghdr *c;
-
-	memset(ctl, 0, sizeof(ctl));
-	c = CMSG_FIRSTHDR(&m);
-	c->cmsg_level = SOL_SOCKET;
-	c->cmsg_type = SCM_RIGHTS;
-	c->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(c), &fd, sizeof(int));
-	return sendmsg(sock, &m, MSG_NOSIGNAL) == 1 ? 0 : -1;
+	return fdpass_send(sock, "L", 1, fd);
 }
 
 /* Receive one fd sent by run_send_fd; -1 at EOF (the child exec'd without one). */
 static int
 run_recv_fd(int sock)
 {
-	char byte, ctl[CMSG_SPACE(sizeof(int))];
-	struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
-	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl,
-		.msg_controllen = sizeof(ctl) };
-	struct cmsghdr *c;
-	int fd = -1;
-	ssize_t n;
+	char byte;
+	int fd;
 
-	while ((n = recvmsg(sock, &m, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR)
-		;
-	if (n != 1)
+	if (fdpass_recv(sock, &byte, 1, &fd) != 1) {
+		if (fd >= 0)
+			close(fd);
 		return -1;
-	c = CMSG_FIRSTHDR(&m);
-	if (c != NULL && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
-	    c->cmsg_len == CMSG_LEN(sizeof(int)))
-		memcpy(&fd, CMSG_DATA(c), sizeof(int));
+	}
 	return fd;
 }
 

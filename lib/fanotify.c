@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <linux/openat2.h>
@@ -77,6 +78,7 @@ struct fan_engine {
 	size_t en_cache_max;
 	int64_t en_timeout_ms;
 	struct fan_stats en_stats;
+	int en_adopted;		/* the group came with marks this engine did not place */
 };
 
 /* Append an engine warning (a lost warning is counted, never fatal). */
@@ -574,6 +576,140 @@ fail:
 	util_cause(cause, "epoll: %s", strerror(errno));
 	fanotify_engine_close(e);
 	return -1;
+}
+
+/*
+ * Take over a permission group that another engine marked: a sensord that
+ * died, whose group boundaryd kept open (see fanotify.h). The group keeps
+ * its marks and its waiting openers throughout, so nothing is allowed
+ * unseen in between. This engine's own group (unmarked: adoption happens
+ * before any plan but the empty one) is closed in its place.
+ */
+int
+fanotify_engine_adopt(struct fan_engine *e, int fd, char **cause)
+{
+	char link[64], target[64];
+	struct epoll_event ev;
+	ssize_t n;
+
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+	n = readlink(link, target, sizeof(target) - 1);
+	if (n < 0 || (target[n] = '\0', strcmp(target, "anon_inode:[fanotify]") != 0)) {
+		util_cause(cause, "fanotify: the group handed over is not a fanotify group");
+		return -1;
+	}
+	if (e->en_nmarks != 0 || e->en_nfs != 0) {
+		util_cause(cause, "fanotify: adopting a group over marks of our own");
+		return -1;
+	}
+	if (fcntl(fd, F_SETFD, FD_CLOEXEC) != 0 ||
+	    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) != 0) {
+		util_cause(cause, "fanotify: adopted group: %s", strerror(errno));
+		return -1;
+	}
+	memset(&ev, 0, sizeof(ev));
+	ev.events = EPOLLIN;
+	ev.data.fd = fd;
+	if (epoll_ctl(e->en_epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
+		util_cause(cause, "epoll: %s", strerror(errno));
+		return -1;
+	}
+	(void)epoll_ctl(e->en_epfd, EPOLL_CTL_DEL, e->en_fd, NULL);
+	close(e->en_fd);
+	e->en_fd = fd;
+	e->en_cached = 0;
+	e->en_adopted = 1;
+	return 0;
+}
+
+/* Remove one stale whole-filesystem (FAN_MARK_FILESYSTEM) or mount mark. */
+static void
+fan_retire_one(struct fan_engine *e, unsigned int kind, unsigned int mnt_id, dev_t dev)
+{
+	char point[PATH_MAX];
+	struct stat st;
+	uint64_t mnt = 0;
+	int dfd;
+
+	if (fanpolicy_mount_point(mnt_id, dev, point, sizeof(point)) != 0 ||
+	    (dfd = fan_open_dir(point)) < 0) {
+		fan_warn(e, "fanotify: a mark left by the previous sensord (%s %u:%u) has no mount "
+		    "here to remove it by", kind == FAN_MARK_MOUNT ? "mount" : "filesystem",
+		    major(dev), minor(dev));
+		return;
+	}
+	for (size_t k = 0; k < e->en_nfs; k++) {
+		const struct fan_efs *fs = &e->en_fs[k];
+		if (fs->fs_perm != kind)
+			continue;
+		if (kind == FAN_MARK_FILESYSTEM && fstat(dfd, &st) == 0 && st.st_dev == fs->fs_dev)
+			goto keep;
+		if (kind == FAN_MARK_MOUNT && fanpolicy_mnt_id(dfd, "", AT_EMPTY_PATH, &mnt) == 0 &&
+		    mnt == fs->fs_mnt_id)
+			goto keep;
+	}
+	if (fanotify_mark(e->en_fd, FAN_MARK_REMOVE | kind, FANOTIFY_MASK, dfd, NULL) != 0 &&
+	    errno != ENOENT)
+		fan_warn(e, "fanotify: removing a mark left by the previous sensord on %s: %s",
+		    point, strerror(errno));
+keep:
+	close(dfd);
+}
+
+/*
+ * After the first set_plan since adopt: the inode marks (and the ignore
+ * cache) the group came with went with that plan's inode flush; remove
+ * the filesystem and mount marks it does not have. They are read from the
+ * group's fdinfo, the only list the kernel gives. Extra marks are never a
+ * hole, only host-wide events to answer, so this runs after the plan's
+ * marks are in place and a failure is a warning.
+ */
+int
+fanotify_engine_retire_stale(struct fan_engine *e, char **cause)
+{
+	char path[64], *line = NULL;
+	size_t cap = 0;
+	FILE *f;
+
+	if (!e->en_adopted)
+		return 0;
+	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", e->en_fd);
+	if ((f = fopen(path, "re")) == NULL) {
+		util_cause(cause, "fanotify: %s: %s", path, strerror(errno));
+		return -1;
+	}
+	/*
+	 * "fanotify sdev:%x ..." is a filesystem mark (sdev in the kernel's
+	 * encoding, major << 20 | minor), "fanotify mnt_id:%x ..." a mount
+	 * mark; inode marks start with "fanotify ino:".
+	 */
+	struct { unsigned int kind, id; dev_t dev; } stale[64];
+	size_t n = 0;
+	while (getline(&line, &cap, f) > 0 && n < nitems(stale)) {
+		unsigned int v;
+		if (sscanf(line, "fanotify sdev:%x ", &v) == 1) {
+			stale[n].kind = FAN_MARK_FILESYSTEM;
+			stale[n].id = 0;
+			stale[n++].dev = makedev(v >> 20, v & 0xfffff);
+		} else if (sscanf(line, "fanotify mnt_id:%x ", &v) == 1) {
+			stale[n].kind = FAN_MARK_MOUNT;
+			stale[n].id = v;
+			stale[n++].dev = 0;
+		}
+	}
+	free(line);
+	fclose(f);
+	/* Removing while reading fdinfo would change what it lists. */
+	for (size_t i = 0; i < n; i++)
+		fan_retire_one(e, stale[i].kind, stale[i].id, stale[i].dev);
+	e->en_adopted = 0;
+	return 0;
+}
+
+int
+fanotify_engine_group_fd(const struct fan_engine *e)
+{
+	return e->en_fd;
 }
 
 /* What the plan and the engine could not cover. */
@@ -1084,17 +1220,13 @@ fanotify_engine_close(struct fan_engine *e)
 {
 	if (e == NULL)
 		return;
-	if (e->en_fd >= 0) {
-		/*
-		 * Closing the group removes its marks anyway; the flushes make that
-		 * explicit, and a failure would change nothing, so it is not checked.
-		 */
-		(void)fanotify_mark(e->en_fd, FAN_MARK_FLUSH, 0, AT_FDCWD, NULL);
-		(void)fanotify_mark(e->en_fd, FAN_MARK_FLUSH | FAN_MARK_MOUNT, 0, AT_FDCWD, NULL);
-		(void)fanotify_mark(e->en_fd, FAN_MARK_FLUSH | FAN_MARK_FILESYSTEM, 0, AT_FDCWD,
-		    NULL);
+	/*
+	 * The marks are not flushed: closing the last fd of the group removes
+	 * them, and while another process holds the group (boundaryd, across a
+	 * sensord restart) they must stay.
+	 */
+	if (e->en_fd >= 0)
 		close(e->en_fd);
-	}
 	if (e->en_mfd >= 0)
 		close(e->en_mfd);
 	if (e->en_epfd >= 0)

@@ -141,7 +141,22 @@ void fanotify_engine_set_timeout(struct fan_engine *e, int64_t ms);
 /* 0 turns the ignore cache off. */
 void fanotify_engine_set_cache_max(struct fan_engine *e, size_t n);
 void fanotify_engine_stats(const struct fan_engine *e, struct fan_stats *st);
-/* Remove every mark and close both groups (the kernel allows what is still queued). */
+/*
+ * The permission group outlives the engine when another process holds a
+ * duplicate of it (boundaryd, see docs/sensors.md): its marks stay and its
+ * openers wait instead of being allowed. fanotify_engine_group_fd is the
+ * fd to duplicate; fanotify_engine_adopt takes such a group over in place
+ * of a new engine's own (before any plan with marks), and
+ * fanotify_engine_retire_stale, after the next set_plan, removes the
+ * filesystem and mount marks the adopted group had that the plan lacks.
+ */
+int fanotify_engine_group_fd(const struct fan_engine *e);
+int fanotify_engine_adopt(struct fan_engine *e, int fd, char **cause);
+int fanotify_engine_retire_stale(struct fan_engine *e, char **cause);
+/*
+ * Close both groups. With no other holder of the permission group the
+ * kernel removes its marks and allows what is still queued.
+ */
 void fanotify_engine_close(struct fan_engine *e);
 
 #endif

@@ -888,6 +888,48 @@ fail:
 	return -1;
 }
 
+/*
+ * The mount point of the mount whose mountinfo id is mnt_id, or (mnt_id 0)
+ * of the first mount of device dev, into out. 0, or -1 (ENOENT: none).
+ */
+int
+fanpolicy_mount_point(unsigned int mnt_id, dev_t dev, char *out, size_t len)
+{
+	char *line = NULL;
+	size_t cap = 0;
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	int found = -1;
+
+	if (f == NULL)
+		return -1;
+	while (found != 0 && getline(&line, &cap, f) > 0) {
+		/* id parent maj:min root mountpoint ... */
+		char *save = NULL, *tok, *point = NULL;
+		unsigned int id = 0, ma = 0, mi = 0;
+		int field = 0, ok = 0;
+
+		for (tok = strtok_r(line, " \n", &save); tok != NULL && field <= 4;
+		    tok = strtok_r(NULL, " \n", &save), field++) {
+			if (field == 0)
+				ok = sscanf(tok, "%u", &id) == 1;
+			if (field == 2)
+				ok = ok && sscanf(tok, "%u:%u", &ma, &mi) == 2;
+			if (field == 4)
+				point = tok;
+		}
+		if (!ok || point == NULL || (mnt_id != 0 ? id != mnt_id : makedev(ma, mi) != dev))
+			continue;
+		fp_unescape(point);
+		if (util_strlcpy(out, point, len) < len)
+			found = 0;
+	}
+	free(line);
+	fclose(f);
+	if (found != 0)
+		errno = ENOENT;
+	return found;
+}
+
 /* statx path without following a final symlink: type, inode, device, mount. */
 static int
 fp_statx(const char *path, struct statx *stx, uint64_t *mnt)

@@ -101,6 +101,7 @@ struct fanpolicy {
 #define FANR_DECISION_TIMEOUT "decision_timeout"
 #define FANR_DECISION_ERROR "decision_error"
 #define FANR_PATH_UNRESOLVED "path_unresolved"
+#define FANR_ADOPTING "rules_pending"	/* an adopted group, before its rules came */
 
 struct fan_decision {
 	uint32_t dc_response;	/* FAN_ALLOW or FAN_DENY */
@@ -267,6 +268,11 @@ const char *fanpolicy_mark_kind_name(enum fan_mark_kind k);
  * the engine both use this, so their ids are comparable.
  */
 int fanpolicy_mnt_id(int dirfd, const char *path, int flags, uint64_t *id);
+/*
+ * The mount point of the mount with mountinfo id mnt_id, or (mnt_id 0) of
+ * the first mount of dev, into out; -1 with ENOENT when there is none.
+ */
+int fanpolicy_mount_point(unsigned int mnt_id, dev_t dev, char *out, size_t len);
 
 /*
  * The "fanotify" section of operation.create ({"enabled", "posture",

@@ -175,6 +175,7 @@ boundaryd_status(struct boundaryd *bd, struct op_reply *r)
 	json_object_object_add(sen, "pid", bd->bd_sensor == NULL ? NULL :
 	    json_object_new_int((int)control_peer_pid(bd->bd_sensor)));
 	json_object_object_add(sen, "sensors", list);
+	json_object_object_add(sen, "fanotify_group", fanhold_status());
 	json_object_object_add(o, "sensord", sen);
 	struct json_object *nft = json_object_new_object();
 	json_object_object_add(nft, "available", json_object_new_boolean(bd->bd_nft != NULL));
@@ -533,6 +534,8 @@ main(int argc, char **argv)
 	    fchownat(bd.bd_runtime_fd, "mediator.sock", bd.bd_mediator_uid, 0,
 		AT_SYMLINK_NOFOLLOW) != 0))
 		fatalx("cannot open mediator.sock in %s", runtime_dir);
+	if (fanhold_listen(&bd) != 0)
+		fatalx("cannot open sensorfd.sock in %s: %s", runtime_dir, strerror(errno));
 	if (sandbox_boundaryd(&cause) != 0)
 		fatalx("sandbox: %s", cause);
 	/*
@@ -544,6 +547,8 @@ main(int argc, char **argv)
 		log_warnx("no sync thread: records are synced before each reply (slower)");
 	if (ocsf_sink_start(&cause) != 0)
 		fatalx("--ocsf: %s", cause);
+	if (fanhold_start(&bd) != 0)
+		fatalx("cannot start the fanotify stand-in: %s", strerror(errno));
 
 	struct event *diskev = event_new(bd.bd_base, -1, EV_PERSIST, boundaryd_disk_cb, &bd);
 	struct timeval disktv = { BOUNDARYD_DISK_RETRY_MS / 1000,
@@ -577,6 +582,7 @@ main(int argc, char **argv)
 		unlinkat(bd.bd_runtime_fd, "mediator.sock", 0);
 	}
 	control_close_all(&bd);
+	fanhold_stop(&bd);
 	operation_free_all(&bd);
 	spare_shutdown(&bd);
 	netop_shutdown(&bd);

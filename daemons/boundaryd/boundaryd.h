@@ -366,6 +366,12 @@ struct boundaryd {
 	uint64_t bd_sync_errors_seen;	/* syncq errors already turned into disk state */
 };
 
+/* fanhold.c: the fanotify group held across sensord restarts */
+int fanhold_listen(struct boundaryd *bd);
+int fanhold_start(struct boundaryd *bd);
+struct json_object *fanhold_status(void);
+void fanhold_stop(struct boundaryd *bd);
+
 /* control.c */
 int control_listen(struct boundaryd *bd, struct listener *l, int dirfd, const char *dirpath,
     const char *name, enum proto_socket kind, mode_t mode);
@@ -581,6 +587,7 @@ void sensor_loss(struct boundaryd *bd, const struct peer *p, struct json_object 
     struct op_reply *r);
 void lineage_report(struct boundaryd *bd, const struct peer *p, struct json_object *params,
     struct op_reply *r);
+void sensor_file_record(struct boundaryd *bd, const char *op_id, struct json_object *d);
 void file_decision(struct boundaryd *bd, const struct peer *p, struct json_object *params,
     struct op_reply *r);
 void sensor_heartbeat(struct boundaryd *bd, struct conn *c, struct op_reply *r);

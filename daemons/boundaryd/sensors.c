@@ -486,6 +486,65 @@ sensor_mut_files(struct json_object *rec, void *arg, char **cause)
 	return oprecord_mut_counts(rec, arg, cause);
 }
 
+/* Write one decision line of op (files.jsonl, and OCSF either way): 0, or -1 when lost. */
+static int
+sensor_file_line(struct operation *op, struct json_object *d)
+{
+	struct json_object *line = json_object_get(d);
+	char *cause = NULL;
+	int rv = 0;
+
+	json_object_object_add(line, "kind", json_object_new_string("file_decision"));
+	json_object_object_add(line, "operation_id", json_object_new_string(op->op_id));
+	if (record_append_jsonl(op->op_dirfd, "files.jsonl", line, &cause) != 0) {
+		log_warnx("%s: files.jsonl: %s", op->op_id, cause);
+		free(cause);
+		rv = -1;
+	}
+	/* The decision was made either way. */
+	ocsf_emit("file", line);
+	json_object_put(line);
+	return rv;
+}
+
+/* n decisions recorded and dropped lost for op: the counts, and a drop is a violation. */
+static void
+sensor_file_counts(struct boundaryd *bd, struct operation *op, int64_t n, int64_t dropped)
+{
+	struct oprecord_counts c = { 0 };
+	char *cause = NULL;
+
+	bd->bd_files_recorded += (uint64_t)n;
+	bd->bd_files_dropped += (uint64_t)dropped;
+	c.oc_effects = n;
+	c.oc_files_recorded = n;
+	c.oc_files_dropped = dropped;
+	if ((n > 0 || dropped > 0) && oprecord_update(op->op_dirfd, op->op_id, sensor_mut_files,
+	    &c, NULL, &cause) != 0) {
+		log_warnx("%s: file decision counts: %s", op->op_id, cause);
+		free(cause);
+	}
+	if (dropped > 0)
+		operation_violation(op, "file_decisions_dropped");
+}
+
+/* A decision made here (the fanotify stand-in, fanhold.c), recorded like sensord's. */
+void
+sensor_file_record(struct boundaryd *bd, const char *op_id, struct json_object *d)
+{
+	struct operation *op = operation_find(bd, op_id);
+
+	if (op == NULL) {
+		bd->bd_files_dropped++;
+		log_warnx("%s: a stand-in file decision for no running operation dropped", op_id);
+		return;
+	}
+	if (sensor_file_line(op, d) == 0)
+		sensor_file_counts(bd, op, 1, 0);
+	else
+		sensor_file_counts(bd, op, 0, 1);
+}
+
 /*
  * fanotify decisions from sensord. Every decision sensord answered ends as
  * a line of files.jsonl or in a drop count: the ones sensord could not keep
@@ -500,7 +559,6 @@ file_decision(struct boundaryd *bd, const struct peer *p, struct json_object *pa
 {
 	struct operation *op = operation_find(bd, schema_string(params, "operation_id"));
 	struct json_object *arr = schema_child(params, "decisions");
-	struct oprecord_counts c = { 0 };
 	struct schema_error err;
 	int64_t n = 0, dropped = schema_int(params, "dropped", 0);
 	size_t total = json_object_array_length(arr);
@@ -514,42 +572,17 @@ file_decision(struct boundaryd *bd, const struct peer *p, struct json_object *pa
 		return;
 	}
 	for (size_t i = 0; i < total; i++) {
-		struct json_object *d = json_object_array_get_idx(arr, i), *line;
-		char *cause = NULL;
+		struct json_object *d = json_object_array_get_idx(arr, i);
 		if (schema_validate(d, decision_fields, nitems(decision_fields), &err) != 0) {
 			log_warnx("%s: file decision refused: %s", op->op_id, err.se_message);
 			dropped++;
-			continue;
-		}
-		line = json_object_get(d);
-		json_object_object_add(line, "kind", json_object_new_string("file_decision"));
-		json_object_object_add(line, "operation_id", json_object_new_string(op->op_id));
-		if (record_append_jsonl(op->op_dirfd, "files.jsonl", line, &cause) != 0) {
-			log_warnx("%s: files.jsonl: %s", op->op_id, cause);
-			free(cause);
+		} else if (sensor_file_line(op, d) != 0) {
 			dropped++;
 		} else {
 			n++;
 		}
-		/* The decision was made either way. */
-		ocsf_emit("file", line);
-		json_object_put(line);
 	}
-	bd->bd_files_recorded += (uint64_t)n;
-	bd->bd_files_dropped += (uint64_t)dropped;
-	c.oc_effects = n;
-	c.oc_files_recorded = n;
-	c.oc_files_dropped = dropped;
-	if (n > 0 || dropped > 0) {
-		char *cause = NULL;
-		if (oprecord_update(op->op_dirfd, op->op_id, sensor_mut_files, &c, NULL,
-			&cause) != 0) {
-			log_warnx("%s: file decision counts: %s", op->op_id, cause);
-			free(cause);
-		}
-	}
-	if (dropped > 0)
-		operation_violation(op, "file_decisions_dropped");
+	sensor_file_counts(bd, op, n, dropped);
 	r->or_result = json_object_new_object();
 	json_object_object_add(r->or_result, "recorded", json_object_new_int64(n));
 	json_object_object_add(r->or_result, "dropped", json_object_new_int64(dropped));

@@ -14,12 +14,19 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 #include <event2/event.h>
 #include <json-c/json.h>
 
+#include "cgroup.h"
 #include "fanotify.h"
 #include "fanpolicy.h"
+#include "fdpass.h"
+#include "sensorfd.h"
 #include "log.h"
 #include "proc.h"
 #include "schema.h"
@@ -29,6 +36,12 @@
 static struct fan_engine *fan_engine;
 static struct event *fan_ev;
 static struct fanpolicy *fan_union;	/* what the engine's marks were planned from */
+/*
+ * An adopted group (a dead sensord's, handed on by boundaryd) until the
+ * registration is done: the cgroups of boundaryd's running operations,
+ * whose openers are denied while their rules are not here yet.
+ */
+static struct json_object *fan_pending;
 
 /* What the DECIDE phase concluded, for the ANSWERED phase of the same event. */
 static struct {
@@ -91,6 +104,23 @@ fan_record(const struct fan_event *ev)
 	json_object_array_add(o->so_files, d);
 }
 
+/* Is pid in (or below) one of the pending cgroups? */
+static int
+fan_pending_holds(pid_t pid)
+{
+	char cg[256];
+
+	if (cgroup_of_pid(pid, cg, sizeof(cg)) != 0)
+		return 1; /* unknown: as if it were */
+	for (size_t i = 0; i < json_object_array_length(fan_pending); i++) {
+		const char *p = json_object_get_string(json_object_array_get_idx(fan_pending, i));
+		size_t n = p != NULL ? strlen(p) : 0;
+		if (n > 0 && strncmp(cg, p, n) == 0 && (cg[n] == '\0' || cg[n] == '/'))
+			return 1;
+	}
+	return 0;
+}
+
 static int
 fan_decide(const struct fan_event *ev, struct fan_verdict *vd, void *arg)
 {
@@ -110,6 +140,14 @@ fan_decide(const struct fan_event *ev, struct fan_verdict *vd, void *arg)
 	}
 	memset(&fan_last, 0, sizeof(fan_last));
 	o = sensord_op_of_pid(ev->ev_pid);
+	if (o == NULL && fan_pending != NULL && fan_pending_holds(ev->ev_pid)) {
+		/* The group's marks are an operation's whose rules have not come yet. */
+		vd->vd_response = FAN_DENY;
+		vd->vd_reason = FANR_ADOPTING;
+		vd->vd_record = 0;
+		vd->vd_nocache = 1;
+		return 0;
+	}
 	if (o == NULL) {
 		/*
 		 * Not one of our operations. boundaryd holds every operation's
@@ -230,6 +268,100 @@ sensord_fan_init(char **cause)
 }
 
 /*
+ * Before registering on a (new) channel: trade fanotify groups with
+ * boundaryd over sensorfd.sock (dirfd: the checked runtime directory).
+ * boundaryd keeps a duplicate of ours, so that our death does not take
+ * the marks with it; or, when it holds the group of a sensord that died,
+ * hands that over, and we take it in place of our own unmarked one. See
+ * daemons/boundaryd/fanhold.c. -1 (with *cause) leaves the channel down.
+ */
+int
+sensord_fan_exchange(int dirfd, char **cause)
+{
+	struct sockaddr_un sun;
+	struct timeval tv = { 2, 0 };
+	struct sensorfd_reply rep = { 0 };
+	struct rlimit rl;
+	char buf[SENSORFD_MSG_MAX], *req;
+	int sock, fd = -1, rv = -1, sent;
+	ssize_t n;
+
+	if (fan_engine == NULL)
+		return 0;
+	memset(&sun, 0, sizeof(sun));
+	sun.sun_family = AF_UNIX;
+	snprintf(sun.sun_path, sizeof(sun.sun_path), "/proc/self/fd/%d/" SENSORFD_SOCK, dirfd);
+	sock = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (sock < 0 || setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) != 0 ||
+	    connect(sock, (struct sockaddr *)&sun, sizeof(sun)) != 0) {
+		util_cause(cause, SENSORFD_SOCK ": %s", strerror(errno));
+		goto out;
+	}
+	/* The sweep after our death answers every number our table may hold. */
+	req = sensorfd_request(getrlimit(RLIMIT_NOFILE, &rl) == 0 ? (int64_t)rl.rlim_cur :
+	    SENSORFD_NOFILE_DEFAULT);
+	sent = req != NULL ? fdpass_send(sock, req, strlen(req),
+	    fanotify_engine_group_fd(fan_engine)) : -1;
+	free(req);
+	if (sent != 0 || (n = fdpass_recv(sock, buf, sizeof(buf), &fd)) <= 0) {
+		util_cause(cause, SENSORFD_SOCK ": %s", strerror(errno));
+		goto out;
+	}
+	if (sensorfd_parse_reply(buf, (size_t)n, &rep, cause) != 0)
+		goto out;
+	if (rep.sr_error[0] != '\0') {
+		util_cause(cause, SENSORFD_SOCK ": %s: %s", rep.sr_error, rep.sr_message);
+		goto out;
+	}
+	if (!rep.sr_adopt) {
+		rv = 0;
+		goto out;
+	}
+	if (fd < 0) {
+		util_cause(cause, SENSORFD_SOCK ": adopt without a group");
+		goto out;
+	}
+	if (fanotify_engine_adopt(fan_engine, fd, cause) != 0)
+		goto out;
+	fd = -1;
+	json_object_put(fan_pending);
+	fan_pending = rep.sr_cgroups;
+	rep.sr_cgroups = NULL;
+	log_info("fanotify: took over the group of the previous sensord (%zu operation(s) "
+	    "held until their rules come)", json_object_array_length(fan_pending));
+	rv = 0;
+out:
+	if (fd >= 0)
+		close(fd);
+	if (sock >= 0)
+		close(sock);
+	json_object_put(rep.sr_cgroups);
+	return rv;
+}
+
+/*
+ * Registered: every running operation's rules are here. An adopted group
+ * is planned from them now, and loses the marks the previous sensord left
+ * that no operation needs any more.
+ */
+void
+sensord_fan_registered(void)
+{
+	char *cause = NULL;
+
+	if (fan_pending == NULL || fan_engine == NULL)
+		return;
+	if (sensord_fan_reconfigure(&cause) != 0 ||
+	    fanotify_engine_retire_stale(fan_engine, &cause) != 0) {
+		log_warnx("fanotify: adopted group: %s", cause);
+		free(cause);
+		return; /* still pending: what is not ours keeps being allowed */
+	}
+	json_object_put(fan_pending);
+	fan_pending = NULL;
+}
+
+/*
  * Re-plan the marks from every operation's rules. The engine swaps marks
  * without a gap; the previous union stays alive until the swap is done.
  * Returns 0 once the new marks are in place, -1 (with *cause) when they
@@ -292,7 +424,9 @@ sensord_fan_shutdown(void)
 		fanpolicy_free(fan_union);
 		free(fan_union);
 	}
+	json_object_put(fan_pending);
 	fan_ev = NULL;
 	fan_engine = NULL;
 	fan_union = NULL;
+	fan_pending = NULL;
 }

@@ -362,6 +362,7 @@ sensord_handle_message(struct json_object *msg)
 		}
 		sd.sd_registered = 1;
 		sd.sd_reconnect_ms = SENSORD_RECONNECT_MIN_MS;
+		sensord_fan_registered();
 		log_info("registered with boundaryd %s (%zu running operation(s), heartbeat %d ms)",
 		    schema_string(res, "instance") ? schema_string(res, "instance") : "?",
 		    sd.sd_nops, sd.sd_heartbeat_ms);
@@ -487,6 +488,11 @@ sensord_connect(const char *runtime_dir, char **cause)
 	/* The runtime dir is checked like boundaryd checks it: root's alone. */
 	if ((dfd = safefs_open_root(runtime_dir, cause)) < 0)
 		return -1;
+	/* The group first: from the registration on, our death must not unmark it. */
+	if (sensord_fan_exchange(dfd, cause) != 0) {
+		close(dfd);
+		return -1;
+	}
 	snprintf(sun.sun_path, sizeof(sun.sun_path), "/proc/self/fd/%d/boundary.sock", dfd);
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0 || connect(fd, (struct sockaddr *)&sun, sizeof(sun)) != 0) {

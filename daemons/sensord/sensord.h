@@ -119,6 +119,8 @@ void sensord_fan_shutdown(void);
 int sensord_fan_policy(struct json_object *fan, struct fanpolicy *out, int *posture,
     char **cause);
 int sensord_fan_reconfigure(char **cause);
+int sensord_fan_exchange(int dirfd, char **cause);
+void sensord_fan_registered(void);
 
 /* audit.c: the Landlock sensor */
 int sensord_audit_init(int enable, char **cause);
