@@ -4,6 +4,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -36,16 +37,18 @@
  */
 /*
  * Keep only caps (a -1 terminated list) in the effective and permitted
- * sets, clear the inheritable and bounding sets, and set no_new_privs so
- * that no exec can ever regain the rest.
+ * sets, clear the inheritable set, and set no_new_privs so that no exec can
+ * ever regain the rest. The bounding set is cleared too, or (bound) holds
+ * just caps: what a root program this process execs may have.
  */
 static int
-sandbox_keep_caps(const int *caps, const int *permitted_only, char **cause)
+sandbox_keep_caps(const int *caps, const int *permitted_only, int bound, char **cause)
 {
+	capng_type_t sets = CAPNG_EFFECTIVE | CAPNG_PERMITTED | (bound ? CAPNG_BOUNDING_SET : 0);
+
 	capng_clear(CAPNG_SELECT_BOTH);
 	for (; *caps >= 0; caps++) {
-		if (capng_update(CAPNG_ADD, CAPNG_EFFECTIVE | CAPNG_PERMITTED,
-		    (unsigned int)*caps) != 0) {
+		if (capng_update(CAPNG_ADD, sets, (unsigned int)*caps) != 0) {
 			util_cause(cause, "capng_update failed");
 			return -1;
 		}
@@ -73,7 +76,7 @@ sandbox_boundaryd(char **cause)
 	static const int caps[] = { CAP_KILL, CAP_SYS_PTRACE, CAP_DAC_READ_SEARCH, CAP_NET_ADMIN,
 		-1 };
 	static const int permitted[] = { CAP_DAC_OVERRIDE, -1 };
-	return sandbox_keep_caps(caps, permitted, cause);
+	return sandbox_keep_caps(caps, permitted, 0, cause);
 }
 
 /*
@@ -122,7 +125,106 @@ sandbox_sensord(int audit, char **cause)
 		CAP_SYS_PTRACE, -1 };
 	static const int audit_caps[] = { CAP_SYS_ADMIN, CAP_NET_ADMIN, CAP_DAC_READ_SEARCH,
 		CAP_SYS_PTRACE, CAP_AUDIT_READ, CAP_AUDIT_CONTROL, -1 };
-	return sandbox_keep_caps(audit ? audit_caps : caps, NULL, cause);
+	return sandbox_keep_caps(audit ? audit_caps : caps, NULL, 0, cause);
+}
+
+/*
+ * gensee-tcloned capabilities (it serves every local user, and everything
+ * it starts inherits what is left here: the agents' inits, tmux, podman):
+ *   CAP_SYS_ADMIN       overlay and bind mounts, the agents' mount, pid,
+ *                       uts and ipc namespaces, btrfs subvolume snapshots
+ *   CAP_SETUID/SETGID   setfsuid/setfsgid to read workspaces as the caller,
+ *                       and the agent's init becoming the caller
+ *   CAP_CHOWN           layers and forks keep their files' owners
+ *   CAP_FOWNER          modes, times and xattrs of files it does not own
+ *   CAP_DAC_OVERRIDE    the authority root's 0700 layers and the caller's
+ *   CAP_DAC_READ_SEARCH files, read with the caller's fsuid where it checks
+ *   CAP_KILL            ending agent trees that run as their users
+ * and only when its --podman runtime can run (podman_net):
+ *   CAP_NET_ADMIN       runc sets up each container's network namespace
+ * Dropped from every set, so no exec regains them: among them
+ * CAP_SYS_PTRACE (it reads no other process's memory or /proc/PID/exe;
+ * there is no live cloning), CAP_MKNOD (overlay whiteouts, char 0:0, need
+ * none), CAP_SYS_MODULE, CAP_SYS_RAWIO, CAP_SETPCAP,
+ * CAP_SETFCAP, CAP_SYS_CHROOT, CAP_SYS_BOOT, CAP_AUDIT_*, CAP_BPF. And
+ * no_new_privs: nothing it starts gains by exec.
+ *
+ * The seccomp filter denies (EPERM) what neither tcloned nor anything it
+ * starts ever needs, and what would hand a compromised tcloned (or an
+ * agent past its own profile) the kernel or other processes: kexec,
+ * modules, reboot, swap, the clock, accounting, I/O ports, the kernel log;
+ * bpf and perf_event_open; ptrace, process_vm_* and pidfd_getfd (other
+ * processes' memory and descriptors); userfaultfd; fanotify_init (a group
+ * that could hold every open on the host); open_by_handle_at (with
+ * CAP_DAC_READ_SEARCH it opens any inode of a filesystem by number, past
+ * every mount and path check: the classic container escape) and
+ * name_to_handle_at; and a new user namespace (clone and unshare with
+ * CLONE_NEWUSER; clone3, whose flags seccomp cannot read, returns ENOSYS
+ * so libc falls back to clone). Kernel keys stay: container runtimes make
+ * session keyrings. Each agent's own profile (lib/seccomp.c) narrows further.
+ */
+static const char *const sandbox_tcloned_denied[] = {
+	"kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module",
+	"reboot", "swapon", "swapoff", "acct", "iopl", "ioperm", "settimeofday",
+	"clock_settime", "clock_adjtime", "adjtimex", "syslog", "quotactl", "quotactl_fd",
+	"lookup_dcookie", "vhangup", "bpf", "perf_event_open", "ptrace", "process_vm_readv",
+	"process_vm_writev", "pidfd_getfd", "userfaultfd", "fanotify_init",
+	"open_by_handle_at", "name_to_handle_at",
+};
+
+int
+sandbox_tcloned(int podman_net, char **cause)
+{
+	static const int caps[] = { CAP_SYS_ADMIN, CAP_SETUID, CAP_SETGID, CAP_CHOWN, CAP_FOWNER,
+		CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH, CAP_KILL, -1 };
+	static const int podman_caps[] = { CAP_SYS_ADMIN, CAP_SETUID, CAP_SETGID, CAP_CHOWN,
+		CAP_FOWNER, CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH, CAP_KILL, CAP_NET_ADMIN, -1 };
+	scmp_filter_ctx ctx;
+	int rc;
+
+	/*
+	 * Bounded, not cleared: podman, run as root, gets what is left here
+	 * (no_new_privs caps an exec at the permitted set, whatever the bound).
+	 */
+	if (sandbox_keep_caps(podman_net ? podman_caps : caps, NULL, 1, cause) != 0)
+		return -1;
+	if ((ctx = seccomp_init(SCMP_ACT_ALLOW)) == NULL) {
+		util_cause(cause, "seccomp_init failed");
+		return -1;
+	}
+	/* Another architecture's syscall numbers would slip past every rule below. */
+	if (seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS) != 0) {
+		seccomp_release(ctx);
+		util_cause(cause, "seccomp: bad-arch action");
+		return -1;
+	}
+	for (size_t i = 0; i < nitems(sandbox_tcloned_denied); i++) {
+		int nr = seccomp_syscall_resolve_name(sandbox_tcloned_denied[i]);
+		if (nr == __NR_SCMP_ERROR || nr < 0)
+			continue; /* not on this architecture (iopl on arm64) */
+		if ((rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), nr, 0)) != 0) {
+			seccomp_release(ctx);
+			util_cause(cause, "seccomp: %s: %s", sandbox_tcloned_denied[i],
+			    strerror(-rc));
+			return -1;
+		}
+	}
+	if ((rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(clone), 1,
+	    SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_NEWUSER, CLONE_NEWUSER))) != 0 ||
+	    (rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(unshare), 1,
+	    SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_NEWUSER, CLONE_NEWUSER))) != 0 ||
+	    (rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0)) != 0) {
+		seccomp_release(ctx);
+		util_cause(cause, "seccomp: namespace rules: %s", strerror(-rc));
+		return -1;
+	}
+	rc = seccomp_load(ctx);
+	seccomp_release(ctx);
+	if (rc != 0) {
+		util_cause(cause, "seccomp_load: %s", strerror(-rc));
+		return -1;
+	}
+	return 0;
 }
 
 /*

@@ -21,6 +21,14 @@ int sandbox_base_mkdir(int dirfd, const char *name, mode_t mode);
 int sandbox_sensord(int audit, char **cause);
 
 /*
+ * gensee-tcloned keeps root's uid and the capabilities its mounts, forks
+ * and callers' fsuids need (podman_net: and CAP_NET_ADMIN, for its podman
+ * runtime), no_new_privs, and a seccomp filter of what neither it nor
+ * anything it starts may do; see sandbox.c.
+ */
+int sandbox_tcloned(int podman_net, char **cause);
+
+/*
  * gensee-httpmediatord holds no authority: it becomes uid:gid with no
  * groups, no capabilities in any set and no_new_privs (step 1, before it
  * connects to mediator.sock), then confines itself to reading ca_file and

@@ -35,6 +35,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cap-ng.h>
 #include <json-c/json.h>
 
 #include "log.h"
@@ -111,6 +112,12 @@ podman_check(struct tcloned *t, char *code, size_t codelen, char **cause)
 			have_runc = 1;
 	if (!have_runc) {
 		util_cause(cause, "runc is not installed (podman runs are runc only)");
+		return -1;
+	}
+	/* runc sets up the container's network namespace; sandbox_tcloned keeps it for that. */
+	if (capng_get_caps_process() != 0 || !capng_have_capability(CAPNG_EFFECTIVE, CAP_NET_ADMIN)) {
+		util_cause(cause, "podman runs need CAP_NET_ADMIN, which tcloned was started without "
+		    "(its unit's CapabilityBoundingSet), or podman was not usable at its start");
 		return -1;
 	}
 	return 0;

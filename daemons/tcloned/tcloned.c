@@ -6,6 +6,41 @@
  * frame deadline (a stalled client is cut off after
  * TCLONED_FRAME_DEADLINE_MS). A long merge delays the next request; it
  * never lets one through unchecked.
+ *
+ * The trust model. tcloned is root and serves every local user on a 0666
+ * socket, so everything a caller can name is checked against the caller,
+ * whom SO_PEERCRED and its pidfd identify (lib/peer.c), never against what
+ * the request says:
+ *   - who asks: a peer inside any operation's cgroup (an agent, however it
+ *     got the socket), or one whose cgroup is unreadable, is refused every
+ *     method; an agent reaches tcloned only through its run's bridge,
+ *     scoped to that run (bridge.c);
+ *   - workspace, --to: opened with the caller's fsuid/fsgid and no
+ *     supplementary groups (setgroups(0) at start), so root reads or
+ *     creates nothing there the caller could not; re-read through
+ *     /proc/self/fd to refuse symlinked or moved paths; never below the
+ *     authority root or the runtime directory;
+ *   - run ids, fork and merge targets: looked up among the caller's own
+ *     runs only (root: all); another user's run does not exist by id or
+ *     by name (lifecycle.c, visible());
+ *   - merge --paths: names below the run's workspace (relative, or
+ *     absolute inside it), no "." or ".." component, reached without
+ *     following a symlink (lib/snapshot.c);
+ *   - argv: run as the caller, in the run's own mount, pid, uts and ipc
+ *     namespaces, under its operation (boundaryd) with the default seccomp
+ *     and Landlock of --sandbox linux, after no_new_privs: an argument can
+ *     make it run anything the caller could run, nothing more;
+ *   - landlock_rw: only ever narrows (Landlock rulesets stack on what the
+ *     caller's uid allows anyway);
+ *   - allow_net and fanotify: relayed to boundaryd as the operation's
+ *     request, where the caller's limits apply (network policy; fanotify
+ *     rules only below the caller's home and workspace, fanpolicy_scope_section);
+ *   - podman_path and image: only the operator's --podman is ever run, and
+ *     an image is a plain name from the operator's store (podman_image_ok);
+ *   - sizes and counts: every field is bounded by its schema; copies per
+ *     fork, runs in all and connections per uid are capped.
+ * What a compromised tcloned could still do is bounded by sandbox_tcloned()
+ * (lib/sandbox.c) and its unit.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -28,12 +63,15 @@
 
 #include <json-c/json.h>
 
+#include <cap-ng.h>
+
 #include "frame.h"
 #include "ids.h"
 #include "log.h"
 #include "peer.h"
 #include "proto.h"
 #include "safefs.h"
+#include "sandbox.h"
 #include "schema.h"
 #include "tcloned.h"
 #include "util.h"
@@ -936,6 +974,19 @@ main(int argc, char **argv)
 		fatal("signalfd");
 	lifecycle_recover(&td);
 	td.td_listen_fd = open_socket(&td);
+	/*
+	 * Before the first caller: what a request can reach is only what is
+	 * left here. CAP_NET_ADMIN stays only if podman runs can happen at all
+	 * (and it was given: a unit without it gets podman_unavailable).
+	 */
+	char pcode[64];
+	int podman_net = podman_check(&td, pcode, sizeof(pcode), &cause) == 0 &&
+	    capng_get_caps_process() == 0 &&
+	    capng_have_capability(CAPNG_EFFECTIVE, CAP_NET_ADMIN);
+	free(cause);
+	cause = NULL;
+	if (sandbox_tcloned(podman_net, &cause) != 0)
+		fatalx("sandbox: %s", cause);
 	log_info("serving on %s/" TCLONED_SOCK ", authority root %s, backends %s (using %s); "
 	    "live cloning: %s", runtime, root, td.td_backends, td.td_backend, td.td_criu);
 

@@ -184,6 +184,9 @@ try:
     as_user("tc_attach_list", ["gensee", "run", "list", "--json"], cwd=tws, env=tenv)
     as_user("tc_delete_attach", ["gensee", "run", "delete", "--all"], cwd=tws, env=tenv)
     run("tc_status", ["gensee", "status", "--json"])
+    # sandbox_tcloned under the unit: its sets and its filter, as the kernel says.
+    run("tc_sandbox", ["sh", "-c", "grep -E '^(CapEff|CapBnd|NoNewPrivs|Seccomp):' "
+                       "/proc/$(systemctl show -p MainPID --value gensee-tcloned)/status"])
 
     # The btrfs backend under the unit: the authority root on a btrfs the
     # host made (a loop file, bound in at /gensee-btrfs; the container gets
@@ -483,6 +486,11 @@ def units_run_under_systemd(env):
     # tcloned: its socket answers the user, a tclone source runs under it.
     journal = res.get("journal", {}).get("out", "")
     tc = json.loads(ok("tc_status")["out"])["daemons"]["gensee-tcloned"]
+    sb = dict(l.split(":\t") for l in ok("tc_sandbox")["out"].splitlines())
+    # CAP_CHOWN DAC_OVERRIDE DAC_READ_SEARCH FOWNER KILL SETGID SETUID SYS_ADMIN: 0x2000ef.
+    check(sb.get("CapEff") == sb.get("CapBnd") == "00000000002000ef" and
+          sb.get("NoNewPrivs") == "1" and sb.get("Seccomp") == "2",
+          "tcloned under its unit: %r" % sb)
     check(tc.get("answering") is True, "tcloned under its unit: %r\n%s" % (tc, journal))
     src = json.loads(ok("tc_start")["out"])
     rid = src["run_id"]

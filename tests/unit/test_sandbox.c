@@ -1,12 +1,16 @@
 /*
- * test_sandbox.c: the confinement of boundaryd (lib/sandbox.c).
+ * test_sandbox.c: the confinement of boundaryd and tcloned (lib/sandbox.c).
  *
  * sandbox_boundaryd() is irreversible, so it runs in a forked child, which
  * then checks its own capability sets and tries the things the dropped
  * capabilities would allow. Needs root (it starts from full capabilities).
  */
 #include <linux/capability.h>
+#include <sched.h>
+#include <sys/fanotify.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
 
 #include "sandbox.h"
 #include "unit.h"
@@ -117,6 +121,107 @@ START_TEST(test_boundaryd)
 }
 END_TEST
 
+#define TCLONED_KEPT ((1ull << CAP_SYS_ADMIN) | (1ull << CAP_SETUID) | (1ull << CAP_SETGID) | \
+	(1ull << CAP_CHOWN) | (1ull << CAP_FOWNER) | (1ull << CAP_DAC_OVERRIDE) | \
+	(1ull << CAP_DAC_READ_SEARCH) | (1ull << CAP_KILL))
+
+/* sandbox_tcloned in a child: its sets, then what its filter refuses and keeps. */
+static void
+tcloned_child(int rep, int podman_net)
+{
+	unsigned long long want = TCLONED_KEPT | (podman_net ? 1ull << CAP_NET_ADMIN : 0);
+	unsigned long long eff, prm, inh, bnd, amb;
+	char *cause = NULL, *st;
+
+	(void)rep;
+	alarm(20);
+	CHILD_CHECK(sandbox_tcloned(podman_net, &cause) == 0, "sandbox_tcloned: %s", cause);
+	CHILD_CHECK(util_read_path("/proc/self/status", 65536, &st, NULL) == 0, "status: %m");
+	CHILD_CHECK(status_hex(st, "CapEff", &eff) == 0 && status_hex(st, "CapPrm", &prm) == 0 &&
+	    status_hex(st, "CapInh", &inh) == 0 && status_hex(st, "CapBnd", &bnd) == 0 &&
+	    status_hex(st, "CapAmb", &amb) == 0, "cannot parse status");
+	CHILD_CHECK(eff == want && prm == want, "CapEff %llx CapPrm %llx, expected %llx", eff,
+	    prm, want);
+	/* Bounded by the kept set, not emptied: podman, exec'd as root, gets just it. */
+	CHILD_CHECK(bnd == want && inh == 0 && amb == 0, "CapBnd %llx CapInh %llx CapAmb %llx",
+	    bnd, inh, amb);
+	CHILD_CHECK(strstr(st, "\nNoNewPrivs:\t1") != NULL, "no no_new_privs");
+	CHILD_CHECK(strstr(st, "\nSeccomp:\t2") != NULL, "no seccomp filter");
+	free(st);
+
+	/* Dropped capabilities: ptrace-free, no raw devices, no new bounding bits. */
+	char node[64];
+	snprintf(node, sizeof(node), "/tmp/gensee-unit-mknod.%d", (int)getpid());
+	int made = mknod(node, S_IFCHR | 0600, makedev(1, 3));
+	if (made == 0)
+		unlink(node);
+	CHILD_CHECK(made == -1 && errno == EPERM, "mknod of a device worked (CAP_MKNOD)");
+	CHILD_CHECK(prctl(PR_CAPBSET_DROP, CAP_KILL, 0, 0, 0) == -1, "bounding set writable");
+	/* The filter: what nothing tcloned starts may do. */
+	struct file_handle fh = { .handle_bytes = 0 };
+	errno = 0;
+	CHILD_CHECK(syscall(SYS_open_by_handle_at, AT_FDCWD, &fh, O_RDONLY) == -1 &&
+	    errno == EPERM, "open_by_handle_at: %m");
+	errno = 0;
+	CHILD_CHECK(syscall(SYS_kexec_load, 0, 0, NULL, 0) == -1 && errno == EPERM,
+	    "kexec_load: %m");
+	errno = 0;
+	CHILD_CHECK(syscall(SYS_bpf, 0, NULL, 0) == -1 && errno == EPERM, "bpf: %m");
+	errno = 0;
+	CHILD_CHECK(syscall(SYS_fanotify_init, FAN_CLASS_CONTENT, O_RDONLY) == -1 &&
+	    errno == EPERM, "fanotify_init: %m");
+	errno = 0;
+	CHILD_CHECK(syscall(SYS_ptrace, 0 /* PTRACE_TRACEME */, 0, NULL, NULL) == -1 &&
+	    errno == EPERM, "ptrace: %m");
+	errno = 0;
+	CHILD_CHECK(unshare(CLONE_NEWUSER) == -1 && errno == EPERM, "unshare(CLONE_NEWUSER): %m");
+	errno = 0;
+	CHILD_CHECK(syscall(SYS_clone3, NULL, 0) == -1 && errno == ENOSYS, "clone3: %m");
+	/* What it does use still works: a mount namespace, a fork. */
+	CHILD_CHECK(unshare(CLONE_NEWNS) == 0, "unshare(CLONE_NEWNS): %m");
+	pid_t p = fork();
+	if (p == 0)
+		_exit(0);
+	CHILD_CHECK(p > 0, "fork: %m");
+	_exit(0);
+}
+
+static void
+run_tcloned_child(int podman_net)
+{
+	char msg[512] = "";
+	int rep[2], status;
+
+	unit_require_root();
+	ck_assert_int_eq(pipe2(rep, O_CLOEXEC), 0);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		close(rep[0]);
+		tcloned_child(rep[1], podman_net);
+	}
+	close(rep[1]);
+	ck_assert_int_eq(unit_wait_pid(pid, 20000, &status), 0);
+	ssize_t n = read(rep[0], msg, sizeof(msg) - 1);
+	if (n > 0)
+		msg[n] = '\0';
+	close(rep[0]);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "sandboxed child: %s (0x%x)",
+	    msg, status);
+}
+
+START_TEST(test_tcloned)
+{
+	run_tcloned_child(0);
+}
+END_TEST
+
+START_TEST(test_tcloned_podman)
+{
+	run_tcloned_child(1);
+}
+END_TEST
+
 static Suite *
 sandbox_suite(void)
 {
@@ -125,6 +230,8 @@ sandbox_suite(void)
 
 	tcase_set_timeout(tc, 30);
 	tcase_add_test(tc, test_boundaryd);
+	tcase_add_test(tc, test_tcloned);
+	tcase_add_test(tc, test_tcloned_podman);
 	suite_add_tcase(s, tc);
 	return s;
 }
