@@ -189,11 +189,36 @@ human_merge(struct json_object *res)
 	struct json_object *cf = schema_child(res, "conflicts");
 	const char *st = schema_string(res, "status");
 
-	printf("merge %s -> %s: %s (%lld to apply)\n", schema_string(res, "fork"),
-	    schema_string(res, "into"), st, (long long)schema_int(res, "apply", 0));
+	struct json_object *files = schema_child(res, "files"), *left = schema_child(res, "left_out");
+	struct json_object *skipped = schema_child(res, "skipped");
+
+	if (files != NULL)
+		printf("merge %s -> %s: %s (%zu file(s) in the patch)\n", schema_string(res, "fork"),
+		    schema_string(res, "into"), st, json_object_array_length(files));
+	else
+		printf("merge %s -> %s: %s (%lld to apply)\n", schema_string(res, "fork"),
+		    schema_string(res, "into"), st, (long long)schema_int(res, "apply", 0));
 	for (size_t i = 0; cf != NULL && i < json_object_array_length(cf); i++) {
 		struct json_object *c = json_object_array_get_idx(cf, i);
+		const char *h = schema_string(c, "hunks");
 		printf("conflict: %s: %s\n", schema_string(c, "path"), schema_string(c, "reason"));
+		if (h != NULL && *h != '\0')
+			printf("%s%s", h, h[strlen(h) - 1] == '\n' ? "" : "\n");
+	}
+	/* What the merge did not take is said, never silent. */
+	for (size_t i = 0; left != NULL && i < json_object_array_length(left); i++) {
+		struct json_object *c = json_object_array_get_idx(left, i);
+		printf("left out: %s (%s): %s\n", schema_string(c, "path"),
+		    schema_string(c, "change"), schema_string(c, "reason"));
+	}
+	if (left != NULL && schema_int(res, "left_out_total", 0) > (int64_t)json_object_array_length(left))
+		printf("left out: %lld more\n", (long long)(schema_int(res, "left_out_total", 0) -
+		    (int64_t)json_object_array_length(left)));
+	for (size_t i = 0; skipped != NULL && i < json_object_array_length(skipped); i++) {
+		struct json_object *c = json_object_array_get_idx(skipped, i);
+		printf("skipped: %s (%lld entr%s): %s\n", schema_string(c, "path"),
+		    (long long)schema_int(c, "entries", 1), schema_int(c, "entries", 1) == 1 ? "y" : "ies",
+		    schema_string(c, "reason"));
 	}
 }
 

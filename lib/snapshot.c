@@ -28,6 +28,12 @@
 
 #define SNAP_BUF (64 * 1024)
 #define SNAP_TMP_PREFIX ".gensee-merge-"
+/*
+ * What a merge keeps of a fork entry's mode. Threat: a fork planting a
+ * set-user-ID (or set-group-ID) file that the user, or root, later runs
+ * from the source: merged entries never carry those bits.
+ */
+#define SNAP_MERGE_MODES (07777 & ~(mode_t)(S_ISUID | S_ISGID))
 
 /* -- filesystem identity -- */
 
@@ -1082,6 +1088,59 @@ selected(const struct snapshot_change *c, const char *const *paths, size_t npath
 	return 0;
 }
 
+/* The first ".git" or ".gitattributes" component of rel: its end offset, or 0 for none. */
+static size_t
+metadata_end(const char *rel)
+{
+	const char *p = rel;
+
+	while (*p != '\0') {
+		size_t n = strcspn(p, "/");
+		if ((n == 4 && memcmp(p, ".git", 4) == 0) ||
+		    (n == 14 && memcmp(p, ".gitattributes", 14) == 0))
+			return (size_t)(p - rel) + n;
+		p += n;
+		if (*p == '/')
+			p++;
+	}
+	return 0;
+}
+
+int
+snapshot_git_metadata(const char *rel)
+{
+	return metadata_end(rel) != 0;
+}
+
+/*
+ * 1 when path has repository metadata (a ".git" component, which also
+ * catches a ".git" file redirecting to another repository, or a
+ * ".gitattributes") below the selector it was selected by: --filesystem
+ * (no selectors) never merges it, --paths .git/hooks does.
+ */
+static int
+metadata_unnamed(const char *path, const char *const *paths, size_t npaths)
+{
+	size_t best = 0;
+	int named = 0;
+
+	for (size_t i = 0; i < npaths; i++) {
+		size_t pl = strlen(paths[i]);
+		if (strncmp(path, paths[i], pl) == 0 && (path[pl] == '\0' || path[pl] == '/')) {
+			if (!named || pl > best)
+				best = pl;
+			named = 1;
+		} else if (strncmp(paths[i], path, strlen(path)) == 0 &&
+		    paths[i][strlen(path)] == '/') {
+			/* A directory on the way to what a selector names. */
+			return 0;
+		}
+	}
+	if (named && path[best] == '/')
+		best++;
+	return metadata_end(path + (named ? best : 0)) != 0;
+}
+
 int
 snapshot_merge_plan(int basefd, int forkfd, int srcfd, const char *const *paths, size_t npaths,
     struct snapshot_plan *out, char **cause)
@@ -1120,6 +1179,17 @@ snapshot_merge_plan(int basefd, int forkfd, int srcfd, const char *const *paths,
 	free(all.scs_v);
 	for (size_t i = 0; i < out->sp_changes.scs_n; i++) {
 		struct snapshot_change *c = &out->sp_changes.scs_v[i];
+		/*
+		 * Fifos, sockets and devices are never merged (a fifo would
+		 * block whoever opens it; a device is a way into the kernel),
+		 * nor repository metadata nobody named.
+		 */
+		if (c->sc_before == SE_OTHER || c->sc_after == SE_OTHER ||
+		    metadata_unnamed(c->sc_path, paths, npaths)) {
+			out->sp_action[i] = SP_SKIP;
+			out->sp_skipped++;
+			continue;
+		}
 		int s = same_rel(srcfd, basefd, c->sc_path, cause);
 		enum snapshot_plan_action a;
 		if (s < 0) {
@@ -1138,9 +1208,6 @@ snapshot_merge_plan(int basefd, int forkfd, int srcfd, const char *const *paths,
 				if (!n)
 					a = SP_CONFLICT;
 			}
-			/* Devices and fifos are never merged. */
-			if (c->sc_after == SE_OTHER)
-				a = SP_CONFLICT;
 		} else {
 			s = same_rel(srcfd, forkfd, c->sc_path, cause);
 			if (s < 0) {
@@ -1187,6 +1254,148 @@ snapshot_conflicts_json(const struct snapshot_plan *p)
 		json_object_array_add(a, o);
 	}
 	return a;
+}
+
+struct json_object *
+snapshot_skipped_json(const struct snapshot_plan *p)
+{
+	struct json_object *a = json_object_new_array(), *last = NULL;
+	char key[PATH_MAX] = "";
+
+	for (size_t i = 0; i < p->sp_changes.scs_n; i++) {
+		const struct snapshot_change *c = &p->sp_changes.scs_v[i];
+		size_t kl = strlen(key);
+		if (p->sp_action[i] != SP_SKIP)
+			continue;
+		/* A skipped .git/ is one line, however many entries changed in it. */
+		if (last != NULL && strncmp(c->sc_path, key, kl) == 0 &&
+		    (c->sc_path[kl] == '\0' || c->sc_path[kl] == '/')) {
+			struct json_object *n;
+			json_object_object_get_ex(last, "entries", &n);
+			json_object_set_int64(n, json_object_get_int64(n) + 1);
+			continue;
+		}
+		size_t me = metadata_end(c->sc_path);
+		int meta = me != 0 && c->sc_before != SE_OTHER && c->sc_after != SE_OTHER;
+		util_strlcpy(key, c->sc_path, sizeof(key));
+		if (meta && me < sizeof(key))
+			key[me] = '\0';
+		last = json_object_new_object();
+		json_object_object_add(last, "path", json_object_new_string(key));
+		json_object_object_add(last, "change",
+		    json_object_new_string(snapshot_change_kind_name(c->sc_kind)));
+		json_object_object_add(last, "entries", json_object_new_int64(1));
+		json_object_object_add(last, "reason", json_object_new_string(meta ?
+		    "repository metadata (.git, .gitattributes): merged only when a path names it" :
+		    "a fifo, socket or device node: never merged"));
+		json_object_array_add(a, last);
+	}
+	return a;
+}
+
+/* -- single paths, for git merges -- */
+
+int
+snapshot_parents(int root, const char *rel, const struct snapshot_creds *as, char **cause)
+{
+	char pre[PATH_MAX];
+	const char *p = rel;
+
+	while ((p = strchr(p, '/')) != NULL) {
+		const char *name;
+		int fd, rv;
+
+		if ((size_t)(p - rel) >= sizeof(pre)) {
+			util_cause(cause, "%s: path too long", rel);
+			return -1;
+		}
+		memcpy(pre, rel, (size_t)(p - rel));
+		pre[p - rel] = '\0';
+		if ((fd = open_parent(root, pre, &name)) < 0) {
+			util_cause(cause, "%s: %s", pre, strerror(errno));
+			return -1;
+		}
+		if (creds_enter(as) != 0) {
+			close(fd);
+			util_cause(cause, "cannot take the caller's filesystem identity");
+			return -1;
+		}
+		rv = mkdirat(fd, name, 0755);
+		int e = errno;
+		creds_leave(as);
+		close(fd);
+		if (rv != 0 && e != EEXIST) {
+			util_cause(cause, "%s: mkdir: %s", pre, strerror(e));
+			return -1;
+		}
+		p++;
+	}
+	return 0;
+}
+
+int
+snapshot_copy_path(int src, const char *rel, int dst, const struct snapshot_creds *dst_as,
+    char **cause)
+{
+	struct snapshot_stats ss;
+	struct copyctx c = { 0, NULL, dst_as, &ss, cause };
+	const char *name, *dname;
+	struct stat st;
+	int pfd, dfd, h, rv;
+
+	memset(&ss, 0, sizeof(ss));
+	h = stat_rel(src, rel, &pfd, &name, &st);
+	if (h < 0) {
+		util_cause(cause, "%s: reached through a symlink or a non-directory", rel);
+		return -1;
+	}
+	if (h == 0)
+		return 0;
+	if (!S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode)) {
+		close(pfd);
+		util_cause(cause, "%s: not a file or a symlink", rel);
+		return -1;
+	}
+	if (snapshot_parents(dst, rel, dst_as, cause) != 0 ||
+	    (dfd = open_parent(dst, rel, &dname)) < 0) {
+		if (cause != NULL && *cause == NULL)
+			util_cause(cause, "%s: %s", rel, strerror(errno));
+		close(pfd);
+		return -1;
+	}
+	rv = copy_entry(&c, pfd, dfd, name, 0);
+	close(pfd);
+	close(dfd);
+	return rv == 0 ? 1 : -1;
+}
+
+int
+snapshot_change_git_visible(int basefd, int viewfd, const struct snapshot_change *c,
+    char **cause)
+{
+	struct stat sa, sb;
+	const char *na, *nb;
+	int pa, pb, rv;
+
+	if (c->sc_before != c->sc_after || c->sc_before != SE_FILE)
+		return 1;
+	if (stat_rel(basefd, c->sc_path, &pa, &na, &sa) != 1) {
+		util_cause(cause, "%s: gone from the base", c->sc_path);
+		return -1;
+	}
+	if (stat_rel(viewfd, c->sc_path, &pb, &nb, &sb) != 1) {
+		close(pa);
+		util_cause(cause, "%s: changed while merging", c->sc_path);
+		return -1;
+	}
+	/* git records a file's bytes and whether it is executable, nothing else of its mode. */
+	if ((sa.st_mode & 0100) != (sb.st_mode & 0100) || sa.st_size != sb.st_size)
+		rv = 1;
+	else if ((rv = same_content(pa, na, pb, nb, cause)) >= 0)
+		rv = !rv;
+	close(pa);
+	close(pb);
+	return rv;
 }
 
 /* -- transactional apply -- */
@@ -1249,9 +1458,9 @@ snapshot_txn_state(int txnfd, char *state, size_t len)
 	return 0;
 }
 
-/* Copy entry name of dir sd (file or symlink) to dname in dd, owner and mode kept. */
+/* Copy entry name of dir sd (file or symlink) to dname in dd, owner and mode & keep kept. */
 static int
-copy_one(int sd, const char *sname, int dd, const char *dname, char **cause)
+copy_one(int sd, const char *sname, int dd, const char *dname, mode_t keep, char **cause)
 {
 	struct stat st;
 
@@ -1292,7 +1501,7 @@ copy_one(int sd, const char *sname, int dd, const char *dname, char **cause)
 	struct timespec ts[2] = { st.st_atim, st.st_mtim };
 	rv = copy_bytes(in, out, NULL, cause, sname);
 	if (rv == 0 && (fchown(out, st.st_uid, st.st_gid) != 0 ||
-	    fchmod(out, st.st_mode & 07777) != 0 || futimens(out, ts) != 0)) {
+	    fchmod(out, st.st_mode & keep) != 0 || futimens(out, ts) != 0)) {
 		util_cause(cause, "%s: %s", dname, strerror(errno));
 		rv = -1;
 	}
@@ -1332,7 +1541,7 @@ place(int stagedir, const char *idx, int pfd, const char *name, size_t i, char *
 		util_cause(cause, "%s: %s", tmp, strerror(errno));
 		return -1;
 	}
-	if (copy_one(stagedir, idx, pfd, tmp, cause) != 0)
+	if (copy_one(stagedir, idx, pfd, tmp, 07777, cause) != 0)
 		return -1;
 	if (fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode) &&
 	    unlinkat(pfd, name, AT_REMOVEDIR) != 0) {
@@ -1442,10 +1651,13 @@ snapshot_apply(int forkfd, int srcfd, int txnfd, const struct snapshot_plan *pla
 		json_object_object_add(e, "new", json_object_new_string(
 		    snapshot_entry_kind_name(c->sc_after)));
 		if (h == 1) {
-			json_object_object_add(e, "new_mode", json_object_new_int(st.st_mode & 07777));
+			/* The fork's set-id bits are dropped here, in the staged copy. */
+			json_object_object_add(e, "new_mode", json_object_new_int(st.st_mode &
+			    SNAP_MERGE_MODES));
 			json_object_object_add(e, "new_uid", json_object_new_int64(st.st_uid));
 			json_object_object_add(e, "new_gid", json_object_new_int64(st.st_gid));
-			if (c->sc_after != SE_DIR && copy_one(pfd, name, stage, idx, cause) != 0) {
+			if (c->sc_after != SE_DIR && copy_one(pfd, name, stage, idx, SNAP_MERGE_MODES,
+			    cause) != 0) {
 				close(pfd);
 				goto out;
 			}
@@ -1464,7 +1676,7 @@ snapshot_apply(int forkfd, int srcfd, int txnfd, const struct snapshot_plan *pla
 			json_object_object_add(e, "orig_mode", json_object_new_int(st.st_mode & 07777));
 			json_object_object_add(e, "orig_uid", json_object_new_int64(st.st_uid));
 			json_object_object_add(e, "orig_gid", json_object_new_int64(st.st_gid));
-			if (!S_ISDIR(st.st_mode) && copy_one(pfd, name, backup, idx, cause) != 0) {
+			if (!S_ISDIR(st.st_mode) && copy_one(pfd, name, backup, idx, 07777, cause) != 0) {
 				close(pfd);
 				goto out;
 			}

@@ -111,6 +111,7 @@ enum snapshot_plan_action {
 	SP_APPLY,	/* the source still has the base state: take the fork's */
 	SP_SAME,	/* the source already has the fork's state */
 	SP_CONFLICT,	/* both changed it, differently */
+	SP_SKIP,	/* never merged unless named: repository metadata, fifos, devices */
 };
 
 struct snapshot_plan {
@@ -119,24 +120,57 @@ struct snapshot_plan {
 	size_t sp_apply;
 	size_t sp_same;
 	size_t sp_conflicts;
+	size_t sp_skipped;
 };
 
 /*
  * Plan merging the fork's changes (base -> fork) into src: only changes at
  * or below one of paths (relative, from snapshot_path_rel; npaths 0: all).
+ * Skipped (SP_SKIP), not conflicts: a path with a ".git" component or a
+ * ".gitattributes" below what a selector names (threat: a fork planting
+ * hooks, config or filter attributes that the user's next git command in
+ * the source runs), and fifos, sockets and device nodes.
  * Returns 0 or -1 with *cause.
  */
 int snapshot_merge_plan(int basefd, int forkfd, int srcfd, const char *const *paths,
     size_t npaths, struct snapshot_plan *out, char **cause);
 void snapshot_plan_free(struct snapshot_plan *p);
 struct json_object *snapshot_conflicts_json(const struct snapshot_plan *p);
+/* The SP_SKIP entries, one per skipped subtree: [{path, change, entries, reason}]. */
+struct json_object *snapshot_skipped_json(const struct snapshot_plan *p);
+
+/* 1 when rel has a ".git" component or ends in ".gitattributes". */
+int snapshot_git_metadata(const char *rel);
+
+/*
+ * Copy the file or symlink rel of tree src (rel's parents opened without
+ * symlinks, the entry never followed) to the same path beneath dst,
+ * making the directories on the way (snapshot_parents). Writes take
+ * dst_as's identity. Returns 1 copied, 0 when rel is absent from src,
+ * -1 with *cause (also for anything that is not a file or a symlink).
+ */
+int snapshot_copy_path(int src, const char *rel, int dst, const struct snapshot_creds *dst_as,
+    char **cause);
+
+/* Make the directories on the way to rel beneath root (mode 0755, as as). 0 or -1. */
+int snapshot_parents(int root, const char *rel, const struct snapshot_creds *as, char **cause);
+
+/*
+ * 1 when change c (base -> view) is one git records: the entry appears,
+ * goes, changes kind, bytes, link target or executable bit; 0 when only
+ * other permission bits changed. -1 with *cause.
+ */
+int snapshot_change_git_visible(int basefd, int viewfd, const struct snapshot_change *c,
+    char **cause);
 
 /*
  * Apply the SP_APPLY entries of plan to src, from fork, as one
  * transaction kept in the empty directory txnfd: every fork entry is
  * staged and every source entry it replaces is backed up, and the journal
  * (txn/journal.json) is on disk, before the source is touched. A failure
- * rolls the source back (snapshot_rollback). between(i) is called before
+ * rolls the source back (snapshot_rollback). Set-user-ID and set-group-ID
+ * bits never come along (threat: a fork planting a setuid binary the
+ * user or root later runs). between(i) is called before
  * entry i is applied (tests pause there); it may be NULL.
  * Returns 0, or -1 with *cause (the source is then as it was, unless
  * *rollback_failed is set).

@@ -34,6 +34,7 @@
 #include "schema.h"
 #include "btrfs.h"
 #include "snapshot.h"
+#include "gitmerge.h"
 #include "tcloned.h"
 #include "util.h"
 
@@ -1259,385 +1260,159 @@ txn_remove(struct tcloned *t, const char *tx)
 	}
 }
 
-/* -- git merges: git runs as the user, inside the runs, never as root -- */
-
-#define GIT_TIMEOUT_MS (120 * 1000)
-#define GIT_PATCH_MAX (64u * 1024 * 1024)
-
-/* Append s single-quoted (for sh), '#' doubled (tmux formats). */
-static int
-sh_word(char *buf, size_t len, size_t *o, const char *s)
-{
-	if (*o + 1 >= len)
-		return -1;
-	buf[(*o)++] = '\'';
-	for (const char *c = s; *c != '\0'; c++) {
-		const char *piece = *c == '\'' ? "'\\''" : *c == '#' ? "##" : NULL;
-		size_t n = piece != NULL ? strlen(piece) : 1;
-		if (*o + n + 3 >= len)
-			return -1;
-		memcpy(buf + *o, piece != NULL ? piece : c, n);
-		*o += n;
-	}
-	buf[(*o)++] = '\'';
-	buf[(*o)++] = ' ';
-	buf[*o] = '\0';
-	return 0;
-}
+/* -- git merges: git sees no run's repository (gitmerge.c) -- */
 
 /*
- * Run the shell command cmd where run r's agent runs: through its own
- * tmux server (run-shell), from a child that has become the run's user.
- * Threat: git in an agent's repository runs the agent's configuration
- * (core.fsmonitor, filters); as root that would be the agent running code
- * as root. Here it runs with the agent's own uid, namespaces and operation.
- * Output files live in the run's 0700 runtime directory. Returns 0 with
- * *status (the command's exit status) and *out (its stdout), or -1.
+ * --git: the fork's tracked changes since the fork (the snapshot's own
+ * delta, base -> fork), made into a patch and applied to copies of the
+ * source's files by git in a private work directory (gitmerge.c); then
+ * those copies go into the source as one transaction, like any merge.
+ * Untracked changes are left out and listed (left_out); a conflict shows
+ * the hunks that do not apply.
  */
-static int
-run_in(struct tcloned *t, struct trun *r, const char *cmd, char **out, size_t *outlen,
-    char **err, int *status, char **cause)
-{
-	char rel_o[128], rel_e[128], sock[PATH_MAX], po[PATH_MAX], pe[PATH_MAX], full[16384];
-	size_t o = 0;
-	int fd;
-
-	*out = *err = NULL;
-	*outlen = 0;
-	if (strcmp(r->tr_state, "running") != 0) {
-		util_cause(cause, "%s is not running (%s): git runs inside the run's session",
-		    r->tr_id, r->tr_state);
-		return -1;
-	}
-	snprintf(rel_o, sizeof(rel_o), "tclone/%s/git.out", r->tr_id);
-	snprintf(rel_e, sizeof(rel_e), "tclone/%s/git.err", r->tr_id);
-	if ((size_t)snprintf(sock, sizeof(sock), "%s/tclone/%s/tmux.sock", t->td_runtime,
-	    r->tr_id) >= sizeof(sock) ||
-	    (size_t)snprintf(po, sizeof(po), "%s/%s", t->td_runtime, rel_o) >= sizeof(po) ||
-	    (size_t)snprintf(pe, sizeof(pe), "%s/%s", t->td_runtime, rel_e) >= sizeof(pe)) {
-		util_cause(cause, "runtime path too long");
-		return -1;
-	}
-	for (int i = 0; i < 2; i++) {
-		const char *rel = i ? rel_e : rel_o;
-		unlinkat(t->td_runtime_fd, rel, 0);
-		fd = safefs_openat(t->td_runtime_fd, rel, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-		if (fd < 0 || fchown(fd, r->tr_uid, r->tr_gid) != 0) {
-			util_cause(cause, "%s: %s", rel, strerror(errno));
-			if (fd >= 0)
-				close(fd);
-			return -1;
-		}
-		close(fd);
-	}
-	memcpy(full, "cd ", 3);
-	o = 3;
-	if (sh_word(full, sizeof(full), &o, r->tr_workspace) != 0 ||
-	    (o += (size_t)snprintf(full + o, sizeof(full) - o, "|| exit 125; exec >")) >= sizeof(full) ||
-	    sh_word(full, sizeof(full), &o, po) != 0 ||
-	    (o += (size_t)snprintf(full + o, sizeof(full) - o, "2>")) >= sizeof(full) ||
-	    sh_word(full, sizeof(full), &o, pe) != 0 ||
-	    (o += (size_t)snprintf(full + o, sizeof(full) - o, "; %s", cmd)) >= sizeof(full)) {
-		util_cause(cause, "command too long");
-		return -1;
-	}
-	pid_t pid = fork();
-	if (pid < 0) {
-		util_cause(cause, "fork: %s", strerror(errno));
-		return -1;
-	}
-	if (pid == 0) {
-		sigset_t none;
-		sigemptyset(&none);
-		sigprocmask(SIG_SETMASK, &none, NULL);
-		char *argv[] = { "tmux", "-S", sock, "run-shell", "-t", TCLONED_SESSION, full, NULL };
-		char *envp[] = { "PATH=/usr/bin:/bin", "LANG=C.UTF-8", NULL };
-		if (setgroups(0, NULL) != 0 || setresgid(r->tr_gid, r->tr_gid, r->tr_gid) != 0 ||
-		    setresuid(r->tr_uid, r->tr_uid, r->tr_uid) != 0)
-			_exit(126);
-		execve("/usr/bin/tmux", argv, envp);
-		_exit(127);
-	}
-	int st = 0;
-	int64_t deadline = util_monotonic_ms() + GIT_TIMEOUT_MS;
-	for (;;) {
-		pid_t w = waitpid(pid, &st, WNOHANG);
-		if (w == pid)
-			break;
-		if (w < 0 && errno != EINTR) {
-			util_cause(cause, "waitpid: %s", strerror(errno));
-			return -1;
-		}
-		if (util_monotonic_ms() > deadline) {
-			kill(pid, SIGKILL);
-			waitpid(pid, NULL, 0);
-			util_cause(cause, "git did not finish in %d s", GIT_TIMEOUT_MS / 1000);
-			return -1;
-		}
-		usleep(20000);
-	}
-	*status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-	/* The user owns these files: opened without following a planted link. */
-	for (int i = 0; i < 2; i++) {
-		char *buf = NULL;
-		size_t len = 0;
-		struct stat fst;
-		/* The agent can replace these: no link, and never a fifo that would block us. */
-		fd = safefs_openat(t->td_runtime_fd, i ? rel_e : rel_o, O_RDONLY | O_NOFOLLOW |
-		    O_NONBLOCK | O_CLOEXEC, 0);
-		if (fd >= 0 && (fstat(fd, &fst) != 0 || !S_ISREG(fst.st_mode))) {
-			close(fd);
-			fd = -1;
-			errno = EINVAL;
-		}
-		if (fd < 0 || util_read_fd(fd, GIT_PATCH_MAX, &buf, &len) != 0) {
-			util_cause(cause, "git output: %s", strerror(errno ? errno : EFBIG));
-			if (fd >= 0)
-				close(fd);
-			free(*out);
-			*out = NULL;
-			return -1;
-		}
-		close(fd);
-		unlinkat(t->td_runtime_fd, i ? rel_e : rel_o, 0);
-		if (i) {
-			*err = buf;
-		} else {
-			*out = buf;
-			*outlen = len;
-		}
-	}
-	return 0;
-}
-
-/*
- * The commit the fork started from: its base view's .git/HEAD, resolved
- * through a loose ref or packed-refs, read as data (never by running git).
- */
-static int
-git_fork_point(struct tcloned *t, struct trun *f, char *hex, size_t len, char **cause)
-{
-	int b = open_base(t, f, cause), fd;
-	char *buf = NULL, ref[256], *nl;
-	size_t n;
-
-	if (b < 0)
-		return -1;
-	fd = safefs_openat(b, ".git/HEAD", O_RDONLY | O_CLOEXEC, 0);
-	if (fd < 0 || util_read_fd(fd, 4096, &buf, &n) != 0) {
-		util_cause(cause, "not a git workspace (no .git/HEAD at the fork point)");
-		goto fail;
-	}
-	close(fd);
-	fd = -1;
-	if ((nl = strchr(buf, '\n')) != NULL)
-		*nl = '\0';
-	if (strncmp(buf, "ref: ", 5) == 0) {
-		util_strlcpy(ref, buf + 5, sizeof(ref));
-		if (strncmp(ref, "refs/", 5) != 0 || strstr(ref, "..") != NULL) {
-			util_cause(cause, "HEAD names an odd ref");
-			goto fail;
-		}
-		free(buf);
-		buf = NULL;
-		char path[300];
-		snprintf(path, sizeof(path), ".git/%s", ref);
-		fd = safefs_openat(b, path, O_RDONLY | O_CLOEXEC, 0);
-		if (fd >= 0 && util_read_fd(fd, 4096, &buf, &n) == 0) {
-			if ((nl = strchr(buf, '\n')) != NULL)
-				*nl = '\0';
-		} else {
-			if (fd >= 0)
-				close(fd);
-			fd = safefs_openat(b, ".git/packed-refs", O_RDONLY | O_CLOEXEC, 0);
-			if (fd < 0 || util_read_fd(fd, 16u * 1024 * 1024, &buf, &n) != 0) {
-				util_cause(cause, "%s: not found at the fork point (no commit yet?)", ref);
-				goto fail;
-			}
-			char *line, *save = NULL, *found = NULL;
-			for (line = strtok_r(buf, "\n", &save); line != NULL;
-			    line = strtok_r(NULL, "\n", &save)) {
-				char *sp = strchr(line, ' ');
-				if (sp != NULL && strcmp(sp + 1, ref) == 0) {
-					*sp = '\0';
-					found = line;
-					break;
-				}
-			}
-			if (found == NULL) {
-				util_cause(cause, "%s: not found at the fork point", ref);
-				goto fail;
-			}
-			memmove(buf, found, strlen(found) + 1);
-		}
-	}
-	n = strlen(buf);
-	if ((n != 40 && n != 64) || strspn(buf, "0123456789abcdef") != n || n >= len) {
-		util_cause(cause, "HEAD at the fork point is not a commit id");
-		goto fail;
-	}
-	util_strlcpy(hex, buf, len);
-	free(buf);
-	if (fd >= 0)
-		close(fd);
-	close(b);
-	return 0;
-fail:
-	free(buf);
-	if (fd >= 0)
-		close(fd);
-	close(b);
-	return -1;
-}
-
-/* The paths git apply names in its refusal ("error: patch failed: PATH:LINE", "error: PATH: ..."). */
-static struct json_object *
-git_conflicts(const char *err)
-{
-	struct json_object *a = json_object_new_array();
-	char *copy = strdup(err != NULL ? err : ""), *line, *save = NULL;
-
-	for (line = strtok_r(copy, "\n", &save); copy != NULL && line != NULL;
-	    line = strtok_r(NULL, "\n", &save)) {
-		const char *p = NULL;
-		if (strncmp(line, "error: patch failed: ", 21) == 0)
-			p = line + 21;
-		else if (strncmp(line, "error: ", 7) == 0 && strstr(line + 7, ": ") != NULL)
-			p = line + 7;
-		if (p == NULL)
-			continue;
-		char path[512];
-		util_strlcpy(path, p, sizeof(path));
-		char *c = strstr(path, ": ");
-		if (c == NULL)
-			c = strrchr(path, ':');
-		if (c != NULL)
-			*c = '\0';
-		struct json_object *o = json_object_new_object();
-		json_object_object_add(o, "path", json_object_new_string(path));
-		json_object_object_add(o, "reason", json_object_new_string(line));
-		json_object_array_add(a, o);
-	}
-	free(copy);
-	return a;
-}
-
 static struct json_object *
 do_git_merge(struct req *q, struct trun *f, struct trun *s, int dry, int forced)
 {
 	struct tcloned *t = q->rq_td;
-	char fp[80], tx[TCLONED_ID_MAX], cmd[1024], *cause = NULL, *out = NULL, *err = NULL;
-	char *out2 = NULL, *err2 = NULL, patch_rel[128], patch_path[PATH_MAX];
-	size_t outlen = 0, len2;
-	int st = 0, fd;
-	struct json_object *o = NULL, *d;
+	struct snapshot_creds user = { 1, s->tr_uid, s->tr_gid };
+	struct snapshot_plan plan;
+	struct gitmerge gm;
+	char tx[TCLONED_ID_MAX], *cause = NULL;
+	const char *code = TE_SNAPSHOT;
+	int bfd = -1, ffd = -1, sfd = -1, txfd = -1, prepared = 0;
+	struct json_object *o = NULL, *d = NULL, *files;
 
+	memset(&plan, 0, sizeof(plan));
+	memset(&gm, 0, sizeof(gm));
+	gm.gm_work = gm.gm_s0 = gm.gm_s = -1;
+	if (!has_snapshot(f) || !has_snapshot(s))
+		return fail(q, PE_STATE, "both runs need their snapshots");
 	if (ids_new("txn_", tx, sizeof(tx)) != 0)
 		return fail(q, PE_INTERNAL, "ids");
-	if (git_fork_point(t, f, fp, sizeof(fp), &cause) != 0)
-		goto err;
-	tcloned_history(t, tx, "merge", "started", f, f->tr_group, q->rq_peer->pr_uid, NULL);
-	/*
-	 * The fork's repository changes since the fork point: its commits and
-	 * its staged and unstaged changes to tracked files (untracked files
-	 * are not part of a --git merge: --paths takes them).
-	 */
-	snprintf(cmd, sizeof(cmd), "git -c core.quotepath=off diff --binary %s", fp);
-	if (run_in(t, f, cmd, &out, &outlen, &err, &st, &cause) != 0)
-		goto err;
-	if (st != 0) {
-		util_cause(&cause, "git diff in the fork failed (%d): %.300s", st, err ? err : "");
+	if ((bfd = open_base(t, f, &cause)) < 0 || (ffd = open_ws(t, f)) < 0 ||
+	    (sfd = open_ws(t, s)) < 0) {
+		if (cause == NULL)
+			util_cause(&cause, "snapshot unavailable: %s", strerror(errno));
 		goto err;
 	}
-	d = json_object_new_object();
-	json_object_object_add(d, "into", json_object_new_string(s->tr_id));
-	json_object_object_add(d, "scope", json_object_new_string("git"));
-	json_object_object_add(d, "fork_point", json_object_new_string(fp));
+	tcloned_history(t, tx, "merge", "started", f, f->tr_group, q->rq_peer->pr_uid, NULL);
+	if (gitmerge_prepare(t->td_tc_fd, tx, bfd, ffd, sfd, &user, dry, &gm, &code, &cause) != 0)
+		goto err;
+	prepared = 1;
+	files = json_object_new_array();
+	for (size_t i = 0; i < gm.gm_npaths; i++)
+		json_object_array_add(files, json_object_new_string(gm.gm_paths[i]));
 	o = json_object_new_object();
 	json_object_object_add(o, "tx_id", json_object_new_string(tx));
 	json_object_object_add(o, "fork", json_object_new_string(f->tr_id));
 	json_object_object_add(o, "into", json_object_new_string(s->tr_id));
 	json_object_object_add(o, "scope", json_object_new_string("git"));
-	json_object_object_add(o, "fork_point", json_object_new_string(fp));
 	json_object_object_add(o, "forced", json_object_new_boolean(forced));
 	json_object_object_add(o, "dry_run", json_object_new_boolean(dry));
-	json_object_object_add(o, "patch_bytes", json_object_new_int64((int64_t)outlen));
-	if (outlen == 0) {
+	json_object_object_add(o, "patch_bytes", json_object_new_int64((int64_t)gm.gm_patch_bytes));
+	json_object_object_add(o, "files", files);
+	json_object_object_add(o, "left_out", json_object_get(gm.gm_left_out));
+	json_object_object_add(o, "left_out_total", json_object_new_int64(gm.gm_left_out_total));
+	d = json_object_new_object();
+	json_object_object_add(d, "into", json_object_new_string(s->tr_id));
+	json_object_object_add(d, "scope", json_object_new_string("git"));
+	json_object_object_add(d, "files", json_object_new_int64((int64_t)gm.gm_npaths));
+	json_object_object_add(d, "left_out", json_object_new_int64(gm.gm_left_out_total));
+	if (gm.gm_npaths == 0) {
 		json_object_object_add(o, "merged", json_object_new_boolean(1));
 		json_object_object_add(o, "status", json_object_new_string("nothing_to_merge"));
 		json_object_object_add(o, "conflicts", json_object_new_array());
 		tcloned_history(t, tx, "merge", dry ? "dry-run" : "succeeded", f, f->tr_group,
 		    q->rq_peer->pr_uid, d);
+		d = NULL;
 		goto out;
 	}
-	snprintf(patch_rel, sizeof(patch_rel), "tclone/%s/git-merge.patch", s->tr_id);
-	if ((size_t)snprintf(patch_path, sizeof(patch_path), "%s/%s", t->td_runtime, patch_rel) >=
-	    sizeof(patch_path)) {
-		util_cause(&cause, "runtime path too long");
-		json_object_put(d);
-		goto err;
-	}
-	unlinkat(t->td_runtime_fd, patch_rel, 0);
-	fd = safefs_openat(t->td_runtime_fd, patch_rel, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-	if (fd < 0 || util_write_all(fd, out, outlen) != 0 || fchown(fd, s->tr_uid, s->tr_gid) != 0) {
-		util_cause(&cause, "%s: %s", patch_rel, strerror(errno));
-		if (fd >= 0)
-			close(fd);
-		json_object_put(d);
-		goto err;
-	}
-	close(fd);
-	/* git apply checks every hunk before it writes anything: all or nothing. */
-	char qp[PATH_MAX + 64];
-	size_t qo = 0;
-	if (sh_word(qp, sizeof(qp), &qo, patch_path) != 0) {
-		util_cause(&cause, "patch path too long");
-		json_object_put(d);
-		goto err;
-	}
-	if ((size_t)snprintf(cmd, sizeof(cmd), "git apply %s%s", dry ? "--check " : "", qp) >=
-	    sizeof(cmd)) {
-		util_cause(&cause, "patch path too long");
-		json_object_put(d);
-		goto err;
-	}
-	int rv = run_in(t, s, cmd, &out2, &len2, &err2, &st, &cause);
-	unlinkat(t->td_runtime_fd, patch_rel, 0);
-	if (rv != 0) {
-		json_object_put(d);
-		goto err;
-	}
-	if (st != 0) {
+	if (gm.gm_conflicts != NULL) {
+		/* Nothing is applied when any hunk does not: the source is left as it was. */
 		json_object_object_add(o, "merged", json_object_new_boolean(0));
 		json_object_object_add(o, "status", json_object_new_string("conflict"));
-		json_object_object_add(o, "conflicts", git_conflicts(err2));
+		json_object_object_add(o, "conflicts", json_object_get(gm.gm_conflicts));
 		json_object_object_add(d, "reason", json_object_new_string("conflict"));
 		tcloned_history(t, tx, "merge", dry ? "dry-run" : "failed", f, f->tr_group,
 		    q->rq_peer->pr_uid, d);
+		d = NULL;
 		goto out;
 	}
-	json_object_object_add(o, "merged", json_object_new_boolean(!dry));
-	json_object_object_add(o, "status", json_object_new_string(dry ? "clean" : "merged"));
 	json_object_object_add(o, "conflicts", json_object_new_array());
-	tcloned_history(t, tx, "merge", dry ? "dry-run" : forced ? "forced" : "succeeded", f,
-	    f->tr_group, q->rq_peer->pr_uid, d);
+	if (dry) {
+		json_object_object_add(o, "merged", json_object_new_boolean(0));
+		json_object_object_add(o, "status", json_object_new_string("clean"));
+		tcloned_history(t, tx, "merge", "dry-run", f, f->tr_group, q->rq_peer->pr_uid, d);
+		d = NULL;
+		goto out;
+	}
+	/*
+	 * The patched copies (s) against the copies they were made from (s0):
+	 * the changes to take into the source, which must still have what s0
+	 * has (else it changed meanwhile: a conflict, nothing applied). The
+	 * files are named, so a tracked .gitattributes is merged as itself.
+	 */
+	if (snapshot_merge_plan(gm.gm_s0, gm.gm_s, sfd, (const char *const *)gm.gm_paths,
+	    gm.gm_npaths, &plan, &cause) != 0)
+		goto err;
+	if (plan.sp_conflicts > 0 || plan.sp_skipped > 0) {
+		util_cause(&cause, "the source changed while merging (%zu entr%s)",
+		    plan.sp_conflicts + plan.sp_skipped,
+		    plan.sp_conflicts + plan.sp_skipped == 1 ? "y" : "ies");
+		code = PE_STATE;
+		goto err;
+	}
+	if (plan.sp_apply > 0) {
+		struct pausectx pc = { t->td_apply_pause_ms };
+		int rbf = 0;
+		if (txn_target(t, tx, f, s, &txfd, &cause) != 0 ||
+		    snapshot_apply(gm.gm_s, sfd, txfd, &plan, apply_pause, &pc, &rbf, &cause) != 0) {
+			json_object_object_add(d, "reason", json_object_new_string(cause ? cause : "?"));
+			json_object_object_add(d, "rolled_back", json_object_new_boolean(!rbf));
+			tcloned_history(t, tx, "merge", "failed", f, f->tr_group, q->rq_peer->pr_uid, d);
+			d = NULL;
+			if (!rbf)
+				txn_remove(t, tx);
+			json_object_put(o);
+			o = NULL;
+			fail(q, PE_STATE, "merge failed%s: %s", rbf ? " and its rollback failed" :
+			    " (the source was rolled back)", cause ? cause : "?");
+			goto out;
+		}
+		txn_remove(t, tx);
+	}
+	json_object_object_add(o, "merged", json_object_new_boolean(1));
+	json_object_object_add(o, "status", json_object_new_string("merged"));
+	json_object_object_add(o, "apply", json_object_new_int64((int64_t)plan.sp_apply));
+	tcloned_history(t, tx, "merge", forced ? "forced" : "succeeded", f, f->tr_group,
+	    q->rq_peer->pr_uid, d);
+	d = NULL;
 	goto out;
 err:
 	{
 		struct json_object *dd = json_object_new_object();
 		json_object_object_add(dd, "scope", json_object_new_string("git"));
 		json_object_object_add(dd, "reason", json_object_new_string(cause ? cause : "?"));
+		json_object_object_add(dd, "code", json_object_new_string(code));
 		tcloned_history(t, tx, "merge", "failed", f, f->tr_group, q->rq_peer->pr_uid, dd);
 	}
-	fail(q, TE_SNAPSHOT, "git merge: %s", cause ? cause : "failed");
+	fail(q, code, "git merge: %s", cause ? cause : "failed");
 	json_object_put(o);
 	o = NULL;
 out:
+	json_object_put(d);
+	snapshot_plan_free(&plan);
+	if (prepared || gm.gm_name[0] != '\0')
+		gitmerge_free(t->td_tc_fd, &gm);
+	if (bfd >= 0)
+		close(bfd);
+	if (ffd >= 0)
+		close(ffd);
+	if (sfd >= 0)
+		close(sfd);
+	if (txfd >= 0)
+		close(txfd);
 	free(cause);
-	free(out);
-	free(err);
-	free(out2);
-	free(err2);
 	return o;
 }
 
@@ -1711,10 +1486,13 @@ do_merge(struct req *q, struct trun *f, struct trun *s, const char *scope,
 	json_object_object_add(o, "apply", json_object_new_int64((int64_t)plan.sp_apply));
 	json_object_object_add(o, "already_same", json_object_new_int64((int64_t)plan.sp_same));
 	json_object_object_add(o, "conflicts", snapshot_conflicts_json(&plan));
+	/* What --filesystem and --paths never take unless named: said, not silent. */
+	json_object_object_add(o, "skipped", snapshot_skipped_json(&plan));
 	d = json_object_new_object();
 	json_object_object_add(d, "into", json_object_new_string(s->tr_id));
 	json_object_object_add(d, "apply", json_object_new_int64((int64_t)plan.sp_apply));
 	json_object_object_add(d, "conflicts", json_object_new_int64((int64_t)plan.sp_conflicts));
+	json_object_object_add(d, "skipped", json_object_new_int64((int64_t)plan.sp_skipped));
 	if (plan.sp_conflicts > 0) {
 		/* Nothing is applied when anything conflicts: the source is left as it was. */
 		json_object_object_add(o, "merged", json_object_new_boolean(0));

@@ -66,6 +66,7 @@
 #include <cap-ng.h>
 
 #include "frame.h"
+#include "gitmerge.h"
 #include "ids.h"
 #include "log.h"
 #include "peer.h"
@@ -955,6 +956,8 @@ main(int argc, char **argv)
 	if (safefs_mkdirs(td.td_runtime_fd, "tclone", 0755) != 0 ||
 	    fchmodat(td.td_runtime_fd, "tclone", 0755, 0) != 0)
 		fatal("%s/tclone", runtime);
+	/* A git merge's work directory a crash left behind. */
+	gitmerge_gc(td.td_tc_fd);
 	bridge_init(&td);
 	detect_backends(&td, backend);
 	detect_criu(&td);

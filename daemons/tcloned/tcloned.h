@@ -49,6 +49,7 @@ struct json_object;
 
 /* Stable error codes (besides proto.h's). */
 #define TE_MERGE_CONFLICT "merge_conflict"
+#define TE_MERGE_INCOMPLETE "merge_incomplete"	/* --git: the patch is not the fork's tracked delta */
 #define TE_NOT_DIRECT_CHILD "not_direct_child"
 #define TE_SNAPSHOT "snapshot_failed"
 #define TE_LAUNCH "launch_failed"

@@ -829,6 +829,165 @@ def git_merge(env):
         t.g("run", "delete", "--all")
 
 
+HOSTILE_GIT_AGENT = r"""
+G="git -c user.name=agent -c user.email=agent@example.org"
+case "$GENSEE_TCLONE_APPROACH" in
+  hostile) echo changed-a > a.txt; $G commit -qam a; echo changed-b > b.txt;
+           echo new > untracked.txt ;;
+  clash) echo clash > a.txt ;;
+esac
+echo x > "done-$GENSEE_RUN_ID"
+exec sleep 600
+"""
+
+# What a hostile fork's repository would make a host-run git execute: each
+# writes a marker (outside the workspace) and prints nothing, so a
+# diff.external would also make every change vanish from the patch.
+MARKER = "#!/bin/sh\nfor d in %(dirs)s; do touch $d/ran.$$.$(basename \"$0\"); done\nexit 0\n"
+
+
+def git_merge_runs_nothing_of_the_fork(env):
+    """Attack (issue 22.3): the fork's .git/config names diff.external, a
+    clean/smudge filter, core.fsmonitor, a textconv and a hooksPath, its
+    .gitattributes selects them, and its hooks are executable. A host-started
+    merge --git used to run them (and diff.external hid both changed files:
+    nothing_to_merge). Now git never sees the fork's repository: nothing of
+    it runs, both tracked changes merge, the untracked file is listed as left
+    out, and a conflict shows its hunks."""
+    env.start()
+    with tclone(env, ["--backend", "copy"]) as t:
+        marks = tempfile.mkdtemp(prefix="gensee-it-marks.", dir="/var/tmp")
+        t.outside.append(marks)
+        os.chmod(marks, 0o1777)
+        t.workspace({"a.txt": "a\n", "b.txt": "b\n"})
+        with open(os.path.join(t.ws, "agent.sh"), "w") as f:
+            f.write(HOSTILE_GIT_AGENT)
+        with open(os.path.join(t.ws, ".gitignore"), "w") as f:
+            f.write("done-*\nagent.sh\n")
+        subprocess.run(["chown", "-R", "%d:%d" % (env.uid, env.gid), t.ws], check=True)
+        for argv in (["git", "init", "-q"], ["git", "add", "-A"],
+                     ["git", "-c", "user.name=t", "-c", "user.email=t@example.org", "commit",
+                      "-qm", "base"]):
+            subprocess.run(env.user_prefix() + argv, cwd=t.ws, check=True, capture_output=True,
+                           env={"PATH": "/usr/bin:/bin", "HOME": "/nonexistent"})
+        sid = t.source()["run_id"]
+        t.wait_done(sid)
+        fk = t.g("run", "fork", sid, "--copies", "2", "--approach", "hostile", "--approach",
+                 "clash", "--json", json_out=True)
+        fid, cid = [f["run_id"] for f in fk["forks"]]
+        t.wait_done(fid)
+        t.wait_done(cid)
+        # The fork's repository, as a hostile agent leaves it (planted from
+        # outside: the agent's own .git/config is read-only under tclone).
+        fws = os.path.join(t.root, "tclone", "runs", fid, "ws")
+        sws = os.path.join(t.root, "tclone", "runs", sid, "ws")
+        with open(os.path.join(fws, ".git", "evil.sh"), "w") as f:
+            f.write(MARKER % {"dirs": " ".join((marks, t.ws, t.ws + "/.git"))})
+        os.chmod(os.path.join(fws, ".git", "evil.sh"), 0o755)
+        # Named as git inside the run sees it (the workspace's own path), and as the host does.
+        marker = os.path.join(t.ws, ".git", "evil.sh")
+        shutil.copy(os.path.join(fws, ".git", "evil.sh"), marker)
+
+        def ran():
+            return [n for d in (marks, fws, fws + "/.git", sws, sws + "/.git", t.ws, t.ws + "/.git")
+                    for n in os.listdir(d) if n.startswith("ran.")]
+        with open(os.path.join(fws, ".git", "config"), "a") as f:
+            f.write("[diff]\n\texternal = %(m)s\n[core]\n\tfsmonitor = %(m)s\n"
+                    "\thooksPath = .git/hooks\n\tattributesFile = %(a)s\n"
+                    "[filter \"evil\"]\n\tclean = %(m)s\n\tsmudge = %(m)s\n\trequired = true\n"
+                    "[diff \"evil\"]\n\ttextconv = %(m)s\n\tcommand = %(m)s\n"
+                    "[include]\n\tpath = %(c)s\n" % {"m": marker,
+                                                      "a": os.path.join(t.ws, ".git", "attrs"),
+                                                      "c": os.path.join(t.ws, ".git", "evil.cfg")})
+        for d in (fws, t.ws):
+            with open(os.path.join(d, ".git", "attrs"), "w") as f:
+                f.write("* filter=evil diff=evil\n")
+            with open(os.path.join(d, ".git", "evil.cfg"), "w") as f:
+                f.write("[diff]\n\texternal = %s\n" % marker)
+        with open(os.path.join(fws, ".gitattributes"), "w") as f:
+            f.write("* filter=evil diff=evil\n")
+        hooks = os.path.join(fws, ".git", "hooks")
+        os.makedirs(hooks, exist_ok=True)
+        for h in ("pre-applypatch", "post-applypatch", "applypatch-msg", "post-checkout",
+                  "post-merge", "post-index-change", "pre-commit", "reference-transaction"):
+            shutil.copy(marker, os.path.join(hooks, h))
+        subprocess.run(["chown", "-R", "%d:%d" % (env.uid, env.gid), fws], check=True)
+
+        r = t.g("run", "merge", fid, "--into", sid, "--dry-run", "--json", ok=False)
+        check(ran() == [], "the fork's repository ran: %r (%s)" % (ran(), r.stderr))
+        dry = json.loads(r.stdout) if r.returncode == 0 else {}
+        check(dry.get("status") == "clean" and dry.get("files") == ["a.txt", "b.txt"],
+              "git dry run %d %r %s" % (r.returncode, dry, r.stderr))
+        # The summary says what stays behind.
+        h = t.g("run", "merge", fid, "--into", sid, "--dry-run").stdout
+        check("left out: untracked.txt (added): untracked" in h and "2 file(s)" in h, h)
+        m = t.g("run", "merge", fid, "--into", sid, "--json", json_out=True)
+        check(m["status"] == "merged" and m["files"] == ["a.txt", "b.txt"], "git merge %r" % m)
+        left = {x["path"]: x["reason"] for x in m["left_out"]}
+        check("untracked.txt" in left and "untracked" in left["untracked.txt"] and
+              ".gitattributes" in left, "left out %r" % m["left_out"])
+        out = t.g("run", "exec", sid, "--", "cat", "a.txt", "b.txt").stdout
+        check(out == "changed-a\nchanged-b\n", "source after the merge: %r" % out)
+        check(ran() == [], "the fork's repository ran: %r" % ran())
+        # The source kept its own repository: nothing of the fork's came along.
+        check("evil" not in open(os.path.join(sws, ".git", "config")).read(),
+              "the fork's config reached the source")
+        # A conflict shows the hunks that do not apply, not git's raw text.
+        r = t.g("run", "merge", cid, "--into", sid, "--json", ok=False)
+        c = json.loads(r.stdout)
+        conf = {x["path"]: x for x in c.get("conflicts", [])}
+        check(r.returncode == 1 and c["status"] == "conflict" and "a.txt" in conf and
+              "+clash" in conf["a.txt"].get("hunks", ""), "git conflict %r" % c)
+        check(ran() == [], "the fork's repository ran: %r" % ran())
+        t.g("run", "delete", "--all")
+
+
+# What a fork leaves, planted in its copy as its user (the same files its
+# agent could make).
+METADATA_PLANTS = ("echo planted > .gitattributes; mkfifo pipe; echo '#!/bin/sh' > tool; "
+                   "chmod 6755 tool; echo real > real.txt; "
+                   "printf '#!/bin/sh\\ntouch /tmp/gensee-it-hook-ran\\n' > .git/hooks/post-checkout; "
+                   "chmod 755 .git/hooks/post-checkout")
+
+
+def filesystem_merge_skips_metadata(env):
+    """Attack (issue 22.3): a fork plants a post-checkout hook in .git/, a
+    .gitattributes, a fifo and a setuid file; --filesystem used to copy the
+    hook (the user's next checkout in the source ran it) and made the fifo
+    a conflict. Now repository metadata is merged only when a path names it,
+    fifos are skipped, both are reported, and set-ID bits never come along."""
+    env.start()
+    with tclone(env, ["--backend", "copy"]) as t:
+        t.workspace({"keep.txt": "k\n"})
+        os.makedirs(os.path.join(t.ws, ".git", "hooks"))
+        subprocess.run(["chown", "-R", "%d:%d" % (env.uid, env.gid), t.ws], check=True)
+        sid = t.g("run", "--runtime", "tclone", "--json", "--", "sh", "-c",
+                  "echo x > done-$GENSEE_RUN_ID; exec sleep 600", json_out=True)["run_id"]
+        t.wait_done(sid)
+        fid = t.g("run", "fork", sid, "--json", json_out=True)["forks"][0]["run_id"]
+        t.wait_done(fid)
+        fws = os.path.join(t.root, "tclone", "runs", fid, "ws")
+        subprocess.run(env.user_prefix() + ["sh", "-ec", METADATA_PLANTS], cwd=fws, check=True)
+        m = t.g("run", "merge", fid, "--into", sid, "--filesystem", "--json", json_out=True)
+        skipped = {x["path"]: x["reason"] for x in m.get("skipped", [])}
+        check(m["status"] == "merged" and ".git" in skipped and ".gitattributes" in skipped and
+              "pipe" in skipped and "fifo" in skipped["pipe"], "merge %r" % m)
+        sws = os.path.join(t.root, "tclone", "runs", sid, "ws")
+        check(not os.path.exists(os.path.join(sws, ".git", "hooks", "post-checkout")),
+              "the fork's hook reached the source")
+        check(not os.path.exists(os.path.join(sws, ".gitattributes")) and
+              not os.path.exists(os.path.join(sws, "pipe")), "skipped entries merged")
+        check(open(os.path.join(sws, "real.txt")).read() == "real\n", "real.txt not merged")
+        mode = os.stat(os.path.join(sws, "tool")).st_mode
+        check(mode & 0o6000 == 0 and mode & 0o777 == 0o755, "tool merged with mode %o" % mode)
+        # Named, the metadata merges (the user asked for it).
+        m = t.g("run", "merge", fid, "--into", sid, "--paths", ".gitattributes", "--json",
+                json_out=True)
+        check(m["status"] == "merged" and
+              open(os.path.join(sws, ".gitattributes")).read() == "planted\n", "named %r" % m)
+        t.g("run", "delete", "--all")
+
+
 # -- btrfs: subvolume snapshots on a loop-file filesystem this case makes --
 
 class BtrfsTclone(Tclone):
@@ -1091,7 +1250,8 @@ def btrfs_fails_closed(env):
 
 if __name__ == "__main__":
     main({f.__name__: f for f in (lifecycle, switch_and_choose, crash_mid_merge, fork_boundaries,
-                                  attacker_merge, refusals, exec_and_send, git_merge,
+                                  attacker_merge, refusals, exec_and_send, git_merge, git_merge_runs_nothing_of_the_fork,
+                                  filesystem_merge_skips_metadata,
                                   stalled_clients, workspace_in_tmp, copy_backend,
                                   btrfs_backend, btrfs_crash_mid_merge, btrfs_fails_closed,
                                   btrfs_fork_boundaries, session_at_answer)})

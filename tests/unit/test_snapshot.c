@@ -54,6 +54,21 @@ dfd(const char *p)
 	return fd;
 }
 
+START_TEST(test_git_metadata_names)
+{
+	/* Repository metadata anywhere in a path: what merges skip unless named. */
+	static const char *meta[] = { ".git", ".git/config", ".git/hooks/post-checkout",
+	    "sub/.git", "sub/.git/HEAD", ".gitattributes", "a/b/.gitattributes" };
+	static const char *plain[] = { "git", ".gitignore", ".github/workflows/ci.yml",
+	    "a.git", "x/.gitattributes.bak", "x/.gitx/y", "dotgit/.git-blame-ignore" };
+
+	for (size_t i = 0; i < sizeof(meta) / sizeof(meta[0]); i++)
+		ck_assert_msg(snapshot_git_metadata(meta[i]), "%s not metadata", meta[i]);
+	for (size_t i = 0; i < sizeof(plain) / sizeof(plain[0]); i++)
+		ck_assert_msg(!snapshot_git_metadata(plain[i]), "%s metadata", plain[i]);
+}
+END_TEST
+
 START_TEST(test_path_rules)
 {
 	char rel[256], *cause = NULL;
@@ -469,6 +484,7 @@ snapshot_suite(void)
 	tcase_add_test(tc, test_crash_midway_rollback);
 	tcase_add_test(tc, test_copy_skips_devices_and_keeps_links);
 	tcase_add_test(tc, test_copy_as_user);
+	tcase_add_test(tc, test_git_metadata_names);
 	suite_add_tcase(s, tc);
 	return s;
 }
