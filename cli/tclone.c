@@ -24,6 +24,7 @@
 #include "cli.h"
 #include "client.h"
 #include "netspec.h"
+#include "policy.h"
 #include "schema.h"
 #include "util.h"
 
@@ -581,8 +582,16 @@ tclone_start(int argc, char **argv)
 		 */
 		char *cause = NULL;
 		struct json_object *policy = policy_load(&cause), *fan = NULL;
-		if (policy != NULL)
+		if (policy != NULL) {
 			fan = fanspec_build(policy, fanotify, &cause);
+			/* Repository metadata read-only in the run, as under --sandbox linux. */
+			struct json_object *pg = policy_get_effective(policy,
+			    "linux.mount_view.protect_git");
+			json_object_object_add(p, "protect_git", json_object_new_boolean(
+			    pg == NULL || !json_object_is_type(pg, json_type_boolean) ||
+			    json_object_get_boolean(pg)));
+			json_object_put(pg);
+		}
 		json_object_put(policy);
 		if (fan == NULL) {
 			fprintf(stderr, "gensee run: %s\n", cause != NULL ? cause : "policy");

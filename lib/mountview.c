@@ -218,13 +218,23 @@ mountview_parse(struct json_object *policy, struct mountview_plan *mv, struct js
 static void
 mountview_git_hookspath(const char *config, char *out, size_t n)
 {
-	char *text = NULL, *line, *save = NULL;
+	char *text = NULL;
 	size_t len = 0;
-	int core = 0;
 
 	out[0] = '\0';
 	if (util_read_path(config, 1u << 20, &text, &len) != 0)
 		return;
+	mountview_git_hookspath_in(text, out, n);
+	free(text);
+}
+
+void
+mountview_git_hookspath_in(char *text, char *out, size_t n)
+{
+	char *line, *save = NULL;
+	int core = 0;
+
+	out[0] = '\0';
 	for (line = strtok_r(text, "\n", &save); line != NULL; line = strtok_r(NULL, "\n", &save)) {
 		while (*line == ' ' || *line == '\t')
 			line++;
@@ -253,7 +263,6 @@ mountview_git_hookspath(const char *config, char *out, size_t n)
 			out[vl] = '\0';
 		}
 	}
-	free(text);
 }
 
 /*

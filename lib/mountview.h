@@ -121,4 +121,10 @@ int mountview_apply(const struct mountview_plan *mv, struct json_object *warning
 /* The operation record's host_controls.mount_view. */
 struct json_object *mountview_plan_record(const struct mountview_plan *mv);
 
+/*
+ * core.hooksPath that a repository's config text (modified in place) sets
+ * in a plain [core] section: into out, or "". Parsed, never run through git.
+ */
+void mountview_git_hookspath_in(char *text, char *out, size_t n);
+
 #endif

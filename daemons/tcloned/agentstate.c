@@ -16,6 +16,7 @@
  * made the agent's writes root's writes there. Configuration is bound
  * read-only through O_PATH fds opened without following a last link.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -34,6 +35,7 @@
 #include <json-c/json.h>
 
 #include "agentprof.h"
+#include "mountview.h"
 #include "tcloned.h"
 #include "util.h"
 
@@ -187,30 +189,116 @@ tagent_bind_ro(int fd)
 	return rc ? -1 : 0;
 }
 
-int
-tagent_protect_git(const char *ws, const char **what)
+/* openat2 beneath dfd, no symlink on the way or at the end: an O_PATH fd, or -1. */
+static int
+tagent_beneath(int dfd, const char *rel, int flags)
 {
-	static const char *const meta[] = { ".git/config", ".git/hooks" };
-	int wfd = open(ws, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	struct open_how how = { .flags = (uint64_t)flags | O_NOFOLLOW | O_CLOEXEC,
+		.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS };
 
-	if (wfd < 0)
-		return 0;
-	for (size_t i = 0; i < sizeof(meta) / sizeof(meta[0]); i++) {
-		struct open_how how = { .flags = O_PATH | O_NOFOLLOW | O_CLOEXEC,
-			.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS };
+	return (int)syscall(SYS_openat2, dfd, rel, &how, sizeof(how));
+}
+
+/*
+ * One git directory (gd, beneath ws) of the snapshot: its config and hooks
+ * read-only. A missing hooks directory is made first (as the user), so the
+ * agent cannot make one and plant hooks in it.
+ */
+static int
+tagent_protect_gitdir(int wfd, const char *gd, uid_t uid, gid_t gid, const char **what)
+{
+	static const char *const leaves[] = { "config", "hooks" };
+	char rel[PATH_MAX];
+	int gfd = tagent_beneath(wfd, gd, O_PATH | O_DIRECTORY);
+
+	if (gfd < 0)
+		return 0;	/* no repository (or .git is a file: a worktree's pointer) */
+	if (mkdirat(gfd, "hooks", 0755) == 0 && fchownat(gfd, "hooks", uid, gid,
+	    AT_SYMLINK_NOFOLLOW) != 0) {
+		close(gfd);
+		*what = "hooks";
+		return -1;
+	}
+	close(gfd);
+	for (size_t i = 0; i < sizeof(leaves) / sizeof(leaves[0]); i++) {
 		struct stat st;
-		/* The snapshot is the agent's: beneath it, no link followed. */
-		int fd = (int)syscall(SYS_openat2, wfd, meta[i], &how, sizeof(how));
-		if (fd < 0)
-			continue;	/* no repository, or no such file */
+		int fd;
+
+		snprintf(rel, sizeof(rel), "%s/%s", gd, leaves[i]);
+		if ((fd = tagent_beneath(wfd, rel, O_PATH)) < 0)
+			continue;
 		if (fstat(fd, &st) == 0 && !S_ISLNK(st.st_mode) && tagent_bind_ro(fd) != 0) {
-			*what = meta[i];
+			*what = leaves[i];
 			close(fd);
-			close(wfd);
 			return -1;
 		}
 		close(fd);
 	}
-	close(wfd);
 	return 0;
+}
+
+/*
+ * Threat: git runs what the repository names, later and outside the run
+ * (the user's next commit or checkout in a kept copy, or a merge that
+ * takes .git when asked): .git/config, .git/hooks (made if missing), a
+ * core.hooksPath inside the workspace (husky's .husky/_), and each
+ * submodule's .git/modules/NAME the same. All read-only in the agent's
+ * view; linux.mount_view.protect_git: false turns it off.
+ */
+int
+tagent_protect_git(const char *ws, uid_t uid, gid_t gid, const char **what)
+{
+	char hp[PATH_MAX], rel[PATH_MAX];
+	int wfd = open(ws, O_PATH | O_DIRECTORY | O_CLOEXEC), fd, rv = -1;
+	DIR *d;
+
+	if (wfd < 0)
+		return 0;
+	if (tagent_protect_gitdir(wfd, ".git", uid, gid, what) != 0)
+		goto out;
+	/* core.hooksPath, read (never run) from the config through its fd. */
+	hp[0] = '\0';
+	if ((fd = tagent_beneath(wfd, ".git/config", O_RDONLY)) >= 0) {
+		char *text = NULL;
+		size_t len;
+		if (util_read_fd(fd, 1u << 20, &text, &len) == 0)
+			mountview_git_hookspath_in(text, hp, sizeof(hp));
+		free(text);
+		close(fd);
+		const char *h = hp;
+		size_t wl = strlen(ws);
+		if (h[0] == '/' && strncmp(h, ws, wl) == 0 && h[wl] == '/')
+			h += wl + 1;
+		if (h[0] != '\0' && h[0] != '/' && strstr(h, "..") == NULL &&
+		    (fd = tagent_beneath(wfd, h, O_PATH)) >= 0) {
+			struct stat st;
+			if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode) && tagent_bind_ro(fd) != 0) {
+				*what = "core.hooksPath";
+				close(fd);
+				goto out;
+			}
+			close(fd);
+		}
+	}
+	/* Submodules keep their repositories in .git/modules/NAME. */
+	if ((fd = tagent_beneath(wfd, ".git/modules", O_RDONLY | O_DIRECTORY)) >= 0 &&
+	    (d = fdopendir(fd)) != NULL) {
+		struct dirent *de;
+		while ((de = readdir(d)) != NULL) {
+			if (de->d_name[0] == '.')
+				continue;
+			snprintf(rel, sizeof(rel), ".git/modules/%s", de->d_name);
+			if (tagent_protect_gitdir(wfd, rel, uid, gid, what) != 0) {
+				closedir(d);
+				goto out;
+			}
+		}
+		closedir(d);
+	} else if (fd >= 0) {
+		close(fd);
+	}
+	rv = 0;
+out:
+	close(wfd);
+	return rv;
 }

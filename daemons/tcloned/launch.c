@@ -406,9 +406,9 @@ launch_child(struct tcloned *t, struct trun *r, int go, int st, struct seccomp_p
 	close(wsfd);
 	close(rdfd);
 	/* The repository metadata git runs later, read-only (agentstate.c). */
-	{
+	if (schema_bool(r->tr_rec, "protect_git", 1)) {
 		const char *what = "";
-		if (tagent_protect_git(r->tr_workspace, &what) != 0)
+		if (tagent_protect_git(r->tr_workspace, r->tr_uid, r->tr_gid, &what) != 0)
 			child_fail(st, "read-only ", what);
 	}
 	/* The agent's state: its overlay and read-only configuration (agentstate.c). */

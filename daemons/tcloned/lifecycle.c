@@ -76,6 +76,7 @@ static const struct schema_field start_params[] = {
 	{ "observe_only", SCHEMA_BOOL, 0, 0, 0, 0 },
 	{ "allow_net", SCHEMA_STRING_ARRAY, 0, 0, 64, 128 },
 	{ "landlock_rw", SCHEMA_STRING_ARRAY, 0, 0, 16, PATH_MAX - 1 },
+	{ "protect_git", SCHEMA_BOOL, 0, 0, 0, 0 },
 	{ "name", SCHEMA_STRING, 0, 1, TCLONED_NAME_MAX, 0 },
 	{ "fanotify", SCHEMA_OBJECT, 0, 0, 0, 0 },
 	{ "podman", SCHEMA_BOOL, 0, 0, 0, 0 },
@@ -642,6 +643,9 @@ m_start(struct req *q)
 			return fail(q, PE_INVALID_PARAMS, "landlock_rw: absolute paths only");
 		}
 	r->tr_landlock_rw = json_object_get(llrw);
+	/* linux.mount_view.protect_git: the user's choice, recorded; the default protects. */
+	json_object_object_add(r->tr_rec, "protect_git",
+	    json_object_new_boolean(schema_bool(p, "protect_git", 1)));
 	/*
 	 * The fanotify rules of --sandbox linux (the caller's policy), relayed
 	 * to boundaryd with each of the run's operations. tcloned asks as
@@ -879,6 +883,8 @@ m_fork(struct req *q)
 			f->tr_network = json_tokener_parse(json_object_to_json_string_ext(src->tr_network,
 			    JSON_C_TO_STRING_PLAIN));
 		f->tr_landlock_rw = json_object_get(src->tr_landlock_rw);
+		json_object_object_add(f->tr_rec, "protect_git",
+		    json_object_new_boolean(schema_bool(src->tr_rec, "protect_git", 1)));
 		/* The parent's file rules, the same ones (already scoped). */
 		struct json_object *sfan = schema_child(src->tr_rec, "fanotify");
 		if (sfan != NULL)

@@ -202,6 +202,6 @@ int tagent_mount(const struct agentprof *p, uid_t uid, gid_t gid, const char **w
  * The snapshot's .git/config and .git/hooks read-only (git runs them later,
  * outside; the rule of --sandbox linux's linux.mount_view.protect_git).
  */
-int tagent_protect_git(const char *ws, const char **what);
+int tagent_protect_git(const char *ws, uid_t uid, gid_t gid, const char **what);
 
 #endif

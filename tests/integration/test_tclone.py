@@ -988,6 +988,57 @@ def filesystem_merge_skips_metadata(env):
         t.g("run", "delete", "--all")
 
 
+GIT_PLANTS = ("for f in .git/hooks/post-checkout .git/modules/sub/hooks/post-checkout "
+              ".husky/_/pre-commit; do (mkdir -p $(dirname $f) && echo 'touch /tmp/x' > $f) 2>/dev/null && "
+              "echo planted $f || echo refused $f; done; "
+              "(echo '[core] fsmonitor = /tmp/x' >> .git/config) 2>/dev/null && "
+              "echo planted config || echo refused config")
+
+
+def git_metadata_read_only_in_runs(env):
+    """Attack (issue 22.4): inside a tclone source or fork, the agent plants
+    a hook (the repository had no hooks directory), one under core.hooksPath
+    (.husky/_), one in a submodule's repository, and a core.fsmonitor line:
+    each would run at the user's next git command on a kept copy. Each is
+    refused (read-only), in forks too; linux.mount_view.protect_git: false
+    turns it off."""
+    env.start()
+    with tclone(env) as t:
+        t.workspace({"a.txt": "a\n", ".husky/_/h": "h\n"})
+        subprocess.run(["chown", "-R", "%d:%d" % (env.uid, env.gid), t.ws], check=True)
+        for argv in (["git", "init", "-q"], ["git", "config", "core.hooksPath", ".husky/_"]):
+            subprocess.run(env.user_prefix() + argv, cwd=t.ws, check=True, capture_output=True,
+                           env={"PATH": "/usr/bin:/bin", "HOME": "/nonexistent"})
+        shutil.rmtree(os.path.join(t.ws, ".git", "hooks"))
+        os.makedirs(os.path.join(t.ws, ".git", "modules", "sub"))
+        with open(os.path.join(t.ws, ".git", "modules", "sub", "config"), "w") as f:
+            f.write("[core]\n")
+        subprocess.run(["chown", "-R", "%d:%d" % (env.uid, env.gid), t.ws], check=True)
+        sid = t.g("run", "--runtime", "tclone", "--json", "--", "sh", "-c",
+                  "echo x > done-$GENSEE_RUN_ID; exec sleep 600", json_out=True)["run_id"]
+        t.wait_done(sid)
+        fid = t.g("run", "fork", sid, "--json", json_out=True)["forks"][0]["run_id"]
+        t.wait_done(fid)
+        for run in (sid, fid):
+            out = t.g("run", "exec", run, "--", "sh", "-c", GIT_PLANTS).stdout
+            check("planted" not in out and out.count("refused") == 4, "%s: %r" % (run, out))
+        t.g("run", "delete", "--all")
+        # Opted out: the user's policy says so, and the writes go through.
+        home = tempfile.mkdtemp(prefix="gensee-it-home.", dir="/var/tmp")
+        t.outside.append(home)
+        with open(os.path.join(home, "policy.json"), "w") as f:
+            json.dump({"linux": {"mount_view": {"protect_git": False}}}, f)
+        subprocess.run(["chown", "-R", "%d:%d" % (env.uid, env.gid), home], check=True)
+        os.chmod(home, 0o755)
+        oid = t.g("run", "--runtime", "tclone", "--json", "--", "sh", "-c",
+                  "echo x > done-$GENSEE_RUN_ID; exec sleep 600", json_out=True,
+                  env={"GENSEE_HOME": home})["run_id"]
+        t.wait_done(oid)
+        out = t.g("run", "exec", oid, "--", "sh", "-c", GIT_PLANTS).stdout
+        check("planted config" in out and "planted .husky/_/pre-commit" in out, "off: %r" % out)
+        t.g("run", "delete", "--all")
+
+
 # -- btrfs: subvolume snapshots on a loop-file filesystem this case makes --
 
 class BtrfsTclone(Tclone):
@@ -1251,7 +1302,7 @@ def btrfs_fails_closed(env):
 if __name__ == "__main__":
     main({f.__name__: f for f in (lifecycle, switch_and_choose, crash_mid_merge, fork_boundaries,
                                   attacker_merge, refusals, exec_and_send, git_merge, git_merge_runs_nothing_of_the_fork,
-                                  filesystem_merge_skips_metadata,
+                                  filesystem_merge_skips_metadata, git_metadata_read_only_in_runs,
                                   stalled_clients, workspace_in_tmp, copy_backend,
                                   btrfs_backend, btrfs_crash_mid_merge, btrfs_fails_closed,
                                   btrfs_fork_boundaries, session_at_answer)})
