@@ -251,8 +251,17 @@ mkdirs_root(const char *path)
 		if (*p == '/' || *p == '\0') {
 			char c = *p;
 			*p = '\0';
-			if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+			/*
+			 * tcloned's umask is 077: a made component would be
+			 * root's 0700, and the user could not reach the
+			 * workspace below it (chdir: Permission denied).
+			 */
+			if (mkdir(buf, 0755) == 0) {
+				if (chmod(buf, 0755) != 0)
+					return -1;
+			} else if (errno != EEXIST) {
 				return -1;
+			}
 			*p = c;
 			if (c == '\0')
 				return 0;

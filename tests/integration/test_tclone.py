@@ -745,6 +745,22 @@ def workspace_in_tmp(env):
               "the agent's /tmp: %r" % lines)
         check("started.txt" in t.diff(sid), "diff %r" % t.diff(sid))
         t.g("run", "delete", "--all")
+        # Nested, below a directory only the user may enter (mkdir -p with umask 077).
+        top = tempfile.mkdtemp(prefix="gensee-it-priv.", dir="/tmp")
+        t.outside.append(top)
+        nested = os.path.join(top, "a", "b")
+        os.makedirs(nested)
+        for d in (top, os.path.join(top, "a"), nested):
+            os.chown(d, env.uid, env.gid)
+            os.chmod(d, 0o700)
+        shutil.rmtree(t.ws)
+        t.ws = nested
+        t.workspace({"a.txt": "nested\n"})
+        sid = t.source()["run_id"]
+        t.wait_done(sid)
+        r = t.g("run", "exec", sid, "--", "sh", "-c", "pwd; cat a.txt")
+        check(r.stdout.splitlines() == [nested, "nested"], "nested workspace: %r" % r.stdout)
+        t.g("run", "delete", "--all")
 
 
 def copy_backend(env):
