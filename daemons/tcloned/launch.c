@@ -562,6 +562,55 @@ launch_child(struct tcloned *t, struct trun *r, int go, int st, struct seccomp_p
 }
 
 /*
+ * The run's fanotify section as its operation gets it. Threat: a rule
+ * under the workspace (".env" anywhere) names the user's files, but the agent
+ * opens its snapshot's copies, other inodes, so the marks sensord put on
+ * the workspace's files never fired. On a copy or btrfs snapshot (the same
+ * filesystem's kind of file, reached through a bind mount) each such rule
+ * also names the snapshot (ROOT/tclone/runs/RUN/ws), which becomes the
+ * section's workspace: sensord marks the snapshot's own files, and a file
+ * the agent makes is matched by the path it has in the agent's view, the
+ * workspace's. An overlay snapshot's files are opened through overlayfs,
+ * whose superblock nobody marks: those rules stay listed as
+ * unenforced_in_snapshot.
+ */
+static struct json_object *
+launch_snapshot_rules(struct tcloned *t, struct trun *r)
+{
+	struct json_object *fan = schema_child(r->tr_rec, "fanotify"), *copy, *rules, *add;
+	char snap[PATH_MAX];
+	size_t wl = strlen(r->tr_workspace);
+
+	if (strcmp(r->tr_backend, "overlay") == 0 || (size_t)snprintf(snap, sizeof(snap),
+	    "%s/tclone/runs/%s/ws", t->td_root, r->tr_id) >= sizeof(snap))
+		return json_object_get(fan);
+	copy = json_tokener_parse(json_object_to_json_string_ext(fan, JSON_C_TO_STRING_PLAIN));
+	if (copy == NULL || (rules = schema_child(copy, "rules")) == NULL ||
+	    !json_object_is_type(rules, json_type_array))
+		return copy;
+	add = json_object_new_array();
+	for (size_t i = 0; i < json_object_array_length(rules); i++) {
+		struct json_object *rl = json_object_array_get_idx(rules, i), *n;
+		const char *rp = schema_string(rl, "path");
+		char p[PATH_MAX];
+		if (rp == NULL || !fanpolicy_within(rp, r->tr_workspace) ||
+		    (size_t)snprintf(p, sizeof(p), "%s%s", snap, rp + wl) >= sizeof(p))
+			continue;
+		n = json_tokener_parse(json_object_to_json_string_ext(rl, JSON_C_TO_STRING_PLAIN));
+		if (n == NULL)
+			continue;
+		json_object_object_add(n, "path", json_object_new_string(p));
+		json_object_array_add(add, n);
+	}
+	for (size_t i = 0; i < json_object_array_length(add); i++)
+		json_object_array_add(rules, json_object_get(json_object_array_get_idx(add, i)));
+	if (json_object_array_length(add) > 0)
+		json_object_object_add(copy, "workspace", json_object_new_string(snap));
+	json_object_put(add);
+	return copy;
+}
+
+/*
  * operation.create for run r around pid, the process held for it (our
  * launcher's namespace init, or the podman holder): the run's network
  * envelope and, unless it only observes, its fanotify rules, so that a
@@ -595,9 +644,15 @@ launch_create_operation(struct tcloned *t, struct trun *r, pid_t pid, const char
 	if (r->tr_network != NULL && !r->tr_observe_only)
 		json_object_object_add(params, "network", json_object_get(r->tr_network));
 	/* The run's fanotify rules: boundaryd holds the create until sensord has its marks. */
-	if (schema_child(r->tr_rec, "fanotify") != NULL && !r->tr_observe_only)
-		json_object_object_add(params, "fanotify",
-		    json_object_get(schema_child(r->tr_rec, "fanotify")));
+	if (schema_child(r->tr_rec, "fanotify") != NULL && !r->tr_observe_only) {
+		struct json_object *fan = launch_snapshot_rules(t, r);
+		if (fan == NULL) {
+			json_object_put(params);
+			util_cause(cause, "out of memory");
+			return -1;
+		}
+		json_object_object_add(params, "fanotify", fan);
+	}
 	if (tcloned_bd_call(t, "operation.create", params, &res, code, sizeof(code), cause) != 0)
 		return -1;
 	util_strlcpy(r->tr_op, schema_string(res, "operation_id") ? schema_string(res,
@@ -717,16 +772,18 @@ launch_agent(struct tcloned *t, struct trun *r, const char *context, char **caus
 			json_object_object_add(fc, "rules", json_object_new_int64((int64_t)
 			    json_object_array_length(schema_child(fan, "rules"))));
 			/*
-			 * Said, not hidden: sensord marks the workspace's own
-			 * filesystem, and the agent opens its snapshot (an
-			 * overlay or a copy elsewhere), so rules under the
-			 * workspace are not enforced on it in this version.
+			 * Said, not hidden: an overlay snapshot's files are
+			 * opened through overlayfs, which sensord does not
+			 * mark, so rules under the workspace are not enforced
+			 * there (copy and btrfs snapshots get them:
+			 * launch_snapshot_rules).
 			 */
 			struct json_object *un = json_object_new_array(), *rl = schema_child(fan,
 			    "rules");
 			for (size_t i = 0; rl != NULL && i < json_object_array_length(rl); i++) {
 				const char *rp = schema_string(json_object_array_get_idx(rl, i), "path");
-				if (rp != NULL && fanpolicy_within(rp, r->tr_workspace))
+				if (rp != NULL && fanpolicy_within(rp, r->tr_workspace) &&
+				    strcmp(r->tr_backend, "overlay") == 0)
 					json_object_array_add(un, json_object_new_string(rp));
 			}
 			json_object_object_add(fc, "unenforced_in_snapshot", un);

@@ -328,5 +328,44 @@ def file_rules(env):
         no_sanitizer_report(t)
 
 
+def file_rules_in_copy_snapshot(env):
+    """Attack (issue 22.3): a workspace rule (**/.env) named the user's files,
+    but the agent reads its snapshot's copies, and read them. On a copy
+    snapshot the rule also names the snapshot: the copies, a new .env and
+    the fork's are all refused, and nothing is listed as unenforced."""
+    env.start()
+    env.start_sensord()
+    home = tempfile.mkdtemp(prefix="home.", dir=env.bindir)
+    with open(os.path.join(home, "policy.json"), "w") as f:
+        json.dump({"linux": {"fanotify": {"enabled": True, "paths": ["**/.env"]},
+                             "mount_view": {"mode": "off"}, "landlock": {"mode": "off"}}}, f)
+    env.chown_to_user(home)
+    os.chmod(home, 0o755)
+    uenv = {"HOME": home, "GENSEE_HOME": home}
+    probe = ("cat .env; echo rc=$?; cat sub/.env; echo rc=$?; mkdir -p d; "
+             "(echo S > d/.env) 2>/dev/null; echo made=$?; cat a.txt")
+    with tclone(env, ["--backend", "copy"]) as t:
+        t.workspace({"a.txt": "a\n", ".env": "TOKEN=1\n", "sub/.env": "TOKEN=2\n"})
+        src = t.source(env=uenv)
+        sid = src["run_id"]
+        check(src["confinement"]["fanotify"]["unenforced_in_snapshot"] == [],
+              "unenforced %r" % src["confinement"])
+        t.wait_done(sid)
+        fid = t.g("run", "fork", sid, "--json", json_out=True, env=uenv)["forks"][0]["run_id"]
+        t.wait_done(fid)
+        runs = {r["run_id"]: r for r in t.g("run", "list", "--json", json_out=True)["runs"]}
+        for run in (sid, fid):
+            r = t.g("run", "exec", run, "--", "sh", "-c", probe, ok=False)
+            check("TOKEN" not in r.stdout and r.stdout.count("rc=1") == 2 and
+                  "made=0" not in r.stdout and r.stdout.endswith("a\n"),
+                  "%s: %r %r" % (run, r.stdout, r.stderr))
+            path = os.path.join(env.state, "operations", runs[run]["operation_id"], "files.jsonl")
+            env.wait_for("the denial in %s's files.jsonl" % run, lambda: os.path.exists(path) and any(
+                json.loads(l)["path"].endswith("/.env") and json.loads(l)["decision"] == "deny"
+                for l in open(path)), timeout=10)
+        t.g("run", "delete", "--all")
+
+
 if __name__ == "__main__":
-    main({"bridge_control": bridge_control, "file_rules": file_rules})
+    main({"bridge_control": bridge_control, "file_rules": file_rules,
+          "file_rules_in_copy_snapshot": file_rules_in_copy_snapshot})
