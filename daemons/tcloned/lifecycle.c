@@ -1266,6 +1266,40 @@ txn_remove(struct tcloned *t, const char *tx)
 	}
 }
 
+/*
+ * Apply plan's SP_APPLY entries from tree from into the source sfd as
+ * transaction tx (journal under tclone/txn/TX/). On failure the source is
+ * rolled back, the history says so (*d goes into it), and the request
+ * fails: -1. A failed rollback keeps its journal for the next start.
+ */
+static int
+merge_commit(struct req *q, const char *tx, struct trun *f, struct trun *s, int from, int sfd,
+    const struct snapshot_plan *plan, struct json_object **d, int *txfd)
+{
+	struct tcloned *t = q->rq_td;
+	struct pausectx pc = { t->td_apply_pause_ms };
+	char *cause = NULL;
+	int rbf = 0;
+
+	if (plan->sp_apply == 0)
+		return 0;
+	if (txn_target(t, tx, f, s, txfd, &cause) != 0 ||
+	    snapshot_apply(from, sfd, *txfd, plan, apply_pause, &pc, &rbf, &cause) != 0) {
+		json_object_object_add(*d, "reason", json_object_new_string(cause ? cause : "?"));
+		json_object_object_add(*d, "rolled_back", json_object_new_boolean(!rbf));
+		tcloned_history(t, tx, "merge", "failed", f, f->tr_group, q->rq_peer->pr_uid, *d);
+		*d = NULL;
+		if (!rbf)
+			txn_remove(t, tx);
+		fail(q, PE_STATE, "merge failed%s: %s", rbf ? " and its rollback failed" :
+		    " (the source was rolled back)", cause ? cause : "?");
+		free(cause);
+		return -1;
+	}
+	txn_remove(t, tx);
+	return 0;
+}
+
 /* -- git merges: git sees no run's repository (gitmerge.c) -- */
 
 /*
@@ -1368,24 +1402,10 @@ do_git_merge(struct req *q, struct trun *f, struct trun *s, int dry, int forced)
 		code = PE_STATE;
 		goto err;
 	}
-	if (plan.sp_apply > 0) {
-		struct pausectx pc = { t->td_apply_pause_ms };
-		int rbf = 0;
-		if (txn_target(t, tx, f, s, &txfd, &cause) != 0 ||
-		    snapshot_apply(gm.gm_s, sfd, txfd, &plan, apply_pause, &pc, &rbf, &cause) != 0) {
-			json_object_object_add(d, "reason", json_object_new_string(cause ? cause : "?"));
-			json_object_object_add(d, "rolled_back", json_object_new_boolean(!rbf));
-			tcloned_history(t, tx, "merge", "failed", f, f->tr_group, q->rq_peer->pr_uid, d);
-			d = NULL;
-			if (!rbf)
-				txn_remove(t, tx);
-			json_object_put(o);
-			o = NULL;
-			fail(q, PE_STATE, "merge failed%s: %s", rbf ? " and its rollback failed" :
-			    " (the source was rolled back)", cause ? cause : "?");
-			goto out;
-		}
-		txn_remove(t, tx);
+	if (merge_commit(q, tx, f, s, gm.gm_s, sfd, &plan, &d, &txfd) != 0) {
+		json_object_put(o);
+		o = NULL;
+		goto out;
 	}
 	json_object_object_add(o, "merged", json_object_new_boolean(1));
 	json_object_object_add(o, "status", json_object_new_string("merged"));
@@ -1516,25 +1536,10 @@ do_merge(struct req *q, struct trun *f, struct trun *s, const char *scope,
 		d = NULL;
 		goto out;
 	}
-	if (plan.sp_apply > 0) {
-		struct pausectx pc = { t->td_apply_pause_ms };
-		int rbf = 0;
-		if (txn_target(t, tx, f, s, &txfd, &cause) != 0 ||
-		    snapshot_apply(ffd, sfd, txfd, &plan, apply_pause, &pc, &rbf, &cause) != 0) {
-			json_object_object_add(d, "reason", json_object_new_string(cause ? cause : "?"));
-			json_object_object_add(d, "rolled_back", json_object_new_boolean(!rbf));
-			tcloned_history(t, tx, "merge", "failed", f, f->tr_group, q->rq_peer->pr_uid, d);
-			d = NULL;
-			/* A failed rollback keeps its journal for the next start to retry. */
-			if (!rbf)
-				txn_remove(t, tx);
-			json_object_put(o);
-			o = NULL;
-			fail(q, PE_STATE, "merge failed%s: %s", rbf ? " and its rollback failed" :
-			    " (the source was rolled back)", cause ? cause : "?");
-			goto out;
-		}
-		txn_remove(t, tx);
+	if (merge_commit(q, tx, f, s, ffd, sfd, &plan, &d, &txfd) != 0) {
+		json_object_put(o);
+		o = NULL;
+		goto out;
 	}
 	json_object_object_add(o, "merged", json_object_new_boolean(1));
 	json_object_object_add(o, "status", json_object_new_string(plan.sp_apply > 0 ? "merged" :

@@ -801,6 +801,16 @@ exec sleep 600
 """
 
 
+def git_commit_workspace(env, t):
+    """The workspace as the user's repository, everything in one commit."""
+    subprocess.run(["chown", "-R", "%d:%d" % (env.uid, env.gid), t.ws], check=True)
+    for argv in (["git", "init", "-q"], ["git", "add", "-A"],
+                 ["git", "-c", "user.name=t", "-c", "user.email=t@example.org", "commit",
+                  "-qm", "base"]):
+        subprocess.run(env.user_prefix() + argv, cwd=t.ws, check=True, capture_output=True,
+                       env={"PATH": "/usr/bin:/bin", "HOME": "/nonexistent"})
+
+
 def git_merge(env):
     """--git (the default scope): the fork's commits and working changes since
     the fork point, applied all-or-nothing by git running as the user inside
@@ -812,12 +822,7 @@ def git_merge(env):
             f.write(GIT_AGENT)
         with open(os.path.join(t.ws, ".gitignore"), "w") as f:
             f.write("done-*\nagent.sh\n")
-        subprocess.run(["chown", "-R", "%d:%d" % (env.uid, env.gid), t.ws], check=True)
-        for argv in (["git", "init", "-q"], ["git", "add", "-A"],
-                     ["git", "-c", "user.name=t", "-c", "user.email=t@example.org", "commit",
-                      "-qm", "base"]):
-            subprocess.run(env.user_prefix() + argv, cwd=t.ws, check=True, capture_output=True,
-                           env={"PATH": "/usr/bin:/bin", "HOME": "/nonexistent"})
+        git_commit_workspace(env, t)
         sid = t.source()["run_id"]
         t.wait_done(sid)
         fk = t.g("run", "fork", sid, "--copies", "2", "--approach", "alpha", "--approach", "beta",
@@ -880,12 +885,7 @@ def git_merge_runs_nothing_of_the_fork(env):
             f.write(HOSTILE_GIT_AGENT)
         with open(os.path.join(t.ws, ".gitignore"), "w") as f:
             f.write("done-*\nagent.sh\n")
-        subprocess.run(["chown", "-R", "%d:%d" % (env.uid, env.gid), t.ws], check=True)
-        for argv in (["git", "init", "-q"], ["git", "add", "-A"],
-                     ["git", "-c", "user.name=t", "-c", "user.email=t@example.org", "commit",
-                      "-qm", "base"]):
-            subprocess.run(env.user_prefix() + argv, cwd=t.ws, check=True, capture_output=True,
-                           env={"PATH": "/usr/bin:/bin", "HOME": "/nonexistent"})
+        git_commit_workspace(env, t)
         sid = t.source()["run_id"]
         t.wait_done(sid)
         fk = t.g("run", "fork", sid, "--copies", "2", "--approach", "hostile", "--approach",
