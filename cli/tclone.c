@@ -35,7 +35,7 @@
 static const char tclone_usage_text[] =
 	"usage: gensee run --runtime tclone [--observe-only] [--podman [--image IMAGE]] [--name NAME]\n"
 	"                  [--allow-net CIDR]... [--linux-landlock-rw PATH]... [--linux-fanotify]\n"
-	"                  [--detach] [--json] -- CMD [ARGS...]\n"
+	"                  [--agent NAME] [--detach] [--json] -- CMD [ARGS...]\n"
 	"       gensee run list [--json]\n"
 	"       gensee run fork SRC [--copies N] [--name P] [--approach TEXT]...\n"
 	"                  [--attach tmux:right] [--json]\n"
@@ -456,6 +456,39 @@ host_pane(const char *run, const char *below, char *id, size_t idlen)
 	return 0;
 }
 
+/*
+ * The agent profile as `gensee run --sandbox linux` would choose it: the
+ * policy's linux.agents.profiles and .custom, --agent, and the state
+ * variables of the caller's environment (the agent's, in tcloned, is a
+ * fixed one): tcloned checks them again and acts on them.
+ */
+static struct json_object *
+tclone_agent(struct json_object *policy, const char *forced)
+{
+	static const char *const vars[] = { "CODEX_HOME", "CLAUDE_CONFIG_DIR", "GEMINI_CLI_HOME",
+	    "GEMINI_HOME" };
+	struct json_object *a = json_object_new_object(), *env = json_object_new_object(), *v;
+
+	v = policy_get_effective(policy, "linux.agents.profiles");
+	json_object_object_add(a, "profiles", json_object_new_boolean(v == NULL ||
+	    !json_object_is_type(v, json_type_boolean) || json_object_get_boolean(v)));
+	json_object_put(v);
+	if ((v = policy_get_effective(policy, "linux.agents.custom")) != NULL &&
+	    json_object_is_type(v, json_type_array) && json_object_array_length(v) > 0)
+		json_object_object_add(a, "custom", v);
+	else
+		json_object_put(v);
+	if (forced != NULL)
+		json_object_object_add(a, "name", json_object_new_string(forced));
+	for (size_t i = 0; i < nitems(vars); i++) {
+		const char *e = getenv(vars[i]);
+		if (e != NULL && e[0] == '/')
+			json_object_object_add(env, vars[i], json_object_new_string(e));
+	}
+	json_object_object_add(a, "env", env);
+	return a;
+}
+
 static int
 tclone_start(int argc, char **argv)
 {
@@ -468,6 +501,7 @@ tclone_start(int argc, char **argv)
 		{ "allow-net", required_argument, NULL, 'a' },
 		{ "linux-landlock-rw", required_argument, NULL, 'W' },
 		{ "linux-fanotify", no_argument, NULL, 'F' },
+		{ "agent", required_argument, NULL, 'A' },
 		{ "detach", no_argument, NULL, 'd' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
@@ -477,7 +511,7 @@ tclone_start(int argc, char **argv)
 	struct json_object *llrw = json_object_new_array();
 	int ch, json = 0, detach = 0, fanotify = 0, podman = 0;
 	char cwd[PATH_MAX];
-	const char *image = NULL, *ppath = getenv("GENSEE_TCLONE_PODMAN");
+	const char *image = NULL, *ppath = getenv("GENSEE_TCLONE_PODMAN"), *forced = NULL;
 
 	optind = 1;
 	while ((ch = getopt_long(argc, argv, "+", longopts, NULL)) != -1) {
@@ -508,6 +542,9 @@ tclone_start(int argc, char **argv)
 				goto usage;
 			}
 			json_object_array_add(llrw, json_object_new_string(optarg));
+			break;
+		case 'A':
+			forced = optarg;
 			break;
 		case 'd':
 			detach = 1;
@@ -591,6 +628,7 @@ tclone_start(int argc, char **argv)
 			    pg == NULL || !json_object_is_type(pg, json_type_boolean) ||
 			    json_object_get_boolean(pg)));
 			json_object_put(pg);
+			json_object_object_add(p, "agent", tclone_agent(policy, forced));
 		}
 		json_object_put(policy);
 		if (fan == NULL) {

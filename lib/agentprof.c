@@ -485,9 +485,9 @@ agentprof_locate_spec(struct agentprof *p, const char *home, const char *gensee_
 	return 0;
 }
 
-int
-agentprof_locate(struct agentprof *p, const char *home, const char *gensee_home, int use_env,
-    char **cause)
+static int
+agentprof_locate_impl(struct agentprof *p, const char *home, const char *gensee_home,
+    int use_env, struct json_object *envo, char **cause)
 {
 	const struct agentprof_builtin *b = agentprof_find(p->ap_name);
 	struct agentprof_state *s = &p->ap_state[0];
@@ -503,13 +503,26 @@ agentprof_locate(struct agentprof *p, const char *home, const char *gensee_home,
 	if (p->ap_nstate_spec > 0 || b == NULL)
 		return agentprof_locate_spec(p, home, gensee_home, cause);
 	s->as_from_env = 0;
-	for (size_t i = 0; use_env && i < nitems(b->ab_state_env) && !s->as_from_env; i++) {
-		if (b->ab_state_env[i].v_name == NULL ||
-		    (env = getenv(b->ab_state_env[i].v_name)) == NULL || env[0] != '/')
+	for (size_t i = 0; (use_env || envo != NULL) && i < nitems(b->ab_state_env) &&
+	    !s->as_from_env; i++) {
+		struct json_object *v = NULL;
+		if (b->ab_state_env[i].v_name == NULL)
+			continue;
+		if (envo != NULL)
+			env = json_object_object_get_ex(envo, b->ab_state_env[i].v_name, &v) &&
+			    json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
+		else
+			env = getenv(b->ab_state_env[i].v_name);
+		if (env == NULL || env[0] != '/')
 			continue;
 		snprintf(s->as_path, sizeof(s->as_path), "%s%s", env, b->ab_state_env[i].v_suffix);
 		util_strlcpy(s->as_env, b->ab_state_env[i].v_name, sizeof(s->as_env));
 		s->as_from_env = 1;
+		/* Not the agent's environment already: it gets the variable from here. */
+		if (envo != NULL && p->ap_nenv < AGENTPROF_MAX_ENV &&
+		    (size_t)snprintf(p->ap_fromenv, sizeof(p->ap_fromenv), "%s=%s",
+		    b->ab_state_env[i].v_name, env) < sizeof(p->ap_fromenv))
+			p->ap_env[p->ap_nenv++] = p->ap_fromenv;
 	}
 	if (s->as_from_env) {
 		/* named by the environment */
@@ -538,6 +551,20 @@ agentprof_locate(struct agentprof *p, const char *home, const char *gensee_home,
 			snprintf(p->ap_seed, sizeof(p->ap_seed), "%s/%s", home, b->ab_home_file);
 	}
 	return 0;
+}
+
+int
+agentprof_locate(struct agentprof *p, const char *home, const char *gensee_home, int use_env,
+    char **cause)
+{
+	return agentprof_locate_impl(p, home, gensee_home, use_env, NULL, cause);
+}
+
+int
+agentprof_locate_with(struct agentprof *p, const char *home, const char *gensee_home,
+    struct json_object *env, char **cause)
+{
+	return agentprof_locate_impl(p, home, gensee_home, 0, env, cause);
 }
 
 /*

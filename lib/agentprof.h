@@ -57,6 +57,7 @@ struct agentprof {
 	const char *ap_args[4];	/* inserted after the executable (or node's script) */
 	size_t ap_nargs;
 	char ap_pin[PATH_MAX + 32];	/* VAR=DIR naming the state directory (an ap_env) */
+	char ap_fromenv[PATH_MAX + 40];	/* VAR=VALUE a caller's variable gave (an ap_env) */
 	char ap_seed[PATH_MAX];		/* the home file seeded into the store, or "" */
 	int ap_builtin, ap_custom;	/* where its rules came from */
 	const char *ap_state_spec[AGENTPROF_MAX_STATE];	/* the policy's state list */
@@ -102,6 +103,13 @@ int agentprof_custom_check(struct json_object *item, const char *where, char **c
  */
 int agentprof_locate(struct agentprof *p, const char *home, const char *gensee_home,
     int use_env, char **cause);
+/*
+ * The same from env ({"CODEX_HOME": "/abs", ...}: the caller's variables,
+ * passed on, not this process's); a variable used is also set for the
+ * agent (an ap_env), since its environment is not the caller's.
+ */
+int agentprof_locate_with(struct agentprof *p, const char *home, const char *gensee_home,
+    struct json_object *env, char **cause);
 
 /*
  * Make each state directory's store (upper/, work/, 0700) and, when the

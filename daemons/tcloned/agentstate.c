@@ -36,20 +36,85 @@
 
 #include "agentprof.h"
 #include "mountview.h"
+#include "schema.h"
 #include "tcloned.h"
 #include "util.h"
+
+/*
+ * The caller's choice of profile, as the CLI read it from its policy and
+ * environment: {"profiles": false} (linux.agents.profiles), "name" (--agent),
+ * "custom" (linux.agents.custom) and "env" (CODEX_HOME, CLAUDE_CONFIG_DIR,
+ * GEMINI_CLI_HOME, GEMINI_HOME). Checked here as the CLI checks them:
+ * tcloned acts on them as root.
+ */
+int
+tagent_check(struct json_object *agent, char **cause)
+{
+	static const char *const vars[] = { "CODEX_HOME", "CLAUDE_CONFIG_DIR", "GEMINI_CLI_HOME",
+	    "GEMINI_HOME" };
+	struct json_object *v;
+
+	if (json_object_object_get_ex(agent, "profiles", &v) &&
+	    !json_object_is_type(v, json_type_boolean)) {
+		util_cause(cause, "profiles is not a boolean");
+		return -1;
+	}
+	if (json_object_object_get_ex(agent, "name", &v) && (!json_object_is_type(v,
+	    json_type_string) || json_object_get_string_len(v) == 0 ||
+	    json_object_get_string_len(v) > AGENTPROF_NAME_MAX)) {
+		util_cause(cause, "name is not a profile name");
+		return -1;
+	}
+	if (json_object_object_get_ex(agent, "custom", &v)) {
+		if (!json_object_is_type(v, json_type_array) || json_object_array_length(v) > 16) {
+			util_cause(cause, "custom is not a list of at most 16 profiles");
+			return -1;
+		}
+		for (size_t i = 0; i < json_object_array_length(v); i++)
+			if (agentprof_custom_check(json_object_array_get_idx(v, i), "custom",
+			    cause) != 0)
+				return -1;
+	}
+	if (json_object_object_get_ex(agent, "env", &v)) {
+		if (!json_object_is_type(v, json_type_object)) {
+			util_cause(cause, "env is not an object");
+			return -1;
+		}
+		json_object_object_foreach(v, k, val) {
+			int known = 0;
+			for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++)
+				known |= strcmp(k, vars[i]) == 0;
+			const char *s = json_object_is_type(val, json_type_string) ?
+			    json_object_get_string(val) : NULL;
+			/* Overlay options are ','- and ':'-separated: such a path could name layers. */
+			if (!known || s == NULL || s[0] != '/' || strlen(s) >= PATH_MAX - 64 ||
+			    strpbrk(s, ",:\\") != NULL || strstr(s, "/..") != NULL) {
+				util_cause(cause, "env %s: not a state variable with an absolute path",
+				    k);
+				return -1;
+			}
+		}
+	}
+	return 0;
+}
 
 int
 tagent_plan(const struct trun *r, struct agentprof *p, int *argi, char **cause)
 {
 	struct passwd *pw = getpwuid(r->tr_uid);
+	struct json_object *agent = schema_child(r->tr_rec, "agent");
+	struct json_object *custom = schema_child(agent, "custom"), *env = schema_child(agent, "env");
+	const char *forced = schema_string(agent, "name");
 	char name[AGENTPROF_NAME_MAX + 1], how[PATH_MAX + 64], ghome[PATH_MAX];
 	char *cmd[3] = { NULL, NULL, NULL };
 	size_t na = r->tr_argv != NULL ? json_object_array_length(r->tr_argv) : 0;
-
 	struct stat st;
+	int rc;
 
 	*argi = -1;
+	/* An administrator turned profiles off (linux.agents.profiles false). */
+	if (agent != NULL && !schema_bool(agent, "profiles", 1))
+		return 0;
 	/* No home of its own (a system user's /nonexistent): no state, no profile. */
 	if (na == 0 || pw == NULL || pw->pw_dir[0] != '/' || stat(pw->pw_dir, &st) != 0 ||
 	    !S_ISDIR(st.st_mode) || st.st_uid != r->tr_uid)
@@ -57,22 +122,49 @@ tagent_plan(const struct trun *r, struct agentprof *p, int *argi, char **cause)
 	cmd[0] = (char *)json_object_get_string(json_object_array_get_idx(r->tr_argv, 0));
 	if (na > 1)
 		cmd[1] = (char *)json_object_get_string(json_object_array_get_idx(r->tr_argv, 1));
-	/* The agent's environment is tcloned's fixed one: no CODEX_HOME to read. */
-	if (agentprof_detect(cmd, NULL, NULL, name, argi, how, sizeof(how), cause) != 1)
-		return 0;
+	if ((rc = agentprof_detect(cmd, forced, custom, name, argi, how, sizeof(how), cause)) != 1)
+		return rc < 0 ? -1 : 0;
 	snprintf(ghome, sizeof(ghome), "%s/.gensee", pw->pw_dir);
-	if (agentprof_load(name, NULL, p, cause) != 0 ||
-	    agentprof_locate(p, pw->pw_dir, ghome, 0, cause) != 0)
+	/* The caller's variables (CODEX_HOME ...), not tcloned's fixed environment. */
+	if (agentprof_load(name, custom, p, cause) != 0 ||
+	    agentprof_locate_with(p, pw->pw_dir, ghome, env, cause) != 0)
 		return -1;
 	util_strlcpy(p->ap_how, how, sizeof(p->ap_how));
 	return p->ap_nstate > 0;
+}
+
+/*
+ * Threat: a CODEX_HOME (or a custom profile's state) naming a directory
+ * that is not the user's, which root would then overlay in the agent's
+ * view. Only the user's own directories are state (missing ones, with
+ * missing_ok, are made by the user next).
+ */
+static int
+tagent_state_owned(const struct trun *r, const struct agentprof *p, int missing_ok, char **cause)
+{
+	for (size_t i = 0; i < p->ap_nstate; i++) {
+		struct stat st;
+		if (stat(p->ap_state[i].as_path, &st) != 0 && errno == ENOENT && missing_ok)
+			continue;
+		if (stat(p->ap_state[i].as_path, &st) != 0 || !S_ISDIR(st.st_mode) ||
+		    st.st_uid != r->tr_uid) {
+			util_cause(cause, "agent profile %s: %s is not a directory of the user's",
+			    p->ap_name, p->ap_state[i].as_path);
+			return -1;
+		}
+	}
+	return 0;
 }
 
 int
 tagent_prepare(const struct trun *r, const struct agentprof *p, char **cause)
 {
 	int status;
-	pid_t pid = fork();
+	pid_t pid;
+
+	if (tagent_state_owned(r, p, 1, cause) != 0)
+		return -1;
+	pid = fork();
 
 	if (pid < 0) {
 		util_cause(cause, "agent profile: fork: %s", strerror(errno));
@@ -92,6 +184,8 @@ tagent_prepare(const struct trun *r, const struct agentprof *p, char **cause)
 		    p->ap_name, p->ap_state[0].as_store);
 		return -1;
 	}
+	if (tagent_state_owned(r, p, 0, cause) != 0)
+		return -1;
 	return 0;
 }
 

@@ -77,6 +77,7 @@ static const struct schema_field start_params[] = {
 	{ "allow_net", SCHEMA_STRING_ARRAY, 0, 0, 64, 128 },
 	{ "landlock_rw", SCHEMA_STRING_ARRAY, 0, 0, 16, PATH_MAX - 1 },
 	{ "protect_git", SCHEMA_BOOL, 0, 0, 0, 0 },
+	{ "agent", SCHEMA_OBJECT, 0, 0, 0, 0 },
 	{ "name", SCHEMA_STRING, 0, 1, TCLONED_NAME_MAX, 0 },
 	{ "fanotify", SCHEMA_OBJECT, 0, 0, 0, 0 },
 	{ "podman", SCHEMA_BOOL, 0, 0, 0, 0 },
@@ -643,6 +644,19 @@ m_start(struct req *q)
 			return fail(q, PE_INVALID_PARAMS, "landlock_rw: absolute paths only");
 		}
 	r->tr_landlock_rw = json_object_get(llrw);
+	/* The agent profile the caller's policy and environment choose (agentstate.c). */
+	struct json_object *agent = schema_child(p, "agent");
+	if (agent != NULL) {
+		char *why = NULL;
+		if (tagent_check(agent, &why) != 0) {
+			trun_free(r);
+			close(wsfd);
+			fail(q, PE_INVALID_PARAMS, "agent: %s", why != NULL ? why : "invalid");
+			free(why);
+			return NULL;
+		}
+		json_object_object_add(r->tr_rec, "agent", json_object_get(agent));
+	}
 	/* linux.mount_view.protect_git: the user's choice, recorded; the default protects. */
 	json_object_object_add(r->tr_rec, "protect_git",
 	    json_object_new_boolean(schema_bool(p, "protect_git", 1)));
@@ -885,6 +899,9 @@ m_fork(struct req *q)
 		f->tr_landlock_rw = json_object_get(src->tr_landlock_rw);
 		json_object_object_add(f->tr_rec, "protect_git",
 		    json_object_new_boolean(schema_bool(src->tr_rec, "protect_git", 1)));
+		if (schema_child(src->tr_rec, "agent") != NULL)
+			json_object_object_add(f->tr_rec, "agent",
+			    json_object_get(schema_child(src->tr_rec, "agent")));
 		/* The parent's file rules, the same ones (already scoped). */
 		struct json_object *sfan = schema_child(src->tr_rec, "fanotify");
 		if (sfan != NULL)

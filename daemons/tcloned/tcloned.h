@@ -202,6 +202,8 @@ int tagent_mount(const struct agentprof *p, uid_t uid, gid_t gid, const char **w
  * The snapshot's .git/config and .git/hooks read-only (git runs them later,
  * outside; the rule of --sandbox linux's linux.mount_view.protect_git).
  */
+/* Check a tclone.start "agent" object ({profiles, name, custom, env}): 0, or -1 with *cause. */
+int tagent_check(struct json_object *agent, char **cause);
 int tagent_protect_git(const char *ws, uid_t uid, gid_t gid, const char **what);
 
 #endif

@@ -290,7 +290,8 @@ HOME_DIR = "/var/lib/gensee-it-home"
 
 # The fake Codex of a tclone run: its results in the snapshot, then idle.
 TCLONE_AGENT = r"""#!/bin/sh
-s="$HOME/.codex"
+s="${CODEX_HOME:-$HOME/.codex}"
+echo "home=$s" >> result.txt
 [ "$1" = -c ] && { echo "args=$2" >> result.txt; shift 2; }
 echo s > "$s/sessions/tclone.jsonl" 2>/dev/null && echo session=ok >> result.txt || echo session=refused >> result.txt
 echo 'x = 1' >> "$s/config.toml" 2>/dev/null && echo config=ok >> result.txt || echo config=refused >> result.txt
@@ -346,13 +347,13 @@ def agent_profile_in_tclone(env):
     before = snapshot(codex)
     agent = os.path.join(pkg, "codex.js")
 
-    def g(*args):
+    def g(*args, extra=None):
         return subprocess.run(env.ns_prefix() + ["setpriv", "--reuid=%d" % uid,
                                                  "--regid=%d" % gid, "--clear-groups", "--",
                                                  env.cli] + list(args),
                               capture_output=True, text=True, timeout=120, cwd=ws,
-                              env={"PATH": "/usr/bin:/bin", "HOME": home,
-                                   "GENSEE_RUNTIME_DIR": env.runtime})
+                              env=dict({"PATH": "/usr/bin:/bin", "HOME": home,
+                                        "GENSEE_RUNTIME_DIR": env.runtime}, **(extra or {})))
 
     with test_tclone.tclone(env) as t:
         r = g("run", "--runtime", "tclone", "--json", "--", agent, "t")
@@ -383,6 +384,34 @@ def agent_profile_in_tclone(env):
         r = g("run", "--runtime", "tclone", "--json", "--", agent, "t")
         check(r.returncode != 0 and os.listdir(victim) == [],
               "a linked upper layer: rc %d %s %r" % (r.returncode, r.stderr, os.listdir(victim)))
+        g("run", "delete", "--all")
+        os.unlink(store)
+        # CODEX_HOME in the caller's environment (issue 21): tcloned's agent
+        # used ~/.codex whatever it said. Now the profile overlays that
+        # directory, keeps it in the store, and the agent is told.
+        chome = os.path.join(home, "codexhome")
+        os.makedirs(os.path.join(chome, "sessions"))
+        with open(os.path.join(chome, "config.toml"), "w") as f:
+            f.write('model = "elsewhere"\n')
+        for d, dirs, files in os.walk(chome):
+            for n in [d] + [os.path.join(d, x) for x in files]:
+                os.chown(n, uid, gid)
+        cbefore = snapshot(chome)
+        r = g("run", "--runtime", "tclone", "--json", "--", agent, "t", extra={"CODEX_HOME": chome})
+        check(r.returncode == 0, "CODEX_HOME run: %s %s" % (r.stdout, r.stderr))
+        sid = json.loads(r.stdout)["run_id"]
+        got.clear()
+        env.wait_for("the CODEX_HOME agent", done, timeout=30)
+        check(got.get("home") == chome and got.get("session") == "ok" and
+              got.get("config") == "refused", "CODEX_HOME agent: %r" % got)
+        check(snapshot(chome) == cbefore, "the real CODEX_HOME changed: %r" % snapshot(chome))
+        check(os.path.exists(os.path.join(store, "sessions", "tclone.jsonl")),
+              "CODEX_HOME's session not in the store")
+        g("run", "delete", "--all")
+        # A CODEX_HOME that is not the user's is no state of theirs: refused.
+        r = g("run", "--runtime", "tclone", "--json", "--", agent, "t", extra={"CODEX_HOME": "/etc"})
+        check(r.returncode != 0 and "not a directory of the user's" in r.stderr,
+              "CODEX_HOME=/etc: rc %d %s" % (r.returncode, r.stderr))
         g("run", "delete", "--all")
 
 
