@@ -213,6 +213,15 @@ static const struct schema_field mediator_complete_params[] = {
 	{ "decision_id", SCHEMA_STRING, 0, 1, 72, 0 },
 };
 
+/* A request the mediator refused itself, before anything went upstream: evidence only. */
+static const struct schema_field mediator_refused_params[] = {
+	{ "operation_id", SCHEMA_STRING, SCHEMA_REQUIRED, 1, 72, 0 },
+	{ "client_address", SCHEMA_STRING, SCHEMA_REQUIRED, 2, 64, 0 },
+	{ "reason", SCHEMA_STRING, SCHEMA_REQUIRED, 1, 64, 0 },
+	{ "status", SCHEMA_INT, SCHEMA_REQUIRED, 400, 499, 0 },
+	{ "method", SCHEMA_STRING, 0, 1, 15, 0 },
+};
+
 static const struct schema_field network_grant_http_params[] = {
 	{ "operation_id", SCHEMA_STRING, 0, 1, 72, 0 },
 	{ "ttl_seconds", SCHEMA_INT, 0, 1, 86400, 0 },
@@ -286,6 +295,8 @@ static const struct proto_method_info proto_methods[PM__COUNT] = {
 	    mediator_connect_params, nitems(mediator_connect_params), PIO_DENY },
 	{ PM_MEDIATOR_COMPLETE, "mediator.complete", PS_MEDIATOR, PA_MEDIATOR,
 	    mediator_complete_params, nitems(mediator_complete_params), PIO_DENY },
+	{ PM_MEDIATOR_REFUSED, "mediator.refused", PS_MEDIATOR, PA_MEDIATOR,
+	    mediator_refused_params, nitems(mediator_refused_params), PIO_DENY },
 	/*
 	 * HTTP transactions: root's control plane only (boundary.sock, or the
 	 * operation's supervisor.sock), never client.sock: the operation's

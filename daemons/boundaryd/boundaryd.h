@@ -505,6 +505,7 @@ void mediator_authorize(struct boundaryd *bd, const struct peer *p, struct json_
     struct op_reply *r);
 void mediator_complete(struct boundaryd *bd, const struct peer *p, struct json_object *params,
     struct op_reply *r);
+void mediator_refused(struct boundaryd *bd, struct json_object *params, struct op_reply *r);
 
 /* medlease.c: mediator leases and credential injection (proxy.credentials) */
 struct medleases;

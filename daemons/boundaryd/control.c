@@ -316,6 +316,9 @@ control_dispatch(struct conn *c, struct json_object *msg)
 	case PM_MEDIATOR_COMPLETE:
 		mediator_complete(bd, &c->c_peer, req.pr_params, &r);
 		break;
+	case PM_MEDIATOR_REFUSED:
+		mediator_refused(bd, req.pr_params, &r);
+		break;
 	case PM_TRANSACTION_BEGIN:
 		transaction_begin(bd, &c->c_peer, scope, req.pr_params, &r);
 		break;

@@ -22,6 +22,7 @@
 #include <json-c/json.h>
 
 #include "boundaryd.h"
+#include "httphead.h"
 #include "httpurl.h"
 #include "ids.h"
 #include "log.h"
@@ -513,6 +514,85 @@ mediator_authorize(struct boundaryd *bd, const struct peer *p, struct json_objec
 	/* A mediated request is an effect (seed 000): a transaction's too, counted here once. */
 	operation_count_effect(op);
 	free(u);
+}
+
+/*
+ * The codes of mediator.refused: the strict framing refusals of
+ * lib/httphead.c, a head that took too long, a body over the limit. A
+ * reason outside this list is not written (the mediator is not trusted to
+ * name what evidence says).
+ */
+static const char *const mediator_refusal_codes[] = {
+	HTTPHEAD_E_BARE_LF, HTTPHEAD_E_BARE_CR, HTTPHEAD_E_OBS_FOLD, HTTPHEAD_E_REQUEST_LINE,
+	HTTPHEAD_E_HEADER, HTTPHEAD_E_DUP_CL, HTTPHEAD_E_BAD_CL, HTTPHEAD_E_CL_TE,
+	HTTPHEAD_E_TE_NO_BODY, HTTPHEAD_E_BAD_TE, HTTPHEAD_E_TOO_LARGE, HTTPHEAD_E_BAD_CHUNK,
+	"http_head_timeout", "request_too_large",
+};
+
+/*
+ * mediator.refused: the mediator refused a request itself, before any
+ * decision was asked for and before anything went upstream (a smuggling
+ * form, a head too large or too slow). Recorded as a deny, so evidence
+ * never shows such a request as allowed or not at all. Only narrows: it
+ * grants nothing, and the line is built from checked fields.
+ */
+void
+mediator_refused(struct boundaryd *bd, struct json_object *params, struct op_reply *r)
+{
+	const char *id = schema_string(params, "operation_id");
+	const char *reason = schema_string(params, "reason");
+	const char *client = schema_string(params, "client_address");
+	const char *method = schema_string(params, "method");
+	struct operation *op;
+	struct json_object *o;
+	char did[ID_MAX_LEN];
+	uint8_t a[16];
+	size_t i;
+	int fam;
+
+	if (!ids_valid_operation(id)) {
+		reply_error(r, PE_INVALID_PARAMS, "operation_id: malformed id");
+		return;
+	}
+	for (i = 0; i < nitems(mediator_refusal_codes); i++)
+		if (strcmp(reason, mediator_refusal_codes[i]) == 0)
+			break;
+	if (i == nitems(mediator_refusal_codes)) {
+		reply_error(r, PE_INVALID_PARAMS, "reason: not a mediator refusal code");
+		return;
+	}
+	if (netpolicy_parse_addr(client, &fam, a) != 0) {
+		reply_error(r, PE_INVALID_PARAMS, "client_address: not an address");
+		return;
+	}
+	if (method != NULL) {
+		for (const char *c = method; *c != '\0'; c++)
+			if (*c < 'A' || *c > 'Z') {
+				method = NULL;	/* not a method worth recording */
+				break;
+			}
+	}
+	if ((op = operation_find(bd, id)) == NULL || op->op_net == NULL) {
+		reply_error(r, PE_NOT_FOUND, "no such network operation");
+		return;
+	}
+	ids_new("med_", did, sizeof(did));
+	o = json_object_new_object();
+	json_object_object_add(o, "type", json_object_new_string("http_mediator_decision"));
+	json_object_object_add(o, "decision_id", json_object_new_string(did));
+	json_object_object_add(o, "decision", json_object_new_string("deny"));
+	json_object_object_add(o, "reason", json_object_new_string(reason));
+	json_object_object_add(o, "stage", json_object_new_string("request_head"));
+	json_object_object_add(o, "status",
+	    json_object_new_int((int)schema_int(params, "status", 400)));
+	json_object_object_add(o, "client_address", json_object_new_string(client));
+	json_object_object_add(o, "method", method ? json_object_new_string(method) : NULL);
+	json_object_object_add(o, "url", NULL);
+	json_object_object_add(o, "generation",
+	    json_object_new_int64((int64_t)op->op_net->no_generation));
+	netop_append(op->op_net, "http-mediator.jsonl", o);
+	r->or_result = json_object_new_object();
+	json_object_object_add(r->or_result, "decision_id", json_object_new_string(did));
 }
 
 /*

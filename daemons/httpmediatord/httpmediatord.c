@@ -47,7 +47,8 @@ usage_to(int help)
 {
 	fprintf(help ? stdout : stderr, "usage: " MEDIATORD_NAME
 	    " --runtime-dir DIR [--user NAME] [--ca-file FILE] [--hosts-file FILE]\n"
-	    "       [--resolv-conf FILE] [--debug] [--selftest-read PATH]...\n"
+	    "       [--resolv-conf FILE] [--max-connections N] [--max-connections-per-client N]\n"
+	    "       [--head-timeout SECONDS] [--debug] [--selftest-read PATH]...\n"
 	    "       " MEDIATORD_NAME " --help | --version\n");
 	exit(help ? 0 : 2);
 }
@@ -56,6 +57,20 @@ static void __attribute__((noreturn))
 usage(void)
 {
 	usage_to(0);
+}
+
+/* A decimal option value in [lo, hi], or the usage message. */
+static long long
+mediatord_number(const char *s, long long lo, long long hi)
+{
+	char *end;
+	long long v;
+
+	errno = 0;
+	v = strtoll(s, &end, 10);
+	if (s[0] < '0' || s[0] > '9' || *end != '\0' || errno != 0 || v < lo || v > hi)
+		usage();
+	return v;
 }
 
 int
@@ -282,6 +297,9 @@ main(int argc, char **argv)
 		{ "ca-file", required_argument, NULL, 'c' },
 		{ "hosts-file", required_argument, NULL, 'H' },
 		{ "resolv-conf", required_argument, NULL, 'R' },
+		{ "max-connections", required_argument, NULL, 'm' },
+		{ "max-connections-per-client", required_argument, NULL, 'M' },
+		{ "head-timeout", required_argument, NULL, 't' },
 		{ "debug", no_argument, NULL, 'd' },
 		/* Diagnostics: try to read PATH once confined and log the outcome. */
 		{ "selftest-read", required_argument, NULL, 'T' },
@@ -314,6 +332,15 @@ main(int argc, char **argv)
 		case 'R':
 			resolv = optarg;
 			break;
+		case 'm':
+			md.md_max_conns = (size_t)mediatord_number(optarg, 1, 65536);
+			break;
+		case 'M':
+			md.md_max_conns_client = (size_t)mediatord_number(optarg, 1, 65536);
+			break;
+		case 't':
+			md.md_head_timeout = (int)mediatord_number(optarg, 1, 3600);
+			break;
 		case 'd':
 			logflags |= LOG_F_DEBUG;
 			break;
@@ -333,6 +360,12 @@ main(int argc, char **argv)
 	}
 	if (optind != argc || runtime_dir == NULL || runtime_dir[0] != '/' || ca[0] != '/')
 		usage();
+	if (md.md_max_conns == 0)
+		md.md_max_conns = MEDIATORD_DEFAULT_MAX_CONNS;
+	if (md.md_max_conns_client == 0)
+		md.md_max_conns_client = MEDIATORD_DEFAULT_MAX_CONNS_CLIENT;
+	if (md.md_head_timeout == 0)
+		md.md_head_timeout = MEDIATORD_DEFAULT_HEAD_TIMEOUT;
 	/*
 	 * Synchronous logging: the asynchronous writer is a thread, and a
 	 * thread started before the seccomp filter would run unfiltered.

@@ -38,6 +38,16 @@ struct ssl_ctx_st;
 #define MEDIATORD_RECONNECT_MS 500
 #define MEDIATORD_MAX_ADDRESSES 32
 #define MEDIATORD_MAX_HEADERS_SIZE (64 * 1024)
+/*
+ * Client connection limits (--max-connections, --max-connections-per-client,
+ * --head-timeout): open accepted proxy connections in total and per client
+ * address, and the seconds a request head may take from its first byte to
+ * its blank line. Threat: one client holding thousands of half-sent heads
+ * (memory, descriptors) until nothing else is served.
+ */
+#define MEDIATORD_DEFAULT_MAX_CONNS 1024
+#define MEDIATORD_DEFAULT_MAX_CONNS_CLIENT 64
+#define MEDIATORD_DEFAULT_HEAD_TIMEOUT 10
 #define MEDIATORD_MAX_OPS 256
 /* proxy.* defaults when the config leaves them out (seed 001). */
 #define MEDIATORD_DEFAULT_MAX_REQUEST (16LL * 1024 * 1024)
@@ -61,6 +71,23 @@ struct medconn {
 	struct medop *mc_mo;
 	struct bufferevent *mc_bev;		/* until attached (our reference) */
 	struct evhttp_connection *mc_evcon;	/* once attached */
+	/*
+	 * Strict framing (proxy.c, lib/httphead.c): what the client sent is
+	 * taken out of the bufferevent's input as it arrives (mc_hold) and
+	 * put back for evhttp only once checked. mc_cbev is that bufferevent
+	 * (not a reference: it lives as long as the connection, as mc does).
+	 */
+	struct bufferevent *mc_cbev;
+	struct evbuffer *mc_hold;		/* read, not yet checked */
+	struct evbuffer *mc_tmp;
+	int mc_busy;				/* our own change of the input */
+	int mc_state;				/* enum medconn_state (proxy.c) */
+	uint64_t mc_left;			/* body or chunk bytes still to pass */
+	struct event *mc_head_timer;		/* --head-timeout, from a head's first byte */
+	const char *mc_refused;			/* the framing refusal evhttp answers */
+	int mc_refused_status;
+	char mc_method[16];
+	char mc_peer[64];			/* the client address, once attached */
 };
 TAILQ_HEAD(medconn_list, medconn);
 
@@ -147,6 +174,11 @@ struct mediatord {
 	struct mreq_list md_pending;
 	struct mreq_list md_all;
 	int md_nops;
+	size_t md_max_conns;		/* accepted proxy connections, all operations */
+	size_t md_max_conns_client;	/* the same, per client address */
+	int md_head_timeout;		/* seconds */
+	size_t md_nconns;		/* open (attached) ones now */
+	uint64_t md_conns_refused;	/* closed at once for a limit, since start */
 };
 
 /* httpmediatord.c: the boundaryd channel */

@@ -55,6 +55,7 @@
 #include <openssl/x509v3.h>
 
 #include "committoken.h"
+#include "httphead.h"
 #include "httpmediatord.h"
 #include "log.h"
 #include "medreq.h"
@@ -67,6 +68,7 @@ static void proxy_completed(struct mreq *mr, struct json_object *result);
 static void proxy_resolve_checked(struct mreq *mr, struct json_object *result,
     const char *error_code);
 static void proxy_txn_hold(struct mreq *mr, struct evhttp_request *resp, int code);
+static struct medconn *proxy_conn_of(struct medop *mo, struct evhttp_connection *evcon);
 
 static const char *
 proxy_method_name(enum evhttp_cmd_type t)
@@ -718,7 +720,19 @@ proxy_request_cb(struct evhttp_request *req, void *arg)
 	struct mreq *mr;
 	const char *method = proxy_method_name(evhttp_request_get_command(req)), *code;
 	char peer[64];
+	struct medconn *mc = proxy_conn_of(mo, evcon);
 
+	/*
+	 * The framing check refused this connection's request: this is its
+	 * stand-in, answered with the refusal, and the connection closes.
+	 */
+	if (mc == NULL || mc->mc_refused != NULL) {
+		int st = mc != NULL ? mc->mc_refused_status : 400;
+		proxy_refuse(req, st, st == 408 ? "Request Timeout" : st == 413 ?
+		    "Payload Too Large" : st == 431 ? "Request Header Fields Too Large" :
+		    "Bad Request", mc != NULL ? mc->mc_refused : "untracked_connection", 1);
+		return;
+	}
 	/* Another peer: refused before anything of its request is acted on. */
 	if (evcon == NULL || !proxy_peer_ok(mo, evcon, peer, sizeof(peer))) {
 		log_info("%s: refused a peer that is not %s", mo->mo_id, mo->mo_client_str);
@@ -832,6 +846,358 @@ proxy_start(struct mreq *mr)
 	mr->mr_waiting = 1;
 }
 
+/*
+ * Strict framing (lib/httphead.c) of every accepted connection, before
+ * evhttp reads anything. Threat: request smuggling. evhttp is lenient
+ * (two Content-Lengths, bare LF, Transfer-Encoding on a GET), so the
+ * bytes it would read as a second request, or as no request, are not the
+ * ones another parser would; and the leftover bytes of a request it
+ * refuses are read as the next one. An input-buffer callback runs on each
+ * read before evhttp's read callback: it takes the new bytes out (into
+ * mc_hold) and puts back only checked ones: a request head once all of it
+ * passed httphead_check as raw bytes, then its body as its framing says
+ * (Content-Length bytes, or the chunked body to its last chunk and
+ * trailer, each line checked), and only then is the next head looked for.
+ * A refused head is never put back: evhttp gets a fixed stand-in request
+ * instead (PROXY_STANDIN), which proxy_request_cb answers with the
+ * refusal and Connection: close, and nothing the client sent after it is
+ * ever read. Malformed chunked framing comes after evhttp has the head:
+ * that connection is closed. (A bufferevent filter would do the same for
+ * input, but evhttp then frees the connection while the response is still
+ * in the filter's underlying buffer, and the client never gets it.)
+ */
+enum medconn_state {
+	MC_HEAD,		/* a request head, up to its blank line */
+	MC_BODY,		/* mc_left Content-Length bytes */
+	MC_CHUNK_SIZE,		/* a chunk-size line */
+	MC_CHUNK_DATA,		/* mc_left bytes of chunk data */
+	MC_CHUNK_END,		/* the CRLF after chunk data */
+	MC_TRAILER,		/* trailer lines, up to the empty one */
+	MC_REFUSED,		/* refused: nothing more is passed, ever */
+};
+
+#define PROXY_STANDIN "GET / HTTP/1.1\r\nHost: gensee.invalid\r\n\r\n"
+
+static void proxy_conn_refused(struct medconn *mc, int status, const char *code);
+
+/* Tell boundaryd about a refusal the mediator made itself, for the evidence. */
+static void
+proxy_report_refusal(struct medop *mo, const struct medconn *mc, int status, const char *code)
+{
+	struct json_object *params = json_object_new_object();
+	int64_t id;
+
+	json_object_object_add(params, "operation_id", json_object_new_string(mo->mo_id));
+	json_object_object_add(params, "client_address", json_object_new_string(
+	    mc->mc_peer[0] != '\0' ? mc->mc_peer : "0.0.0.0"));
+	json_object_object_add(params, "reason", json_object_new_string(code));
+	json_object_object_add(params, "status", json_object_new_int(status));
+	if (mc->mc_method[0] != '\0')
+		json_object_object_add(params, "method", json_object_new_string(mc->mc_method));
+	if (mediatord_send(mo->mo_md, "mediator.refused", params, &id) != 0)
+		log_warnx("%s: refusal %s not recorded: no channel", mo->mo_id, code);
+}
+
+/* A line of a chunked body in src (LF-terminated, at most max): its length with the LF, or 0. */
+static size_t
+proxy_filter_line(struct evbuffer *src, size_t max, int *toolong)
+{
+	struct evbuffer_ptr p = evbuffer_search(src, "\n", 1, NULL);
+
+	*toolong = 0;
+	if (p.pos < 0) {
+		*toolong = evbuffer_get_length(src) > max;
+		return 0;
+	}
+	if ((size_t)p.pos + 1 > max) {
+		*toolong = 1;
+		return 0;
+	}
+	return (size_t)p.pos + 1;
+}
+
+/* Pass n bytes of src on to evhttp. */
+static void
+proxy_filter_pass(struct evbuffer *src, struct evbuffer *dst, size_t n)
+{
+	if (evbuffer_remove_buffer(src, dst, n) != (int)n)
+		fatalx("client connection buffer: cannot move %zu bytes", n);
+}
+
+/*
+ * The chunked body's framing, one step. 1: progress, 0: more bytes
+ * needed, -1: malformed (code set).
+ */
+static int
+proxy_filter_chunked(struct medconn *mc, struct evbuffer *src, struct evbuffer *dst,
+    const char **code)
+{
+	size_t len = evbuffer_get_length(src), n;
+	uint64_t size;
+	const char *line;
+	int toolong;
+
+	switch (mc->mc_state) {
+	case MC_CHUNK_DATA:
+		if (len == 0)
+			return 0;
+		n = len < mc->mc_left ? len : (size_t)mc->mc_left;
+		proxy_filter_pass(src, dst, n);
+		if ((mc->mc_left -= n) == 0)
+			mc->mc_state = MC_CHUNK_END;
+		return 1;
+	case MC_CHUNK_END:
+		if (len < 2)
+			return 0;
+		line = (const char *)evbuffer_pullup(src, 2);
+		if (line[0] != '\r' || line[1] != '\n') {
+			*code = HTTPHEAD_E_BAD_CHUNK;
+			return -1;
+		}
+		proxy_filter_pass(src, dst, 2);
+		mc->mc_state = MC_CHUNK_SIZE;
+		return 1;
+	default:
+		break;
+	}
+	n = proxy_filter_line(src, mc->mc_state == MC_TRAILER ? MEDIATORD_MAX_HEADERS_SIZE :
+	    HTTPHEAD_CHUNK_LINE_MAX, &toolong);
+	if (n == 0) {
+		if (toolong)
+			*code = HTTPHEAD_E_BAD_CHUNK;
+		return toolong ? -1 : 0;
+	}
+	line = (const char *)evbuffer_pullup(src, (ev_ssize_t)n);
+	/* CRLF only: a bare LF ends the line for one parser and not another. */
+	if (n < 2 || line[n - 2] != '\r') {
+		*code = HTTPHEAD_E_BARE_LF;
+		return -1;
+	}
+	if (mc->mc_state == MC_CHUNK_SIZE) {
+		if (httphead_chunk_size(line, n - 2, &size, code) != 0)
+			return -1;
+		mc->mc_left = size;
+		mc->mc_state = size == 0 ? MC_TRAILER : MC_CHUNK_DATA;
+	} else if (n == 2) {
+		mc->mc_state = MC_HEAD;	/* the empty line: the request is complete */
+	} else if (httphead_trailer_line(line, n - 2, code) != 0) {
+		return -1;
+	}
+	proxy_filter_pass(src, dst, n);
+	return 1;
+}
+
+/* Check what src holds and pass on to dst (evhttp's input) what may go. */
+static void
+proxy_frame(struct medconn *mc, struct evbuffer *src, struct evbuffer *dst)
+{
+	struct mediatord *md = mc->mc_mo->mo_md;
+
+	for (;;) {
+		size_t len = evbuffer_get_length(src), n;
+		struct httphead h;
+		const char *code;
+		int status, rc;
+
+		switch (mc->mc_state) {
+		case MC_REFUSED:
+			/* Threat: the bytes after a refused head read as a request. */
+			evbuffer_drain(src, len);
+			return;
+		case MC_HEAD:
+			if (len == 0)
+				return;
+			if (!evtimer_pending(mc->mc_head_timer, NULL)) {
+				struct timeval tv = { md->md_head_timeout, 0 };
+				evtimer_add(mc->mc_head_timer, &tv);
+			}
+			n = len < MEDIATORD_MAX_HEADERS_SIZE ? len : MEDIATORD_MAX_HEADERS_SIZE;
+			rc = httphead_check((const char *)evbuffer_pullup(src, (ev_ssize_t)n), n,
+			    MEDIATORD_MAX_HEADERS_SIZE, &h, &status, &code);
+			if (rc == 0)
+				return;
+			util_strlcpy(mc->mc_method, h.hh_method, sizeof(mc->mc_method));
+			/* A body evhttp would refuse (413) is refused here, with evidence. */
+			if (rc == 1 && h.hh_content_length > (uint64_t)mc->mc_mo->mo_max_request) {
+				rc = -1;
+				status = 413;
+				code = "request_too_large";
+			}
+			if (rc < 0) {
+				evbuffer_drain(src, len);
+				proxy_conn_refused(mc, status, code);
+				evbuffer_add(dst, PROXY_STANDIN, strlen(PROXY_STANDIN));
+				return;
+			}
+			evtimer_del(mc->mc_head_timer);
+			proxy_filter_pass(src, dst, h.hh_len);
+			mc->mc_left = h.hh_content_length;
+			mc->mc_state = h.hh_chunked ? MC_CHUNK_SIZE : mc->mc_left > 0 ? MC_BODY :
+			    MC_HEAD;
+			break;
+		case MC_BODY:
+			if (len == 0)
+				return;
+			n = len < mc->mc_left ? len : (size_t)mc->mc_left;
+			proxy_filter_pass(src, dst, n);
+			if ((mc->mc_left -= n) == 0)
+				mc->mc_state = MC_HEAD;
+			break;
+		default:
+			rc = proxy_filter_chunked(mc, src, dst, &code);
+			if (rc == 0)
+				return;
+			if (rc < 0) {
+				/* evhttp holds the head: the connection is closed instead. */
+				evbuffer_drain(src, len);
+				proxy_conn_refused(mc, 400, code);
+				event_active(mc->mc_head_timer, EV_TIMEOUT, 0);
+				return;
+			}
+			break;
+		}
+	}
+}
+
+/*
+ * The client's bufferevent read: the new bytes are the last n_added of
+ * its input (what is before them was checked already and waits for
+ * evhttp). They are taken out and only what passes goes back, before
+ * evhttp's read callback runs.
+ */
+static void
+proxy_input_cb(struct evbuffer *in, const struct evbuffer_cb_info *info, void *arg)
+{
+	struct medconn *mc = arg;
+	size_t len = evbuffer_get_length(in), n;
+
+	if (mc->mc_busy || info->n_added == 0 || len == 0)
+		return;
+	mc->mc_busy = 1;
+	n = info->n_added < len ? info->n_added : len;
+	if (evbuffer_remove_buffer(in, mc->mc_tmp, len - n) != (int)(len - n) ||
+	    evbuffer_add_buffer(mc->mc_hold, in) != 0 || evbuffer_add_buffer(in, mc->mc_tmp) != 0)
+		fatalx("%s: client input buffer: out of memory", mc->mc_mo->mo_id);
+	proxy_frame(mc, mc->mc_hold, in);
+	mc->mc_busy = 0;
+}
+
+/* The connection's request is refused: nothing it sends is read any more. */
+static void
+proxy_conn_refused(struct medconn *mc, int status, const char *code)
+{
+	mc->mc_state = MC_REFUSED;
+	mc->mc_refused = code;
+	mc->mc_refused_status = status;
+	evtimer_del(mc->mc_head_timer);
+	log_info("%s: request from %s refused before evhttp: %s", mc->mc_mo->mo_id,
+	    mc->mc_peer[0] ? mc->mc_peer : "?", code);
+	proxy_report_refusal(mc->mc_mo, mc, status, code);
+}
+
+/*
+ * The head deadline ran out (or a chunked body was malformed: the
+ * connection is closed). Threat: slowloris, a client holding heads open
+ * a byte at a time. The stand-in gives evhttp a request to answer 408
+ * (it is reading: the timer runs only while a head is read); a
+ * connection evhttp does not read is closed.
+ */
+static void
+proxy_head_timeout_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct medconn *mc = arg;
+	struct medop *mo = mc->mc_mo;
+
+	(void)fd;
+	(void)what;
+	if (mc->mc_evcon == NULL)
+		return;	/* not attached yet: evhttp's own timeout closes it */
+	/*
+	 * evhttp is answering an earlier request of this connection (it
+	 * reads only between requests): freeing the connection now would free
+	 * that request under us. The deadline is looked at again shortly.
+	 */
+	if (!(bufferevent_get_enabled(mc->mc_cbev) & EV_READ)) {
+		struct timeval tv = { 1, 0 };
+		evtimer_add(mc->mc_head_timer, &tv);
+		return;
+	}
+	if (mc->mc_state != MC_REFUSED) {
+		struct evbuffer *in = bufferevent_get_input(mc->mc_cbev);
+		proxy_conn_refused(mc, 408, "http_head_timeout");
+		evbuffer_drain(mc->mc_hold, evbuffer_get_length(mc->mc_hold));
+		mc->mc_busy = 1;
+		evbuffer_add(in, PROXY_STANDIN, strlen(PROXY_STANDIN));
+		mc->mc_busy = 0;
+		/* evhttp reads the stand-in now and answers it; mc may be gone after. */
+		bufferevent_trigger(mc->mc_cbev, EV_READ, BEV_TRIG_IGNORE_WATERMARKS);
+		return;
+	}
+	log_info("%s: connection from %s closed: %s", mo->mo_id, mc->mc_peer, mc->mc_refused);
+	evhttp_connection_free(mc->mc_evcon);	/* its close callback frees mc */
+}
+
+/* The connection a request came on, or NULL. */
+static struct medconn *
+proxy_conn_of(struct medop *mo, struct evhttp_connection *evcon)
+{
+	struct bufferevent *bev = evcon != NULL ? evhttp_connection_get_bufferevent(evcon) : NULL;
+	struct medconn *mc;
+
+	TAILQ_FOREACH(mc, &mo->mo_conns, mc_entry)
+		if (mc->mc_cbev == bev)
+			return mc;
+	return NULL;
+}
+
+/*
+ * May one more connection stay open? Threat: one client (or a few)
+ * opening connections until the mediator runs out of memory or
+ * descriptors, and nobody else is served. --max-connections bounds all of
+ * them, --max-connections-per-client those of one address, so one address
+ * can never take the whole budget. Excess connections are closed at once
+ * (logged, counted); each was accepted, so the listen queue keeps moving
+ * and other clients are accepted behind them.
+ */
+static int
+proxy_conn_within_limits(struct mediatord *md, struct medconn *mc)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	evutil_socket_t fd = bufferevent_getfd(mc->mc_cbev);
+	struct medop *mo;
+	struct medconn *o;
+	size_t same = 0;
+	const char *why = NULL;
+
+	if (fd < 0 || getpeername(fd, (struct sockaddr *)&ss, &sl) != 0 ||
+	    (ss.ss_family != AF_INET && ss.ss_family != AF_INET6) ||
+	    inet_ntop(ss.ss_family, ss.ss_family == AF_INET ?
+	    (void *)&((struct sockaddr_in *)&ss)->sin_addr :
+	    (void *)&((struct sockaddr_in6 *)&ss)->sin6_addr, mc->mc_peer,
+	    sizeof(mc->mc_peer)) == NULL) {
+		util_strlcpy(mc->mc_peer, "?", sizeof(mc->mc_peer));
+		why = "no peer address";
+	} else if (md->md_nconns > md->md_max_conns) {
+		why = "max-connections";
+	} else {
+		TAILQ_FOREACH(mo, &md->md_ops, mo_entry)
+			TAILQ_FOREACH(o, &mo->mo_conns, mc_entry)
+				if (o->mc_evcon != NULL && strcmp(o->mc_peer, mc->mc_peer) == 0)
+					same++;
+		if (same > md->md_max_conns_client)
+			why = "max-connections-per-client";
+	}
+	if (why == NULL)
+		return 1;
+	/* One line for the first and then every 1000th: a flood must not flood the log. */
+	if (md->md_conns_refused++ % 1000 == 0)
+		log_warnx("%s: connection from %s closed: %s (%zu open; %llu closed so far)",
+		    mc->mc_mo->mo_id, mc->mc_peer, why, md->md_nconns,
+		    (unsigned long long)md->md_conns_refused);
+	return 0;
+}
+
 /* boundaryd's answer before resolution: resolve only on allow. */
 static void
 proxy_resolve_checked(struct mreq *mr, struct json_object *result, const char *error_code)
@@ -858,6 +1224,14 @@ proxy_conn_drop(struct medop *mo, struct medconn *mc)
 {
 	TAILQ_REMOVE(&mo->mo_conns, mc, mc_entry);
 	mo->mo_nconns--;
+	if (mc->mc_evcon != NULL)
+		mo->mo_md->md_nconns--;
+	if (mc->mc_head_timer != NULL)
+		event_free(mc->mc_head_timer);
+	if (mc->mc_hold != NULL)
+		evbuffer_free(mc->mc_hold);
+	if (mc->mc_tmp != NULL)
+		evbuffer_free(mc->mc_tmp);
 	if (mc->mc_bev != NULL)
 		bufferevent_decref(mc->mc_bev);
 	free(mc);
@@ -898,9 +1272,12 @@ proxy_conns_attach(struct medop *mo)
 			continue;
 		}
 		mc->mc_evcon = evcon;
+		mo->mo_md->md_nconns++;
 		evhttp_connection_set_closecb(mc->mc_evcon, proxy_conn_closed, mc);
 		bufferevent_decref(mc->mc_bev);
 		mc->mc_bev = NULL;
+		if (!proxy_conn_within_limits(mo->mo_md, mc))
+			evhttp_connection_free(mc->mc_evcon);	/* its close callback drops mc */
 	}
 }
 
@@ -927,13 +1304,18 @@ proxy_conn_new(struct event_base *base, void *arg)
 	struct bufferevent *bev;
 	struct medconn *mc;
 
-	if ((bev = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE)) == NULL ||
-	    (mc = calloc(1, sizeof(*mc))) == NULL)
+	if ((mc = calloc(1, sizeof(*mc))) == NULL ||
+	    (bev = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE)) == NULL ||
+	    (mc->mc_hold = evbuffer_new()) == NULL || (mc->mc_tmp = evbuffer_new()) == NULL ||
+	    evbuffer_add_cb(bufferevent_get_input(bev), proxy_input_cb, mc) == NULL ||
+	    (mc->mc_head_timer = evtimer_new(base, proxy_head_timeout_cb, mc)) == NULL)
 		fatalx("%s: out of memory for a client connection: exiting rather than serving "
 		    "it untracked", mo->mo_id);
 	bufferevent_incref(bev);
 	mc->mc_mo = mo;
 	mc->mc_bev = bev;
+	mc->mc_cbev = bev;
+	mc->mc_state = MC_HEAD;
 	TAILQ_INSERT_TAIL(&mo->mo_conns, mc, mc_entry);
 	mo->mo_nconns++;
 	event_active(mo->mo_attach, EV_TIMEOUT, 0);
