@@ -1098,9 +1098,7 @@ proxy_conn_refused(struct medconn *mc, int status, const char *code)
 /*
  * The head deadline ran out (or a chunked body was malformed: the
  * connection is closed). Threat: slowloris, a client holding heads open
- * a byte at a time. The stand-in gives evhttp a request to answer 408
- * (it is reading: the timer runs only while a head is read); a
- * connection evhttp does not read is closed.
+ * a byte at a time: 408 and the connection closed.
  */
 static void
 proxy_head_timeout_cb(evutil_socket_t fd, short what, void *arg)
@@ -1123,15 +1121,23 @@ proxy_head_timeout_cb(evutil_socket_t fd, short what, void *arg)
 		return;
 	}
 	if (mc->mc_state != MC_REFUSED) {
-		struct evbuffer *in = bufferevent_get_input(mc->mc_cbev);
+		char resp[256];
+		int n;
+
 		proxy_conn_refused(mc, 408, "http_head_timeout");
-		evbuffer_drain(mc->mc_hold, evbuffer_get_length(mc->mc_hold));
-		mc->mc_busy = 1;
-		evbuffer_add(in, PROXY_STANDIN, strlen(PROXY_STANDIN));
-		mc->mc_busy = 0;
-		/* evhttp reads the stand-in now and answers it; mc may be gone after. */
-		bufferevent_trigger(mc->mc_cbev, EV_READ, BEV_TRIG_IGNORE_WATERMARKS);
-		return;
+		/*
+		 * Straight to the socket, which has nothing else queued (no
+		 * request of this connection is being answered): evhttp frees
+		 * the connection below and would drop a buffered answer.
+		 * Best effort: the close is the answer that counts.
+		 */
+		n = snprintf(resp, sizeof(resp), "HTTP/1.1 408 Request Timeout\r\n"
+		    "X-Gensee-Refusal: %s\r\nContent-Type: text/plain\r\nContent-Length: %zu\r\n"
+		    "Connection: close\r\n\r\ngensee-httpmediatord: %s\n", mc->mc_refused,
+		    strlen("gensee-httpmediatord: \n") + strlen(mc->mc_refused), mc->mc_refused);
+		if (n > 0 && (size_t)n < sizeof(resp) && bufferevent_getfd(mc->mc_cbev) >= 0 &&
+		    write(bufferevent_getfd(mc->mc_cbev), resp, (size_t)n) != n)
+			log_debug("%s: 408 to %s not written whole", mo->mo_id, mc->mc_peer);
 	}
 	log_info("%s: connection from %s closed: %s", mo->mo_id, mc->mc_peer, mc->mc_refused);
 	evhttp_connection_free(mc->mc_evcon);	/* its close callback frees mc */

@@ -163,6 +163,7 @@ def start_mediatord(env, t, selftest=(), resolv=None):
                                   "--resolv-conf", resolv or t.resolv, "--ca-file", t.ca]
     for p in selftest:
         argv += ["--selftest-read", t.ca if p == "@CA@" else p]
+    argv += getattr(t, "med_args", [])
     log = open(t.medlog, "a")
     if t.medlog not in env.logs:
         env.logs.append(t.medlog)  # the harness scans it for sanitizer reports
@@ -712,6 +713,154 @@ def mediator_channel_loss_closes_connections(env):
     check("boundaryd channel lost" in open(t.medlog).read(), "the mediator did not see the loss")
 
 
+# Reads everything the mediator sends on one connection until it closes
+# (or 8 s pass), so a second response would be seen.
+RAW_ALL = r"""
+import json, socket, sys
+s = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=8)
+s.sendall(sys.stdin.buffer.read())
+data, closed = b"", False
+try:
+    while True:
+        c = s.recv(65536)
+        if not c:
+            closed = True
+            break
+        data += c
+except (socket.timeout, ConnectionResetError):
+    closed = closed or False
+print(json.dumps({"data": data.decode("latin-1"), "closed": closed}))
+"""
+
+
+def raw_all(env, t, raw):
+    r = env.ns_run(t.ctr, ["/usr/bin/python3", "-c", RAW_ALL, "198.51.100.1", "3128"], input=raw)
+    check(t.med.poll() is None, "the mediator died:\n%s" % open(t.medlog).read())
+    return json.loads(r.stdout)
+
+
+SMUGGLED = "GET http://up.test:8080/smuggled HTTP/1.1\r\nHost: up.test:8080\r\n\r\n"
+H = "Host: up.test:8080\r\n"
+
+
+def mediator_strict_http(env):
+    """Request smuggling forms: each refused 400 with its code, the
+    connection closed, a deny evidence line, and the request written
+    behind it (GET /smuggled) never answered or sent upstream."""
+    t = setup(env)
+    forms = [
+        ("http_duplicate_content_length", "POST http://up.test:8080/a HTTP/1.1\r\n" + H +
+         "Content-Length: 0\r\nContent-Length: %d\r\n\r\n" % len(SMUGGLED)),
+        ("http_content_length_with_transfer_encoding", "POST http://up.test:8080/a HTTP/1.1\r\n" +
+         H + "Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"),
+        ("http_transfer_encoding_on_get_head", "GET http://up.test:8080/a HTTP/1.1\r\n" + H +
+         "Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n"),
+        ("http_bad_transfer_encoding", "POST http://up.test:8080/a HTTP/1.1\r\n" + H +
+         "Transfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n"),
+        ("http_bad_header", "POST http://up.test:8080/a HTTP/1.1\r\n" + H +
+         "Transfer-Encoding : chunked\r\n\r\n0\r\n\r\n"),
+        ("http_obs_fold", "GET http://up.test:8080/a HTTP/1.1\r\n" + H + "X-A: 1\r\n 2\r\n\r\n"),
+        ("http_bare_lf", "GET http://up.test:8080/a HTTP/1.1\nHost: up.test:8080\n\n"),
+        ("http_bare_cr", "GET http://up.test:8080/a HTTP/1.1\r\nHost: up.test:8080\rX: 1\r\n\r\n"),
+    ]
+    for code, raw in forms:
+        r = raw_all(env, t, raw + SMUGGLED)
+        check(r["data"].count("HTTP/1.1 ") == 1 and status_of(r["data"]) == 400 and
+              ("X-Gensee-Refusal: %s\r\n" % code) in r["data"] and r["closed"],
+              "%s: want one 400 %s and the connection closed, got %r" % (code, code, r))
+    # A chunked POST that is well framed reaches the usual checks (no token: refused).
+    r = raw_all(env, t, "POST http://up.test:8080/c HTTP/1.1\r\n" + H +
+                "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n3\r\nabc\r\n0\r\n\r\n")
+    check(status_of(r["data"]) in (400, 403) and "X-Gensee-Refusal: http_" not in r["data"],
+          "well-framed chunked POST: %r" % r)
+    targets = [l["target"] for l in upstream_lines(t.uplog) if l["event"] == "request"]
+    check(not any("smuggled" in x for x in targets), "a smuggled request went upstream: %r" %
+          targets)
+    ev = [e for e in evidence(env) if e.get("stage") == "request_head"]
+    check(sorted(e["reason"] for e in ev) == sorted(c for c, _ in forms) and
+          all(e["decision"] == "deny" and e["status"] == 400 and
+              e["client_address"] == "198.51.100.12" for e in ev), "evidence: %r" % ev)
+    check(not any(e["decision"] == "allow" and "smuggled" in (e.get("url") or "")
+                  for e in evidence(env)), "a smuggled request was allowed: %r" % evidence(env))
+
+
+def mediator_head_too_large_evidence(env):
+    """A head over 64 KiB: 431, the connection closed, and a deny line in
+    the evidence (before, evhttp answered it and nothing was recorded)."""
+    t = setup(env)
+    raw = "GET http://up.test:8080/big-head HTTP/1.1\r\n" + H + "X-Big: " + "a" * 70000 + \
+        "\r\n\r\n"
+    r = raw_all(env, t, raw)
+    check(status_of(r["data"]) == 431 and "X-Gensee-Refusal: http_head_too_large" in r["data"]
+          and r["closed"], "head over the limit: %r" % r)
+    ev = evidence(env)
+    check(len(ev) == 1 and ev[0]["decision"] == "deny" and ev[0]["reason"] ==
+          "http_head_too_large" and ev[0]["status"] == 431, "evidence: %r" % ev)
+    # A body over max_request_bytes (65536 here) is refused before evhttp, with evidence.
+    r = raw_all(env, t, "POST http://up.test:8080/ HTTP/1.1\r\n" + H +
+                "Content-Length: 70000\r\n\r\n")
+    check(status_of(r["data"]) == 413 and "X-Gensee-Refusal: request_too_large" in r["data"],
+          "body over max_request_bytes: %r" % r)
+    ev = evidence(env)
+    check(len(ev) == 2 and ev[1]["decision"] == "deny" and ev[1]["reason"] ==
+          "request_too_large" and ev[1]["method"] == "POST", "evidence: %r" % ev)
+    check(upstream_lines(t.uplog) == [], "upstream saw %r" % upstream_lines(t.uplog))
+
+
+def mediator_connection_flood(env):
+    """One client opens 2,000 connections with half-sent heads (within 20 s):
+    at most --max-connections-per-client stay open, the mediator's
+    descriptors stay bounded, and meanwhile the operation's own client and
+    another operation are answered; a held head ends at --head-timeout
+    with 408 and a deny line."""
+    def prepare(t):
+        t.med_args = ["--max-connections-per-client", "64", "--head-timeout", "4"]
+    t = setup(env, before_mediator=prepare, proxy_extra=LONG_IDLE)
+    other = start_other_op(env, t)
+    env.ns_run(t.ctr, ["ip", "addr", "add", "198.51.100.14/24", "dev", "mc0"])
+    fds_before = mediator_fds(t)
+    flood = subprocess.Popen(env.ns_prefix(t.ctr) + ["/usr/bin/python3", env.tool("floodclient.py"),
+                             "198.51.100.14", "198.51.100.1", "3128", "2000", "20"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    env.children.append(flood)
+    r, _, _ = select.select([flood.stdout], [], [], 40)
+    check(r, "the flood client did not finish within 40 s")
+    opened = json.loads(flood.stdout.readline())
+    check(opened["opened"] + opened["refused"] >= 1000, "flood: %r" % opened)
+    # During the flood (the kept connections still hold their heads):
+    fds = mediator_fds(t)
+    check(fds < fds_before + 64 + 32, "the mediator holds %d descriptors (%d before)" %
+          (fds, fds_before))
+    r = get(env, t, "http://up.test:8080/during-flood")
+    check(r["status"] == 200, "the operation's client during the flood: %r" % r)
+    r2 = env.ns_run(t.ctr, ["/usr/bin/python3", env.tool("httpclient.py"), "--source",
+                            "198.51.100.13", "198.51.100.1", "3129"],
+                    input=raw_get("http://up.test:8080/other-during-flood"))
+    check(json.loads(r2.stdout)["status"] == 200, "the other operation during the flood: %r" %
+          r2.stdout)
+    flood.stdin.write("\n")
+    flood.stdin.flush()
+    r, _, _ = select.select([flood.stdout], [], [], 30)
+    check(r, "the flood client did not report")
+    still = json.loads(flood.stdout.readline())
+    check(still["open"] <= 64, "%d flood connections stayed open (limit 64)" % still["open"])
+    flood.wait(timeout=10)
+    # A head held past --head-timeout: 408 http_head_timeout, and evidence.
+    h = Held(env, t)
+    h.send("GET http://up.test:8080/slow HTTP/1.1\r\nHost: up")
+    got = h.read(8)
+    check(status_of(got["data"]) == 408 and "http_head_timeout" in got["data"],
+          "a head held past the deadline: %r" % got)
+    h.close()
+    env.wait_for("the head timeout evidence", lambda: any(
+        e.get("reason") == "http_head_timeout" and e["decision"] == "deny"
+        for e in evidence(env)), timeout=10)
+    check("max-connections-per-client" in open(t.medlog).read(), "no limit line in the log")
+    check(t.med.poll() is None, "the mediator died")
+    del other
+
+
 if __name__ == "__main__":
     main({f.__name__: f for f in (mediator_get_allowed_and_stripped, mediator_refusals,
                                   mediator_https_verified, mediator_bounds,
@@ -719,4 +868,6 @@ if __name__ == "__main__":
                                   mediator_follows_operation_end,
                                   mediator_channel_loss_closes_connections,
                                   mediator_fails_closed_without_boundaryd, mediator_confined,
-                                  mediator_sock_peer_checked)})
+                                  mediator_sock_peer_checked, mediator_strict_http,
+                                  mediator_head_too_large_evidence,
+                                  mediator_connection_flood)})
