@@ -181,7 +181,7 @@ START_TEST(test_access_table)
 	}
 	/* The mediator's methods: mediator.sock only, not even root elsewhere. */
 	const char *med[] = { "mediator.config", "mediator.authorize", "mediator.dns",
-	    "mediator.connect" };
+	    "mediator.connect", "mediator.refused" };
 	for (size_t i = 0; i < nitems(med); i++) {
 		const struct proto_method_info *m = proto_method_lookup(med[i]);
 		ck_assert_ptr_nonnull(m);
@@ -228,6 +228,7 @@ START_TEST(test_access_rows)
 		{ "mediator.dns", PS_MEDIATOR, PA_MEDIATOR },
 		{ "mediator.connect", PS_MEDIATOR, PA_MEDIATOR },
 		{ "mediator.complete", PS_MEDIATOR, PA_MEDIATOR },
+		{ "mediator.refused", PS_MEDIATOR, PA_MEDIATOR },
 		{ "transaction.begin", PS_BOUNDARY | PS_SUPERVISOR, PA_ROOT_ANY },
 		{ "transaction.activate", PS_BOUNDARY | PS_SUPERVISOR, PA_ROOT_ANY },
 		{ "transaction.end", PS_BOUNDARY | PS_SUPERVISOR, PA_ROOT_ANY },
@@ -299,6 +300,7 @@ START_TEST(test_in_op_rows)
 		{ "mediator.dns", PIO_DENY, PE_NOT_AUTHORIZED },
 		{ "mediator.connect", PIO_DENY, PE_NOT_AUTHORIZED },
 		{ "mediator.complete", PIO_DENY, PE_NOT_AUTHORIZED },
+		{ "mediator.refused", PIO_DENY, PE_NOT_AUTHORIZED },
 		{ "transaction.begin", PIO_DENY, PE_NOT_AUTHORIZED },
 		{ "transaction.activate", PIO_DENY, PE_NOT_AUTHORIZED },
 		{ "transaction.end", PIO_DENY, PE_NOT_AUTHORIZED },
