@@ -25,6 +25,7 @@ struct evhttp;
 struct evhttp_bound_socket;
 struct evhttp_request;
 struct bufferevent;
+struct evbuffer_cb_entry;
 struct json_object;
 struct ssl_ctx_st;
 
@@ -80,6 +81,7 @@ struct medconn {
 	struct bufferevent *mc_cbev;
 	struct evbuffer *mc_hold;		/* read, not yet checked */
 	struct evbuffer *mc_tmp;
+	struct evbuffer_cb_entry *mc_incb;	/* proxy_input_cb on its input */
 	int mc_busy;				/* our own change of the input */
 	int mc_state;				/* enum medconn_state (proxy.c) */
 	uint64_t mc_left;			/* body or chunk bytes still to pass */

@@ -1071,7 +1071,7 @@ proxy_input_cb(struct evbuffer *in, const struct evbuffer_cb_info *info, void *a
 	struct medconn *mc = arg;
 	size_t len = evbuffer_get_length(in), n;
 
-	if (mc->mc_busy || info->n_added == 0 || len == 0)
+	if (info->n_added == 0 || mc->mc_busy || len == 0)
 		return;
 	mc->mc_busy = 1;
 	n = info->n_added < len ? info->n_added : len;
@@ -1232,6 +1232,12 @@ proxy_conn_drop(struct medop *mo, struct medconn *mc)
 	mo->mo_nconns--;
 	if (mc->mc_evcon != NULL)
 		mo->mo_md->md_nconns--;
+	/*
+	 * evhttp may still drain the input after the close callback
+	 * (evhttp_connection_reset_): the callback must not outlive mc.
+	 */
+	if (mc->mc_incb != NULL)
+		evbuffer_remove_cb_entry(bufferevent_get_input(mc->mc_cbev), mc->mc_incb);
 	if (mc->mc_head_timer != NULL)
 		event_free(mc->mc_head_timer);
 	if (mc->mc_hold != NULL)
@@ -1313,7 +1319,8 @@ proxy_conn_new(struct event_base *base, void *arg)
 	if ((mc = calloc(1, sizeof(*mc))) == NULL ||
 	    (bev = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE)) == NULL ||
 	    (mc->mc_hold = evbuffer_new()) == NULL || (mc->mc_tmp = evbuffer_new()) == NULL ||
-	    evbuffer_add_cb(bufferevent_get_input(bev), proxy_input_cb, mc) == NULL ||
+	    (mc->mc_incb = evbuffer_add_cb(bufferevent_get_input(bev), proxy_input_cb, mc)) ==
+	    NULL ||
 	    (mc->mc_head_timer = evtimer_new(base, proxy_head_timeout_cb, mc)) == NULL)
 		fatalx("%s: out of memory for a client connection: exiting rather than serving "
 		    "it untracked", mo->mo_id);
