@@ -87,6 +87,9 @@ struct medconn {
 	uint64_t mc_left;			/* body or chunk bytes still to pass */
 	struct event *mc_head_timer;		/* --head-timeout, from a head's first byte */
 	const char *mc_refused;			/* the framing refusal evhttp answers */
+	uint64_t mc_heads;			/* heads passed to evhttp (the stand-in too) */
+	uint64_t mc_seen;			/* requests evhttp handed to proxy_request_cb */
+	uint64_t mc_standin;			/* which head is the stand-in, 0: none */
 	int mc_refused_status;
 	char mc_method[16];
 	char mc_peer[64];			/* the client address, once attached */

@@ -725,12 +725,16 @@ proxy_request_cb(struct evhttp_request *req, void *arg)
 	/*
 	 * The framing check refused this connection's request: this is its
 	 * stand-in, answered with the refusal, and the connection closes.
+	 * (The requests passed before it, pipelined, are served as usual.)
 	 */
-	if (mc == NULL || mc->mc_refused != NULL) {
+	if (mc != NULL)
+		mc->mc_seen++;
+	if (mc == NULL || (mc->mc_standin != 0 && mc->mc_seen >= mc->mc_standin)) {
 		int st = mc != NULL ? mc->mc_refused_status : 400;
 		proxy_refuse(req, st, st == 408 ? "Request Timeout" : st == 413 ?
 		    "Payload Too Large" : st == 431 ? "Request Header Fields Too Large" :
-		    "Bad Request", mc != NULL ? mc->mc_refused : "untracked_connection", 1);
+		    "Bad Request", mc != NULL && mc->mc_refused != NULL ? mc->mc_refused :
+		    "untracked_connection", 1);
 		return;
 	}
 	/* Another peer: refused before anything of its request is acted on. */
@@ -1026,10 +1030,12 @@ proxy_frame(struct medconn *mc, struct evbuffer *src, struct evbuffer *dst)
 			if (rc < 0) {
 				evbuffer_drain(src, len);
 				proxy_conn_refused(mc, status, code);
+				mc->mc_standin = ++mc->mc_heads;
 				evbuffer_add(dst, PROXY_STANDIN, strlen(PROXY_STANDIN));
 				return;
 			}
 			evtimer_del(mc->mc_head_timer);
+			mc->mc_heads++;
 			proxy_filter_pass(src, dst, h.hh_len);
 			mc->mc_left = h.hh_content_length;
 			mc->mc_state = h.hh_chunked ? MC_CHUNK_SIZE : mc->mc_left > 0 ? MC_BODY :

@@ -773,10 +773,15 @@ def mediator_strict_http(env):
                 "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n3\r\nabc\r\n0\r\n\r\n")
     check(status_of(r["data"]) in (400, 403) and "X-Gensee-Refusal: http_" not in r["data"],
           "well-framed chunked POST: %r" % r)
+    # A good request pipelined before a refused one is still served, not refused with it.
+    r = raw_all(env, t, "GET http://up.test:8080/first HTTP/1.1\r\n" + H + "\r\n" +
+                forms[0][1] + SMUGGLED)
+    check(status_of(r["data"]) == 200 and "smuggled" not in r["data"],
+          "a good request before a refused one: %r" % r)
     targets = [l["target"] for l in upstream_lines(t.uplog) if l["event"] == "request"]
     check(not any("smuggled" in x for x in targets), "a smuggled request went upstream: %r" %
           targets)
-    ev = [e for e in evidence(env) if e.get("stage") == "request_head"]
+    ev = [e for e in evidence(env) if e.get("stage") == "request_head"][:len(forms)]
     check(sorted(e["reason"] for e in ev) == sorted(c for c, _ in forms) and
           all(e["decision"] == "deny" and e["status"] == 400 and
               e["client_address"] == "198.51.100.12" for e in ev), "evidence: %r" % ev)
