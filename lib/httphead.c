@@ -194,12 +194,22 @@ int
 httphead_check(const char *buf, size_t len, size_t max, struct httphead *h, int *status,
     const char **code)
 {
+	return httphead_check_from(buf, len, 0, max, h, status, code);
+}
+
+int
+httphead_check_from(const char *buf, size_t len, size_t from, size_t max,
+    struct httphead *h, int *status, const char **code)
+{
 	size_t n = len < max ? len : max, i;
 
 	memset(h, 0, sizeof(*h));
 	*status = 400;
 	*code = NULL;
-	for (i = 0; i < n; i++) {
+	/* the last byte seen may be a CR whose LF had not come yet: look at it again */
+	if (from > n)
+		from = n;
+	for (i = from > 0 ? from - 1 : 0; i < n; i++) {
 		/* A line end every parser agrees on: CRLF, never LF or CR alone. */
 		if (buf[i] == '\n' && (i == 0 || buf[i - 1] != '\r')) {
 			*code = HTTPHEAD_E_BARE_LF;

@@ -57,6 +57,16 @@ int httphead_check(const char *buf, size_t len, size_t max, struct httphead *h, 
     const char **code);
 
 /*
+ * httphead_check when the first from bytes were seen by a call that
+ * returned 0 (a head arriving a few bytes at a time): only the bytes after
+ * them are scanned for line ends, so a head read byte by byte costs its
+ * length once, not its length squared (threat: a client spending the
+ * mediator's CPU). The same result as httphead_check for every from.
+ */
+int httphead_check_from(const char *buf, size_t len, size_t from, size_t max,
+    struct httphead *h, int *status, const char **code);
+
+/*
  * One chunk-size line of a chunked body, without its CRLF: 1-15 hex
  * digits, optionally followed by ";" extensions of visible characters, SP
  * and HT. 0 and *size, or -1 (HTTPHEAD_E_BAD_CHUNK, or HTTPHEAD_E_BARE_LF

@@ -85,6 +85,7 @@ struct medconn {
 	int mc_busy;				/* our own change of the input */
 	int mc_state;				/* enum medconn_state (proxy.c) */
 	uint64_t mc_left;			/* body or chunk bytes still to pass */
+	size_t mc_scanned;			/* head bytes checked so far (MC_HEAD) */
 	struct event *mc_head_timer;		/* --head-timeout, from a head's first byte */
 	const char *mc_refused;			/* the framing refusal evhttp answers */
 	uint64_t mc_heads;			/* heads passed to evhttp (the stand-in too) */

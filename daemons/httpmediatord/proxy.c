@@ -1016,10 +1016,13 @@ proxy_frame(struct medconn *mc, struct evbuffer *src, struct evbuffer *dst)
 				evtimer_add(mc->mc_head_timer, &tv);
 			}
 			n = len < MEDIATORD_MAX_HEADERS_SIZE ? len : MEDIATORD_MAX_HEADERS_SIZE;
-			rc = httphead_check((const char *)evbuffer_pullup(src, (ev_ssize_t)n), n,
-			    MEDIATORD_MAX_HEADERS_SIZE, &h, &status, &code);
-			if (rc == 0)
+			rc = httphead_check_from((const char *)evbuffer_pullup(src, (ev_ssize_t)n), n,
+			    mc->mc_scanned, MEDIATORD_MAX_HEADERS_SIZE, &h, &status, &code);
+			if (rc == 0) {
+				mc->mc_scanned = n;
 				return;
+			}
+			mc->mc_scanned = 0;
 			util_strlcpy(mc->mc_method, h.hh_method, sizeof(mc->mc_method));
 			/* A body evhttp would refuse (413) is refused here, with evidence. */
 			if (rc == 1 && h.hh_content_length > (uint64_t)mc->mc_mo->mo_max_request) {

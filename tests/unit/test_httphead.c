@@ -154,6 +154,31 @@ START_TEST(test_incremental)
 }
 END_TEST
 
+/* Read in two parts at every split, a row's verdict and code are the same. */
+START_TEST(test_check_from)
+{
+	for (size_t i = 0; i < sizeof(smuggle) / sizeof(smuggle[0]); i++) {
+		const char *raw = smuggle[i].raw, *code, *code2;
+		size_t len = strlen(raw);
+		struct httphead h, h2;
+		int status, status2, want;
+
+		want = httphead_check(raw, len, MAXH, &h, &status, &code);
+		for (size_t k = 0; k <= len; k++) {
+			int first = httphead_check(raw, k, MAXH, &h2, &status2, &code2);
+			if (first != 0)
+				continue;	/* decided already within k bytes */
+			ck_assert_msg(httphead_check_from(raw, len, k, MAXH, &h2, &status2,
+			    &code2) == want, "row %zu split %zu", i, k);
+			ck_assert_uint_eq(h2.hh_len, h.hh_len);
+			ck_assert_msg((code == NULL && code2 == NULL) ||
+			    (code != NULL && code2 != NULL && strcmp(code, code2) == 0),
+			    "row %zu split %zu: %s %s", i, k, code ? code : "-", code2 ? code2 : "-");
+		}
+	}
+}
+END_TEST
+
 START_TEST(test_too_large)
 {
 	static char big[MAXH + 10];
@@ -209,6 +234,7 @@ httphead_suite(void)
 	tcase_add_test(tc, test_smuggling_table);
 	tcase_add_test(tc, test_head_fields);
 	tcase_add_test(tc, test_incremental);
+	tcase_add_test(tc, test_check_from);
 	tcase_add_test(tc, test_too_large);
 	tcase_add_test(tc, test_chunk_size);
 	suite_add_tcase(s, tc);
