@@ -129,6 +129,40 @@ sandbox_sensord(int audit, char **cause)
 }
 
 /*
+ * A seccomp filter: default action dflt, action for each of names (a name
+ * this architecture does not have, iopl or epoll_wait on arm64, is
+ * skipped), and another architecture's calls killed, since their numbers
+ * would slip past every rule. NULL with *cause.
+ */
+static scmp_filter_ctx
+sandbox_filter(uint32_t dflt, const char *const *names, size_t n, uint32_t action, char **cause)
+{
+	scmp_filter_ctx ctx = seccomp_init(dflt);
+	int rc;
+
+	if (ctx == NULL) {
+		util_cause(cause, "seccomp_init failed");
+		return NULL;
+	}
+	if (seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS) != 0) {
+		seccomp_release(ctx);
+		util_cause(cause, "seccomp: bad-arch action");
+		return NULL;
+	}
+	for (size_t i = 0; i < n; i++) {
+		int nr = seccomp_syscall_resolve_name(names[i]);
+		if (nr == __NR_SCMP_ERROR || nr < 0)
+			continue;
+		if ((rc = seccomp_rule_add(ctx, action, nr, 0)) != 0) {
+			seccomp_release(ctx);
+			util_cause(cause, "seccomp: %s: %s", names[i], strerror(-rc));
+			return NULL;
+		}
+	}
+	return ctx;
+}
+
+/*
  * gensee-tcloned capabilities (it serves every local user, and everything
  * it starts inherits what is left here: the agents' inits, tmux, podman):
  *   CAP_SYS_ADMIN       overlay and bind mounts, the agents' mount, pid,
@@ -192,27 +226,9 @@ sandbox_tcloned(int podman_net, char **cause)
 	 */
 	if (sandbox_keep_caps(podman_net ? podman_caps : caps, NULL, 1, cause) != 0)
 		return -1;
-	if ((ctx = seccomp_init(SCMP_ACT_ALLOW)) == NULL) {
-		util_cause(cause, "seccomp_init failed");
+	if ((ctx = sandbox_filter(SCMP_ACT_ALLOW, sandbox_tcloned_denied,
+	    nitems(sandbox_tcloned_denied), SCMP_ACT_ERRNO(EPERM), cause)) == NULL)
 		return -1;
-	}
-	/* Another architecture's syscall numbers would slip past every rule below. */
-	if (seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS) != 0) {
-		seccomp_release(ctx);
-		util_cause(cause, "seccomp: bad-arch action");
-		return -1;
-	}
-	for (size_t i = 0; i < nitems(sandbox_tcloned_denied); i++) {
-		int nr = seccomp_syscall_resolve_name(sandbox_tcloned_denied[i]);
-		if (nr == __NR_SCMP_ERROR || nr < 0)
-			continue; /* not on this architecture (iopl on arm64) */
-		if ((rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), nr, 0)) != 0) {
-			seccomp_release(ctx);
-			util_cause(cause, "seccomp: %s: %s", sandbox_tcloned_denied[i],
-			    strerror(-rc));
-			return -1;
-		}
-	}
 	if ((rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(clone), 1,
 	    SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_NEWUSER, CLONE_NEWUSER))) != 0 ||
 	    (rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(unshare), 1,
@@ -323,27 +339,9 @@ sandbox_httpmediatord(const char *ca_file, const char *runtime_dir, char **cause
 	/* no_new_privs is already set (sandbox_httpmediatord_drop). */
 	if (landlock_restrict_read_only(paths, 2, cause) != 0)
 		return -1;
-	if ((ctx = seccomp_init(SCMP_ACT_KILL_PROCESS)) == NULL) {
-		util_cause(cause, "seccomp_init failed");
+	if ((ctx = sandbox_filter(SCMP_ACT_KILL_PROCESS, sandbox_mediator_syscalls,
+	    nitems(sandbox_mediator_syscalls), SCMP_ACT_ALLOW, cause)) == NULL)
 		return -1;
-	}
-	if (seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS) != 0) {
-		seccomp_release(ctx);
-		util_cause(cause, "seccomp: bad-arch action");
-		return -1;
-	}
-	for (size_t i = 0; i < nitems(sandbox_mediator_syscalls); i++) {
-		int nr = seccomp_syscall_resolve_name(sandbox_mediator_syscalls[i]);
-		/* A name this architecture does not have (epoll_wait on arm64) is skipped. */
-		if (nr == __NR_SCMP_ERROR || nr < 0)
-			continue;
-		if ((rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 0)) != 0) {
-			seccomp_release(ctx);
-			util_cause(cause, "seccomp: %s: %s", sandbox_mediator_syscalls[i],
-			    strerror(-rc));
-			return -1;
-		}
-	}
 	/*
 	 * socket(2) for IPv4, IPv6 and Unix only (no netlink, packet or
 	 * crypto sockets); ioctl(2) for FIONREAD only (libevent sizes its
