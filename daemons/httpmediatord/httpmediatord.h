@@ -47,6 +47,8 @@ struct ssl_ctx_st;
  * (memory, descriptors) until nothing else is served.
  */
 #define MEDIATORD_DEFAULT_MAX_CONNS 1024
+/* Connections accepted in one go before the limits are applied to them. */
+#define MEDIATORD_ACCEPT_BURST 8
 #define MEDIATORD_DEFAULT_MAX_CONNS_CLIENT 64
 #define MEDIATORD_DEFAULT_HEAD_TIMEOUT 10
 #define MEDIATORD_MAX_OPS 256
@@ -120,6 +122,8 @@ struct medop {
 	struct medconn_list mo_conns;	/* every accepted client connection still open */
 	size_t mo_nconns;
 	struct event *mo_attach;	/* proxy_conns_attach, made active at each accept */
+	size_t mo_unattached;	/* accepted since the last proxy_conns_attach */
+	int mo_accept_paused;	/* the listener is off until proxy_conns_attach runs */
 };
 TAILQ_HEAD(medop_list, medop);
 

@@ -49,6 +49,7 @@
 #include <event2/event.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
+#include <event2/listener.h>
 #include <event2/util.h>
 #include <json-c/json.h>
 #include <openssl/ssl.h>
@@ -1300,6 +1301,10 @@ proxy_conns_attach(struct medop *mo)
 		if (!proxy_conn_within_limits(mo->mo_md, mc))
 			evhttp_connection_free(mc->mc_evcon);	/* its close callback drops mc */
 	}
+	mo->mo_unattached = 0;
+	if (mo->mo_accept_paused && mo->mo_bound != NULL)
+		evconnlistener_enable(evhttp_bound_socket_get_listener(mo->mo_bound));
+	mo->mo_accept_paused = 0;
 }
 
 static void
@@ -1341,6 +1346,18 @@ proxy_conn_new(struct event_base *base, void *arg)
 	TAILQ_INSERT_TAIL(&mo->mo_conns, mc, mc_entry);
 	mo->mo_nconns++;
 	event_active(mo->mo_attach, EV_TIMEOUT, 0);
+	/*
+	 * libevent's listener accepts until the queue is empty before any
+	 * other callback runs, and a flooding client refills the queue as
+	 * fast as it is drained: thousands of descriptors could be taken
+	 * before proxy_conns_attach sees one and applies the limits. Pause
+	 * accepting after a burst; proxy_conns_attach turns it back on.
+	 */
+	if (++mo->mo_unattached >= MEDIATORD_ACCEPT_BURST && !mo->mo_accept_paused &&
+	    mo->mo_bound != NULL) {
+		evconnlistener_disable(evhttp_bound_socket_get_listener(mo->mo_bound));
+		mo->mo_accept_paused = 1;
+	}
 	return bev;
 }
 
