@@ -87,6 +87,7 @@ struct medconn {
 	int mc_busy;				/* our own change of the input */
 	int mc_state;				/* enum medconn_state (proxy.c) */
 	uint64_t mc_left;			/* body or chunk bytes still to pass */
+	uint64_t mc_chunked;			/* chunk data of this request so far */
 	size_t mc_scanned;			/* head bytes checked so far (MC_HEAD) */
 	struct event *mc_head_timer;		/* --head-timeout, from a head's first byte */
 	const char *mc_refused;			/* the framing refusal evhttp answers */
@@ -94,6 +95,7 @@ struct medconn {
 	uint64_t mc_seen;			/* requests evhttp handed to proxy_request_cb */
 	uint64_t mc_standin;			/* which head is the stand-in, 0: none */
 	int mc_refused_status;
+	int mc_answer_here;			/* refused in a body: the close writes the answer */
 	char mc_method[16];
 	char mc_peer[64];			/* the client address, once attached */
 };

@@ -712,6 +712,22 @@ proxy_host_ok(struct evhttp_request *req, const struct medreq_target *t, const c
 	return medreq_host_check(t, host, code) == 0;
 }
 
+/* The reason phrase of a status the framing check or the head deadline answers. */
+static const char *
+proxy_status_text(int status)
+{
+	switch (status) {
+	case 408:
+		return "Request Timeout";
+	case 413:
+		return "Payload Too Large";
+	case 431:
+		return "Request Header Fields Too Large";
+	default:
+		return "Bad Request";
+	}
+}
+
 static void
 proxy_request_cb(struct evhttp_request *req, void *arg)
 {
@@ -732,10 +748,8 @@ proxy_request_cb(struct evhttp_request *req, void *arg)
 		mc->mc_seen++;
 	if (mc == NULL || (mc->mc_standin != 0 && mc->mc_seen >= mc->mc_standin)) {
 		int st = mc != NULL ? mc->mc_refused_status : 400;
-		proxy_refuse(req, st, st == 408 ? "Request Timeout" : st == 413 ?
-		    "Payload Too Large" : st == 431 ? "Request Header Fields Too Large" :
-		    "Bad Request", mc != NULL && mc->mc_refused != NULL ? mc->mc_refused :
-		    "untracked_connection", 1);
+		proxy_refuse(req, st, proxy_status_text(st), mc != NULL && mc->mc_refused != NULL ?
+		    mc->mc_refused : "untracked_connection", 1);
 		return;
 	}
 	/* Another peer: refused before anything of its request is acted on. */
@@ -931,11 +945,12 @@ proxy_filter_pass(struct evbuffer *src, struct evbuffer *dst, size_t n)
 
 /*
  * The chunked body's framing, one step. 1: progress, 0: more bytes
- * needed, -1: malformed (code set).
+ * needed, -1: refused (*status and *code set): malformed, or more chunk
+ * data than max_request_bytes.
  */
 static int
 proxy_filter_chunked(struct medconn *mc, struct evbuffer *src, struct evbuffer *dst,
-    const char **code)
+    int *status, const char **code)
 {
 	size_t len = evbuffer_get_length(src), n;
 	uint64_t size;
@@ -956,6 +971,7 @@ proxy_filter_chunked(struct medconn *mc, struct evbuffer *src, struct evbuffer *
 			return 0;
 		line = (const char *)evbuffer_pullup(src, 2);
 		if (line[0] != '\r' || line[1] != '\n') {
+			*status = 400;
 			*code = HTTPHEAD_E_BAD_CHUNK;
 			return -1;
 		}
@@ -967,6 +983,7 @@ proxy_filter_chunked(struct medconn *mc, struct evbuffer *src, struct evbuffer *
 	}
 	n = proxy_filter_line(src, mc->mc_state == MC_TRAILER ? MEDIATORD_MAX_HEADERS_SIZE :
 	    HTTPHEAD_CHUNK_LINE_MAX, &toolong);
+	*status = 400;
 	if (n == 0) {
 		if (toolong)
 			*code = HTTPHEAD_E_BAD_CHUNK;
@@ -981,6 +998,16 @@ proxy_filter_chunked(struct medconn *mc, struct evbuffer *src, struct evbuffer *
 	if (mc->mc_state == MC_CHUNK_SIZE) {
 		if (httphead_chunk_size(line, n - 2, &size, code) != 0)
 			return -1;
+		/*
+		 * evhttp would refuse this chunk with its own 413 and no
+		 * evidence: refused here, before it is passed on.
+		 */
+		if (size > (uint64_t)mc->mc_mo->mo_max_request - mc->mc_chunked) {
+			*status = 413;
+			*code = "request_too_large";
+			return -1;
+		}
+		mc->mc_chunked += size;
 		mc->mc_left = size;
 		mc->mc_state = size == 0 ? MC_TRAILER : MC_CHUNK_DATA;
 	} else if (n == 2) {
@@ -1042,6 +1069,7 @@ proxy_frame(struct medconn *mc, struct evbuffer *src, struct evbuffer *dst)
 			mc->mc_heads++;
 			proxy_filter_pass(src, dst, h.hh_len);
 			mc->mc_left = h.hh_content_length;
+			mc->mc_chunked = 0;
 			mc->mc_state = h.hh_chunked ? MC_CHUNK_SIZE : mc->mc_left > 0 ? MC_BODY :
 			    MC_HEAD;
 			break;
@@ -1054,13 +1082,17 @@ proxy_frame(struct medconn *mc, struct evbuffer *src, struct evbuffer *dst)
 				mc->mc_state = MC_HEAD;
 			break;
 		default:
-			rc = proxy_filter_chunked(mc, src, dst, &code);
+			rc = proxy_filter_chunked(mc, src, dst, &status, &code);
 			if (rc == 0)
 				return;
 			if (rc < 0) {
-				/* evhttp holds the head: the connection is closed instead. */
+				/*
+				 * evhttp holds the head, so no stand-in can follow
+				 * it: the close (proxy_head_timeout_cb) answers.
+				 */
 				evbuffer_drain(src, len);
-				proxy_conn_refused(mc, 400, code);
+				proxy_conn_refused(mc, status, code);
+				mc->mc_answer_here = 1;
 				event_active(mc->mc_head_timer, EV_TIMEOUT, 0);
 				return;
 			}
@@ -1106,9 +1138,10 @@ proxy_conn_refused(struct medconn *mc, int status, const char *code)
 }
 
 /*
- * The head deadline ran out (or a chunked body was malformed: the
- * connection is closed). Threat: slowloris, a client holding heads open
- * a byte at a time: 408 and the connection closed.
+ * The head deadline ran out, or a chunked body was refused (malformed, or
+ * over max_request_bytes): the answer goes straight to the socket and the
+ * connection is closed. Threat: slowloris, a client holding heads open a
+ * byte at a time: 408 and the connection closed.
  */
 static void
 proxy_head_timeout_cb(evutil_socket_t fd, short what, void *arg)
@@ -1130,20 +1163,22 @@ proxy_head_timeout_cb(evutil_socket_t fd, short what, void *arg)
 		evtimer_add(mc->mc_head_timer, &tv);
 		return;
 	}
-	if (mc->mc_state != MC_REFUSED) {
+	if (mc->mc_state != MC_REFUSED || mc->mc_answer_here) {
 		char resp[256];
 		int n;
 
-		proxy_conn_refused(mc, 408, "http_head_timeout");
+		if (mc->mc_state != MC_REFUSED)
+			proxy_conn_refused(mc, 408, "http_head_timeout");
 		/*
 		 * Straight to the socket, which has nothing else queued (no
 		 * request of this connection is being answered): evhttp frees
 		 * the connection below and would drop a buffered answer.
 		 * Best effort: the close is the answer that counts.
 		 */
-		n = snprintf(resp, sizeof(resp), "HTTP/1.1 408 Request Timeout\r\n"
+		n = snprintf(resp, sizeof(resp), "HTTP/1.1 %d %s\r\n"
 		    "X-Gensee-Refusal: %s\r\nContent-Type: text/plain\r\nContent-Length: %zu\r\n"
-		    "Connection: close\r\n\r\ngensee-httpmediatord: %s\n", mc->mc_refused,
+		    "Connection: close\r\n\r\ngensee-httpmediatord: %s\n", mc->mc_refused_status,
+		    proxy_status_text(mc->mc_refused_status), mc->mc_refused,
 		    strlen("gensee-httpmediatord: \n") + strlen(mc->mc_refused), mc->mc_refused);
 		if (n > 0 && (size_t)n < sizeof(resp) && bufferevent_getfd(mc->mc_cbev) >= 0 &&
 		    write(bufferevent_getfd(mc->mc_cbev), resp, (size_t)n) != n)

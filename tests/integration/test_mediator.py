@@ -812,6 +812,37 @@ def mediator_head_too_large_evidence(env):
     check(upstream_lines(t.uplog) == [], "upstream saw %r" % upstream_lines(t.uplog))
 
 
+def mediator_chunked_refusals(env):
+    """A chunked body is refused where evhttp already holds its head: over
+    max_request_bytes (one chunk, or the sum of two) is 413
+    request_too_large and malformed chunk framing 400 http_bad_chunk, each
+    answered, the connection closed, a deny evidence line, and nothing
+    upstream (before, the first was evhttp's own 413 with no evidence and
+    the second a close without an answer)."""
+    t = setup(env)
+    head = "POST http://up.test:8080/chunked HTTP/1.1\r\n" + H + "Transfer-Encoding: chunked\r\n\r\n"
+    cases = [
+        (413, "request_too_large", head + "%x\r\n" % 70000),
+        (413, "request_too_large", head + "8000\r\n" + "a" * 0x8000 + "\r\n8001\r\n"),
+        (400, "http_bad_chunk", head + "zz\r\n"),
+        (400, "http_bad_chunk", head + "3\r\nabcXY"),
+    ]
+    for status, code, raw in cases:
+        r = raw_all(env, t, raw)
+        check(r["data"].count("HTTP/1.1 ") == 1 and status_of(r["data"]) == status and
+              ("X-Gensee-Refusal: %s\r\n" % code) in r["data"] and r["closed"],
+              "%s: want one %d and the connection closed, got %r" % (code, status, r))
+    ev = evidence(env)
+    check([(e["decision"], e["reason"], e["status"], e.get("method")) for e in ev] ==
+          [("deny", c, st, "POST") for st, c, _ in cases], "evidence: %r" % ev)
+    # Exactly max_request_bytes in chunks is not refused by the framing check.
+    r = raw_all(env, t, head.replace("HTTP/1.1\r\n", "HTTP/1.1\r\nConnection: close\r\n", 1) +
+                "8000\r\n" + "a" * 0x8000 + "\r\n8000\r\n" + "b" * 0x8000 + "\r\n0\r\n\r\n")
+    check(status_of(r["data"]) is not None and "request_too_large" not in r["data"] and
+          "X-Gensee-Refusal: http_" not in r["data"], "a body of exactly the limit: %r" % r)
+    check(upstream_lines(t.uplog) == [], "upstream saw %r" % upstream_lines(t.uplog))
+
+
 def mediator_connection_flood(env):
     """One client opens 2,000 connections with half-sent heads (within 20 s):
     at most --max-connections-per-client stay open, the mediator's
@@ -875,4 +906,5 @@ if __name__ == "__main__":
                                   mediator_fails_closed_without_boundaryd, mediator_confined,
                                   mediator_sock_peer_checked, mediator_strict_http,
                                   mediator_head_too_large_evidence,
+                                  mediator_chunked_refusals,
                                   mediator_connection_flood)})
