@@ -35,6 +35,7 @@
 #include <json-c/json.h>
 
 #include "agentprof.h"
+#include "log.h"
 #include "mountview.h"
 #include "schema.h"
 #include "tcloned.h"
@@ -156,30 +157,34 @@ tagent_state_owned(const struct trun *r, const struct agentprof *p, int missing_
 	return 0;
 }
 
-int
-tagent_prepare(const struct trun *r, const struct agentprof *p, char **cause)
+/* fn(p) in a child that has become r's user: 0, or -1 (it failed, or could not run). */
+static int
+tagent_as_user(const struct trun *r, const struct agentprof *p,
+    int (*fn)(const struct agentprof *, char **))
 {
 	int status;
-	pid_t pid;
+	pid_t pid = fork();
 
-	if (tagent_state_owned(r, p, 1, cause) != 0)
+	if (pid < 0)
 		return -1;
-	pid = fork();
-
-	if (pid < 0) {
-		util_cause(cause, "agent profile: fork: %s", strerror(errno));
-		return -1;
-	}
 	if (pid == 0) {
 		char *why = NULL;
 		if (setgroups(0, NULL) != 0 || setresgid(r->tr_gid, r->tr_gid, r->tr_gid) != 0 ||
 		    setresuid(r->tr_uid, r->tr_uid, r->tr_uid) != 0)
 			_exit(2);
-		_exit(agentprof_prepare(p, &why) == 0 ? 0 : 1);
+		_exit(fn(p, &why) == 0 ? 0 : 1);
 	}
 	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
 		;
-	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+	return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
+}
+
+int
+tagent_prepare(const struct trun *r, const struct agentprof *p, char **cause)
+{
+	if (tagent_state_owned(r, p, 1, cause) != 0)
+		return -1;
+	if (tagent_as_user(r, p, agentprof_prepare) != 0) {
 		util_cause(cause, "agent profile %s: its store in %s could not be made as the user",
 		    p->ap_name, p->ap_state[0].as_store);
 		return -1;
@@ -187,6 +192,32 @@ tagent_prepare(const struct trun *r, const struct agentprof *p, char **cause)
 	if (tagent_state_owned(r, p, 0, cause) != 0)
 		return -1;
 	return 0;
+}
+
+/*
+ * The run ended (its tree killed): the configuration it planted in its
+ * store is removed now, not only at the next start, so nothing that reads
+ * the store in between (a `gensee run` of the same agent, the user's own
+ * tools, a backup restored as the real directory) finds it.
+ */
+void
+tagent_finish(const struct trun *r)
+{
+	static struct agentprof ap;	/* large */
+	char *cause = NULL;
+	int argi;
+
+	if (r->tr_observe_only || tagent_plan(r, &ap, &argi, &cause) <= 0) {
+		free(cause);
+		return;
+	}
+	if (tagent_state_owned(r, &ap, 1, &cause) != 0 ||
+	    tagent_as_user(r, &ap, agentprof_purge) != 0) {
+		log_warnx("%s: agent profile %s: its store was not purged at the run's end%s%s "
+		    "(the next start purges it)", r->tr_id, ap.ap_name, cause != NULL ? ": " : "",
+		    cause != NULL ? cause : "");
+		free(cause);
+	}
 }
 
 /* A directory of uid's, opened with its identity, no link on the way: an O_PATH fd, or -1. */

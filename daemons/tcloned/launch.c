@@ -872,6 +872,8 @@ launch_end(struct tcloned *t, struct trun *r, int kill_now)
 	json_object_put(res);
 	/* The operation's end killed the container's processes; podman forgets it. */
 	podman_remove(t, r);
+	/* Now, not at the reap: a deleted run is forgotten before its init is reaped. */
+	tagent_finish(r);
 }
 
 void
@@ -903,6 +905,7 @@ launch_reaped(struct tcloned *t, pid_t pid, int status)
 		json_object_put(res);
 		res = NULL;
 		podman_remove(t, r);
+		tagent_finish(r);
 		if (strcmp(r->tr_state, "running") == 0) {
 			util_strlcpy(r->tr_state, "exited", sizeof(r->tr_state));
 			tcloned_history(t, r->tr_op, "end", "succeeded", r, r->tr_group, r->tr_uid,

@@ -196,6 +196,8 @@ struct agentprof;
 int tagent_plan(const struct trun *r, struct agentprof *p, int *argi, char **cause);
 /* Its stores made and planted configuration purged, as the user. */
 int tagent_prepare(const struct trun *r, const struct agentprof *p, char **cause);
+/* The run ended: planted configuration purged from its stores, as the user. */
+void tagent_finish(const struct trun *r);
 /* In the run's mount namespace, as root: the overlays and read-only configuration. */
 int tagent_mount(const struct agentprof *p, uid_t uid, gid_t gid, const char **what);
 /*
